@@ -1,0 +1,67 @@
+"""``tutorrl compile``, ``tutorrl verify`` and ``tutorrl keys``.
+
+Only argparse is imported here; the compiler loads inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compile", help="validate a spec and write its bundle",
+                       description="Validate a spec and write bundles/<id>/; prints the bundle's path last.")
+    p.add_argument("spec", help="the spec file (TOML)")
+    p.add_argument("--out", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
+    p.set_defaults(handler=_compile)
+
+    p = sub.add_parser("verify", help="check a bundle (and its evidence) against its manifest",
+                       description="Exit 0 when every file matches the manifest and every evidence record holds.")
+    p.add_argument("bundle", help="the bundle folder")
+    p.set_defaults(handler=_verify)
+
+    from tutorrl.compiler.keys_commands import register_keys
+
+    register_keys(sub)
+
+
+def _display(path) -> str:
+    import os
+
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def _compile(args) -> int:
+    import sys
+
+    from tutorrl.compiler import compile_spec, write_bundle
+
+    compiled = compile_spec(args.spec)
+    result = write_bundle(compiled, args.out)
+    m = compiled.manifest
+    state = "wrote" if result.created else "unchanged, already at"
+    print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {_display(result.path)}", file=sys.stderr)
+    print(_display(result.path))
+    return 0
+
+
+def _verify(args) -> int:
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.errors import BundleError
+
+    bundle = verify_bundle(args.bundle)
+    problems: list[str] = []
+    try:
+        from tutorrl.evidence import verify_evidence
+    except ImportError:
+        verify_evidence = None
+    if verify_evidence is not None:
+        problems = list(verify_evidence(bundle.path))
+    if problems:
+        raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
+    print(f"ok: {_display(bundle.path)} is bundle {bundle.digest}")
+    return 0

@@ -1,0 +1,66 @@
+"""Values in Hydra's override grammar, spelled so Hydra reads back exactly them.
+
+Every string is quoted (unquoted, Hydra types ``true``/``8``/``null``, splits
+``a,b`` into a sweep, strips edge spaces and fails on ``'``, ``=``, ``#``,
+``~`` and non-ASCII). Double quotes are used so the override reads naturally
+inside the single quotes of the shell script. Two layers of escaping apply,
+innermost first:
+
+1. OmegaConf: a literal ``${`` would be read as an interpolation when verl's
+   config is resolved, so it becomes ``\\${``, and backslashes directly before
+   it are doubled (OmegaConf reads ``\\\\`` there as one backslash).
+2. Hydra's quoted string: ``"`` becomes ``\\"``, and runs of backslashes directly
+   before a quote -- escaped ones or the closing one -- are doubled. Other
+   backslashes stand for themselves.
+
+The property tests in ``tests/compiler/test_hydra.py`` check both layers
+against Hydra's own ``OverridesParser`` and against composing verl's config.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+_BEFORE_QUOTE = re.compile(r'(\\*)(")')
+_TRAILING = re.compile(r"(\\+)$")
+
+
+def omegaconf_escape(text: str) -> str:
+    """Make ``${`` literal for OmegaConf (what Hydra's parser hands back)."""
+    return _INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", text)
+
+
+def quote_string(text: str) -> str:
+    body = omegaconf_escape(text)
+    body = _BEFORE_QUOTE.sub(lambda m: m.group(1) * 2 + '\\"', body)
+    body = _TRAILING.sub(lambda m: m.group(1) * 2, body)
+    return f'"{body}"'
+
+
+def render_value(value) -> str:
+    """One typed value in override grammar."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value!r}")
+        return repr(value)
+    if isinstance(value, str):
+        return quote_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(render_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{render_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot render {type(value).__name__} as a Hydra value")
+
+
+def render_override(key: str, value, *, append: bool = False) -> str:
+    return f"{'+' if append else ''}{key}={render_value(value)}"

@@ -1,0 +1,60 @@
+"""``tutorrl keys``: extract and list the verl key sets tutorrl checks overrides against.
+
+Imports only argparse at module level; handlers import their implementation.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.keyset_import import cmd_import
+
+    return cmd_import(args)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.keyset_import import cmd_list
+
+    return cmd_list(args)
+
+
+def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
+    """Add the ``import`` and ``list`` verbs to ``parser``."""
+    verbs = parser.add_subparsers(dest="keys_command", metavar="VERB", required=True)
+
+    imp = verbs.add_parser(
+        "import",
+        help="extract a verl release's key sets from its wheel",
+        description=(
+            "Download verl RELEASE's wheel with pip (or reuse it from the wheel cache), compose its "
+            "trainer config with Hydra for the fsdp and megatron variants, and write "
+            "verl-RELEASE-{fsdp,megatron}.json. Needs: pip install 'tutorrl[keys]'."
+        ),
+    )
+    imp.add_argument("releases", nargs="+", metavar="RELEASE", help="verl release, e.g. 0.9.1")
+    imp.add_argument(
+        "--dest",
+        metavar="DIR",
+        help="folder to write into (default: the package's keysets/ folder)",
+    )
+    imp.add_argument(
+        "--wheel-cache",
+        metavar="DIR",
+        help="where wheels are downloaded and reused (default: $TUTORRL_WHEEL_CACHE or ~/.cache/tutorrl/wheels)",
+    )
+    imp.set_defaults(handler=_run_import)
+
+    lst = verbs.add_parser("list", help="list the packaged key sets")
+    lst.set_defaults(handler=_run_list)
+
+
+def register_keys(subparsers) -> None:
+    """Add ``tutorrl keys`` to the top-level sub-command parser."""
+    keys = subparsers.add_parser(
+        "keys",
+        help="verl key sets (import a release, list what is packaged)",
+        description="The key sets of verl releases' composed trainer configs, used to check every override.",
+    )
+    add_keys_verbs(keys)

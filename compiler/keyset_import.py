@@ -1,0 +1,351 @@
+"""Extract a verl release's key sets from its wheel (``tutorrl keys import``).
+
+For one release this
+
+1. downloads the release's wheel with pip (``pip download --no-deps``) into a
+   wheel cache, or reuses the wheel already there;
+2. extracts only ``verl/trainer/config/**`` from it into a temporary folder;
+3. composes the trainer config with Hydra's compose API, exactly as
+   ``python -m verl.trainer.main_ppo`` would with no overrides -- once for the
+   FSDP variant (``ppo_trainer``) and once for Megatron (``ppo_megatron_trainer``
+   in releases without a ``model_engine/megatron.yaml`` group option,
+   ``ppo_trainer`` + ``model_engine=megatron`` in those with one);
+4. flattens the composed config to dotted keys (see :mod:`tutorrl.compiler.keysets`)
+   and writes ``verl-<release>-<variant>.json``, byte-for-byte deterministic,
+   one key per line so that a review diff shows one line per changed key.
+
+Hydra and OmegaConf are the optional extra ``keys`` and are imported lazily:
+nothing on the compile path imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from tutorrl.compiler.keysets import SCHEMA, VARIANTS, KeyInfo, KeySet, available_keysets, load_keyset
+from tutorrl.errors import RefusedError
+
+CONFIG_PREFIX = "verl/trainer/config/"
+FSDP_CONFIG = "ppo_trainer"
+LEGACY_MEGATRON_CONFIG = "ppo_megatron_trainer"
+WHEEL_CACHE_ENV = "TUTORRL_WHEEL_CACHE"
+
+# A PEP 440-ish release string; anything else never reaches pip's argv.
+_RELEASE_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([._-]?(a|b|rc|post|dev)[0-9]*)*$")
+
+
+class KeysetImportError(RefusedError):
+    """A release's key set could not be extracted (download, wheel or composition)."""
+
+
+# ---------------------------------------------------------------------------
+# Composing and flattening
+
+
+def _require_hydra():
+    try:
+        import hydra  # noqa: F401
+        import omegaconf  # noqa: F401
+    except ImportError as exc:
+        raise KeysetImportError(
+            f"extracting verl key sets needs Hydra and OmegaConf ({exc}); "
+            "install them with: pip install 'tutorrl[keys]'"
+        ) from None
+
+
+def variant_recipe(config_dir: Path, variant: str) -> tuple[str, list[str]]:
+    """The (config name, overrides) that compose ``variant`` from ``config_dir``.
+
+    Decided by the files the release ships, not by its version number.
+    """
+    config_dir = Path(config_dir)
+    if variant == "fsdp":
+        if (config_dir / f"{FSDP_CONFIG}.yaml").is_file():
+            return FSDP_CONFIG, []
+    elif variant == "megatron":
+        # From 0.8.0 Megatron is a config-group choice of ppo_trainer
+        # (model_engine=megatron); ppo_megatron_trainer.yaml stays only as a
+        # deprecated shim. Before, it is a config of its own.
+        if (config_dir / "model_engine" / "megatron.yaml").is_file() and (
+            config_dir / f"{FSDP_CONFIG}.yaml"
+        ).is_file():
+            return FSDP_CONFIG, ["model_engine=megatron"]
+        if (config_dir / f"{LEGACY_MEGATRON_CONFIG}.yaml").is_file():
+            return LEGACY_MEGATRON_CONFIG, []
+    else:
+        raise KeysetImportError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    raise KeysetImportError(f"{config_dir} has no trainer config for the {variant} variant")
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "dict"
+    raise KeysetImportError(f"unexpected value of type {type(value).__name__} in a composed config: {value!r}")
+
+
+def _resolve(cfg: Any, key: str, raw: str) -> tuple[Any, str]:
+    """The resolved value of the interpolation at ``key``, or the raw text."""
+    from omegaconf import Container, OmegaConf
+
+    if "oc.env" in raw:  # machine-dependent: never bake into committed data
+        return raw, "str"
+    try:
+        value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True, throw_on_missing=True)
+        if isinstance(value, Container):
+            value = OmegaConf.to_container(value, resolve=True)
+        return value, _type_of(value)
+    except Exception:  # noqa: BLE001 - any resolution failure: keep the raw text
+        return raw, "str"
+
+
+def flatten_config(cfg: Any) -> dict[str, KeyInfo]:
+    """Flatten a composed DictConfig: non-empty dicts recurse; lists and empty dicts are leaves."""
+    from omegaconf import DictConfig, OmegaConf
+
+    out: dict[str, KeyInfo] = {}
+
+    def walk(node: DictConfig, plain: dict, prefix: str) -> None:
+        for name, value in plain.items():
+            name = str(name)
+            if "." in name:
+                raise KeysetImportError(f"config key {prefix + name!r} contains a dot; it cannot be addressed")
+            key = prefix + name
+            if isinstance(value, dict) and value and not OmegaConf.is_interpolation(node, name):
+                walk(node[name], value, key + ".")
+                continue
+            if isinstance(value, str) and OmegaConf.is_interpolation(node, name):
+                default, kind = _resolve(cfg, key, value)
+                out[key] = KeyInfo(default=default, type=kind, interpolation=value)
+            elif isinstance(value, str) and value == "???" and OmegaConf.is_missing(node, name):
+                out[key] = KeyInfo(default=None, type="missing")
+            else:
+                kind = _type_of(value)
+                out[key] = KeyInfo(default=value, type=kind, open=(kind == "dict" and not value))
+
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    walk(cfg, plain, "")
+    return dict(sorted(out.items()))
+
+
+def compose_keyset(config_dir: Path, release: str, variant: str) -> KeySet:
+    """Compose ``variant`` of the trainer config in ``config_dir`` and flatten it."""
+    _require_hydra()
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    config_dir = Path(config_dir).resolve()
+    config_name, overrides = variant_recipe(config_dir, variant)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            cfg = compose(config_name=config_name, overrides=list(overrides))
+    except Exception as exc:  # noqa: BLE001 - Hydra raises many kinds
+        raise KeysetImportError(
+            f"composing verl {release} {variant} config ({config_name} {' '.join(overrides)}) failed: {exc}"
+        ) from exc
+    return KeySet(
+        schema=SCHEMA,
+        release=release,
+        variant=variant,
+        config_name=config_name,
+        overrides=list(overrides),
+        keys=flatten_config(cfg),
+    )
+
+
+def encode_keyset(keyset: KeySet) -> bytes:
+    """Stable JSON: header fields, then one sorted key per line; newline at the end."""
+    enc = msgspec.json.Encoder(order="deterministic")
+    lines = ["{"]
+    for field in ("schema", "release", "variant", "config_name", "overrides"):
+        lines.append(f"  {enc.encode(field).decode()}: {enc.encode(getattr(keyset, field)).decode()},")
+    lines.append('  "keys": {')
+    items = sorted(keyset.keys.items())
+    for i, (key, info) in enumerate(items):
+        comma = "," if i < len(items) - 1 else ""
+        lines.append(f"    {enc.encode(key).decode()}: {enc.encode(info).decode()}{comma}")
+    lines.append("  }")
+    lines.append("}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+# ---------------------------------------------------------------------------
+# Wheels
+
+
+def default_wheel_cache() -> Path:
+    env = os.environ.get(WHEEL_CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "tutorrl" / "wheels"
+
+
+def _check_release(release: str) -> None:
+    if not _RELEASE_RE.match(release):
+        raise KeysetImportError(f"{release!r} is not a verl release number (expected e.g. 0.9.1)")
+
+
+def _cached_wheel(release: str, cache: Path) -> Path | None:
+    if not cache.is_dir():
+        return None
+    found = sorted(p for p in cache.glob(f"verl-{release}-*.whl") if p.is_file())
+    return found[0] if found else None
+
+
+def fetch_wheel(release: str, cache: Path | None = None) -> Path:
+    """The wheel of verl ``release``: from the cache, else downloaded into it by pip."""
+    _check_release(release)
+    cache = Path(cache) if cache is not None else default_wheel_cache()
+    wheel = _cached_wheel(release, cache)
+    if wheel is not None:
+        return wheel
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable, "-m", "pip", "download",
+        "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+        f"verl=={release}", "-d", str(cache),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wheel = _cached_wheel(release, cache)
+    if proc.returncode != 0 or wheel is None:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+        raise KeysetImportError(
+            f"verl {release} could not be downloaded (pip download exit {proc.returncode}):\n{tail}"
+        )
+    return wheel
+
+
+def extract_config(wheel: Path, dest: Path) -> Path:
+    """Extract ``verl/trainer/config/**`` from ``wheel`` under ``dest``; return the config dir."""
+    dest = Path(dest)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            members = [m for m in zf.infolist() if m.filename.startswith(CONFIG_PREFIX) and not m.is_dir()]
+            for m in members:
+                parts = Path(m.filename).parts
+                if m.filename.startswith("/") or ".." in parts:
+                    raise KeysetImportError(f"{wheel.name} has an unsafe member name {m.filename!r}")
+                target = dest.joinpath(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(m) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+    except zipfile.BadZipFile as exc:
+        raise KeysetImportError(f"{wheel} is not a readable wheel ({exc}); delete it and retry") from None
+    if not members:
+        raise KeysetImportError(f"{wheel.name} has no {CONFIG_PREFIX} folder")
+    return dest / CONFIG_PREFIX.rstrip("/")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def keysets_from_config_dir(config_dir: Path, release: str) -> list[KeySet]:
+    """Every variant's key set of the config in ``config_dir``."""
+    return [compose_keyset(config_dir, release, variant) for variant in VARIANTS]
+
+
+def write_keysets(keysets: Sequence[KeySet], dest_dir: Path) -> list[Path]:
+    written = []
+    for ks in keysets:
+        path = Path(dest_dir) / f"verl-{ks.release}-{ks.variant}.json"
+        _write_atomic(path, encode_keyset(ks))
+        written.append(path)
+    return written
+
+
+def import_release(release: str, dest_dir: Path, wheel_cache: Path | None = None) -> list[Path]:
+    """Download (or reuse) verl ``release``'s wheel and write its key sets into ``dest_dir``."""
+    _require_hydra()
+    wheel = fetch_wheel(release, wheel_cache)
+    with tempfile.TemporaryDirectory(prefix="tutorrl-keys-") as tmp:
+        config_dir = extract_config(wheel, Path(tmp))
+        keysets = keysets_from_config_dir(config_dir, release)
+    return write_keysets(keysets, dest_dir)
+
+
+def packaged_keyset_dir() -> Path:
+    """The package's own ``keysets/`` folder (the source tree in an editable install)."""
+    return Path(str(resources.files("tutorrl.compiler").joinpath("keysets")))
+
+
+# ---------------------------------------------------------------------------
+# Command line
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    from tutorrl.compiler.keys_commands import add_keys_verbs
+
+    parser = parser or argparse.ArgumentParser(prog="tutorrl keys", description="verl key sets")
+    add_keys_verbs(parser)
+    return parser
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    dest = Path(args.dest) if args.dest else packaged_keyset_dir()
+    cache = Path(args.wheel_cache) if getattr(args, "wheel_cache", None) else None
+    for release in args.releases:
+        for path in import_release(release, dest, cache):
+            ks = msgspec.json.decode(path.read_bytes(), type=KeySet)
+            recipe = " ".join([ks.config_name, *ks.overrides])
+            print(f"{path}  ({len(ks.keys)} keys; {recipe})")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for release, variant in available_keysets():
+        ks = load_keyset(release, variant)
+        recipe = " ".join([ks.config_name, *ks.overrides])
+        print(f"{release:<12} {variant:<9} {len(ks.keys):>5} keys  {recipe}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tutorrl.compiler.keyset_import import 0.9.1`` / ``list``."""
+    from tutorrl.errors import TutorrlError
+
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    try:
+        return int(args.handler(args) or 0)
+    except TutorrlError as exc:
+        print(exc.render(), file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""Key sets: every key of a verl release's composed Hydra trainer config.
+
+tutorrl checks each verl override it emits against the key set of the target
+release. A key set is data: ``keysets/verl-<release>-<variant>.json`` in this
+package, extracted from the release's own wheel by
+:mod:`tutorrl.compiler.keyset_import` (``tutorrl keys import <release>``) and
+committed after review.
+
+This module is on the compile path, so it imports nothing heavy: only msgspec
+and the standard library (no hydra, omegaconf or verl).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from importlib import resources
+from typing import Any, Literal
+
+import msgspec
+
+from tutorrl.errors import InputError, Problem
+
+SCHEMA = "tutorrl.keyset/1"
+
+#: The variants a key set exists for: verl's FSDP trainer config and its
+#: Megatron trainer config.
+VARIANTS: tuple[str, ...] = ("fsdp", "megatron")
+
+KeyType = Literal["int", "float", "str", "bool", "list", "dict", "null", "missing"]
+
+_FILE_RE = re.compile(r"^verl-(?P<release>.+)-(?P<variant>fsdp|megatron)\.json$")
+
+
+class KeyInfo(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """One flattened key of a composed config.
+
+    ``default`` is the composed value (an interpolation's resolved value, or its
+    raw text where it could not be resolved; ``None`` for a ``???`` value).
+    ``type`` is the JSON type of ``default``, or ``"missing"`` for ``???``.
+    ``open`` is true for a dict that is empty in the composed config: Hydra
+    only accepts new sub-keys under it with a ``+`` prefix.
+    ``interpolation`` is the raw ``${...}`` text when the value is an
+    interpolation.
+    """
+
+    default: Any
+    type: KeyType
+    open: bool = False
+    interpolation: str | None = None
+
+
+class KeySet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """All keys of one verl release's composed trainer config, for one variant."""
+
+    schema: str
+    release: str
+    variant: str
+    config_name: str
+    overrides: list[str]
+    keys: dict[str, KeyInfo]
+
+    def has(self, key: str) -> bool:
+        """Whether ``key`` (dotted) is a key of the composed config.
+
+        Only flattened keys count: a non-empty dict's own path (``trainer``) is
+        not one, its leaves are.
+        """
+        return key in self.keys
+
+    def is_prefix(self, key: str) -> bool:
+        """Whether ``key`` is a non-empty dict of the config (a parent of keys)."""
+        prefix = key + "."
+        return any(k.startswith(prefix) for k in self.keys)
+
+    def open_parent(self, key: str) -> str | None:
+        """The nearest ancestor of ``key`` that is an open (empty) dict.
+
+        When ``key`` is not itself a key, this is where Hydra needs ``+key=``
+        to add it. ``None`` when no ancestor is open.
+        """
+        parts = key.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            parent = ".".join(parts[:end])
+            info = self.keys.get(parent)
+            if info is not None:
+                return parent if info.open else None
+        return None
+
+    def near(self, key: str, n: int = 3) -> list[str]:
+        """Up to ``n`` keys close to ``key``, best first (for "did you mean")."""
+        return difflib.get_close_matches(key, sorted(self.keys), n=n, cutoff=0.6)
+
+
+def _data_dir():
+    return resources.files("tutorrl.compiler").joinpath("keysets")
+
+
+def available_keysets() -> list[tuple[str, str]]:
+    """Every packaged (release, variant), sorted by release then variant."""
+    return list(_available())
+
+
+@functools.cache
+def _available() -> tuple[tuple[str, str], ...]:
+    found = []
+    for entry in _data_dir().iterdir():
+        match = _FILE_RE.match(entry.name)
+        if match:
+            found.append((match["release"], match["variant"]))
+    return tuple(sorted(found, key=lambda rv: (release_sort_key(rv[0]), rv[1])))
+
+
+def release_sort_key(release: str) -> tuple:
+    """Order releases numerically (0.10.0 after 0.9.1); suffixes after the base."""
+    parts: list[tuple[int, Any]] = []
+    for piece in re.split(r"[.+-]", release):
+        parts.append((0, int(piece)) if piece.isdigit() else (1, piece))
+    return tuple(parts)
+
+
+def decode_keyset(data: bytes) -> KeySet:
+    """Parse a key-set JSON document."""
+    return msgspec.json.decode(data, type=KeySet)
+
+
+@functools.cache
+def load_keyset(release: str, variant: str) -> KeySet:
+    """The packaged key set of verl ``release`` for ``variant`` (cached)."""
+    if variant not in VARIANTS:
+        raise InputError(
+            [Problem(f"unknown verl variant {variant!r}", hint=f"expected one of {', '.join(VARIANTS)}")]
+        )
+    entry = _data_dir().joinpath(f"verl-{release}-{variant}.json")
+    try:
+        data = entry.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        have = available_keysets()
+        listing = ", ".join(f"{r} ({v})" for r, v in have) or "none"
+        raise InputError(
+            [
+                Problem(
+                    f"tutorrl has no key set for verl {release} ({variant})",
+                    hint=f"available: {listing}; add one with `tutorrl keys import {release}`",
+                )
+            ]
+        ) from None
+    keyset = decode_keyset(data)
+    if keyset.schema != SCHEMA or keyset.release != release or keyset.variant != variant:
+        raise InputError(
+            [
+                Problem(
+                    f"packaged key set {entry.name} is inconsistent: schema {keyset.schema!r}, "
+                    f"release {keyset.release!r}, variant {keyset.variant!r}",
+                    hint="re-run `tutorrl keys import`",
+                )
+            ]
+        )
+    return keyset

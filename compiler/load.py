@@ -1,0 +1,260 @@
+"""Reading a spec: TOML text -> validated :class:`~tutorrl.compiler.spec.Spec`.
+
+msgspec stops at the first error and does not know TOML positions, so the
+structure is checked here field by field against the struct definitions,
+every problem is collected with its line and column, and only then is the
+document converted. Cross-field rules (:mod:`tutorrl.compiler.rules`) run on
+the converted spec and are located the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import msgspec
+
+from tutorrl.compiler import spec as spec_module
+from tutorrl.compiler.rules import check_rules
+from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.toml_positions import key_positions
+from tutorrl.errors import Problem, SpecError
+
+KeyPath = tuple[str, ...]
+
+# What each pattern-constrained string means, in words a user can act on.
+_PATTERN_WORDS = {
+    spec_module._NAME: "a name of letters, digits, '.', '_' and '-' (not starting with '.', '_' or '-')",
+    spec_module._ENV_NAME: "an environment variable name (letters, digits, '_'; not starting with a digit)",
+    spec_module._RELEASE: "a verl release such as \"0.9.1\"",
+    spec_module._IDENT: "a Python identifier",
+    r"^(cpu|cuda(:[0-9]+)?)$": "\"cpu\", \"cuda\" or \"cuda:N\"",
+}
+_TYPE_WORDS = {
+    "str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+    "array": "an array", "object": "a table", "null": "nothing",
+}
+
+
+def read_spec_bytes(path: str | Path, name: str) -> bytes:
+    """The spec file's bytes; a missing or unreadable file is a located error."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SpecError([Problem("no such file", file=name)]) from None
+    except IsADirectoryError:
+        raise SpecError([Problem("is a folder, not a spec file", file=name)]) from None
+    except OSError as exc:
+        raise SpecError([Problem(f"cannot read: {exc.strerror}", file=name)]) from None
+
+
+def load_spec(path: str | Path, *, display_name: str | None = None) -> Spec:
+    """Read and validate the spec at ``path``; raise :class:`SpecError` with every problem."""
+    name = display_name or str(path)
+    return parse_spec(read_spec_bytes(path, name), name)[0]
+
+
+def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
+    """Validate spec bytes; ``name`` is what error messages call the file.
+
+    Returns the spec and a :class:`Locator` that places later findings
+    (key-map resolution) at their line and column.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(f"not UTF-8 text (byte {exc.start})", file=name)]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError([_syntax_problem(exc, name)]) from None
+
+    positions = key_positions(text)
+    locate = Locator(name, positions)
+    problems = list(_check_struct(data, Spec, (), locate))
+    problems += [locate(p, "control characters other than tab cannot travel through the launch script")
+                 for p in _control_chars(data, ())]
+    if problems:
+        raise SpecError(problems)
+    spec = msgspec.convert(data, Spec)
+    problems = [locate(key.split("."), message, hint) for key, message, hint in check_rules(spec)]
+    if problems:
+        raise SpecError(problems)
+    return spec, locate
+
+
+def _syntax_problem(exc: tomllib.TOMLDecodeError, name: str) -> Problem:
+    message = str(exc)
+    match = re.search(r"\(at line (\d+), column (\d+)\)", message)
+    if match:
+        message = message[: match.start()].strip()
+        return Problem(f"TOML syntax error: {message}", file=name,
+                       line=int(match.group(1)), column=int(match.group(2)))
+    match = re.search(r"\(at end of document\)", message)
+    if match:
+        message = message[: match.start()].strip()
+    return Problem(f"TOML syntax error: {message}", file=name)
+
+
+class Locator:
+    """Turns a key path and a message into a located :class:`Problem`."""
+
+    def __init__(self, file: str, positions: dict[KeyPath, tuple[int, int]]):
+        self.file = file
+        self.positions = positions
+
+    def __call__(self, path: Iterable[str], message: str, hint: str | None = None) -> Problem:
+        path = tuple(path)
+        # A missing key has no position of its own: point at the nearest
+        # enclosing table the user wrote, or the top of the file.
+        probe = path
+        while probe and probe not in self.positions:
+            probe = probe[:-1]
+        line, column = self.positions.get(probe, (1, 1))
+        return Problem(message, file=self.file, line=line, column=column,
+                       key=".".join(path) or None, hint=hint)
+
+
+def _unwrap(hint: Any) -> Any:
+    while typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    return hint
+
+
+def _struct_in(hint: Any) -> type[msgspec.Struct] | None:
+    """The Struct type a field holds (directly or as ``Struct | None``)."""
+    hint = _unwrap(hint)
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        return hint
+    if typing.get_origin(hint) is Union:
+        structs = [a for a in typing.get_args(hint) if isinstance(a, type) and issubclass(a, msgspec.Struct)]
+        if len(structs) == 1:
+            return structs[0]
+    return None
+
+
+def _literal_choices(hint: Any) -> list[str]:
+    """String choices of a Literal field, including inside Optional and list."""
+    hint = _unwrap(hint)
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return [a for a in typing.get_args(hint) if isinstance(a, str)]
+    if origin in (Union, list):
+        return [c for a in typing.get_args(hint) for c in _literal_choices(a)]
+    return []
+
+
+def _check_struct(data: Any, cls: type[msgspec.Struct], path: KeyPath, locate: Locator):
+    if not isinstance(data, dict):
+        yield locate(path, f"expected a table, got {_describe(data)}")
+        return
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = {f.encode_name: f for f in msgspec.structs.fields(cls)}
+    for key in data:
+        if key not in fields:
+            near = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+            where = f"[{'.'.join(path)}]" if path else "the top level"
+            yield locate(path + (key,), f"unknown key in {where}",
+                         f"did you mean '{near[0]}'?" if near else f"known keys: {', '.join(fields)}")
+    for name, info in fields.items():
+        if name not in data:
+            if info.required:
+                kind = "table" if _struct_in(hints[info.name]) else "key"
+                yield locate(path + (name,), f"missing required {kind}")
+            continue
+        value = data[name]
+        hint = hints[info.name]
+        sub = _struct_in(hint)
+        if sub is not None and isinstance(value, dict):
+            yield from _check_struct(value, sub, path + (name,), locate)
+        else:
+            yield from _check_value(value, hint, path + (name,), locate)
+
+
+_AT = re.compile(r" - at `\$(.*)`$")
+_STEP = re.compile(r"\[(\d+)\]|\[\"((?:[^\"\\]|\\.)*)\"\]|\.(\w+)")
+
+
+def _check_value(value: Any, hint: Any, path: KeyPath, locate: Locator):
+    try:
+        msgspec.convert(value, hint)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        where = path
+        match = _AT.search(message)
+        if match:
+            message = message[: match.start()]
+            for index, key, attr in _STEP.findall(match.group(1)):
+                where = where + (index or key or attr,)
+        message = _friendly(message)
+        leaf = _leaf(value, where[len(path):])
+        hint_text = None
+        choices = _literal_choices(hint)
+        if choices and isinstance(leaf, str):
+            near = difflib.get_close_matches(leaf, choices, n=1, cutoff=0.5)
+            message = f"'{leaf}' is not one of: {', '.join(choices)}"
+            hint_text = f"did you mean '{near[0]}'?" if near else None
+        elif "got" not in message:
+            message += f", got {_describe(leaf)}"
+        yield locate(where, message, hint_text)
+
+
+def _leaf(value: Any, steps: KeyPath) -> Any:
+    for step in steps:
+        try:
+            value = value[int(step)] if isinstance(value, list) else value[step]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return value
+    return value
+
+
+def _friendly(message: str) -> str:
+    """msgspec's wording, in TOML's terms."""
+    match = re.match(r"Expected `(\w+)`, got `(\w+)`$", message)
+    if match:
+        return f"expected {_TYPE_WORDS.get(match.group(1), match.group(1))}, got {_TYPE_WORDS.get(match.group(2), match.group(2))}"
+    match = re.match(r"Expected `str` matching regex '(.*)'$", message)
+    if match:
+        return f"expected {_PATTERN_WORDS.get(match.group(1), 'a string matching ' + match.group(1))}"
+    match = re.match(r"Expected `(\w+)` (.*)$", message)
+    if match:
+        return f"expected {_TYPE_WORDS.get(match.group(1), match.group(1))} {match.group(2)}"
+    match = re.match(r"Expected `(.*)`, got `(\w+)`$", message)
+    if match:
+        kinds = " or ".join(_TYPE_WORDS.get(k.strip(), k.strip()) for k in match.group(1).split("|"))
+        return f"expected {kinds}, got {_TYPE_WORDS.get(match.group(2), match.group(2))}"
+    return message[:1].lower() + message[1:]
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {value!r}" if len(value) < 40 else "a string"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"a TOML {type(value).__name__}"
+
+
+def _control_chars(value: Any, path: KeyPath):
+    """Paths of strings holding newlines or other control characters."""
+    if isinstance(value, str):
+        if any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in value):
+            yield path
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _control_chars(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _control_chars(v, path + (str(i),))

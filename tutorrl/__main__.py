@@ -1,0 +1,3 @@
+from tutorrl.cli import main
+
+raise SystemExit(main())

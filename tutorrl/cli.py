@@ -1,0 +1,56 @@
+"""The ``tutorrl`` command: argument parsing and the one place errors are shown.
+
+Each feature module owns its sub-commands through a ``register(subparsers)``
+function; it must import nothing heavy at module level, so that ``tutorrl
+compile`` stays a fast interpreter start (no ray, torch, hydra or verl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tutorrl import __version__
+from tutorrl.errors import TutorrlError
+
+# Modules that contribute sub-commands, in the order `--help` lists them.
+_COMMAND_MODULES = (
+    "tutorrl.compiler.commands",
+    "tutorrl.runtime.commands",
+    "tutorrl.evidence.commands",
+    "tutorrl.review.commands",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tutorrl",
+        description="Compile RL post-training specs into verl launch bundles and run them on Ray.",
+    )
+    parser.add_argument("--version", action="version", version=f"tutorrl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except TutorrlError as exc:
+        print(exc.render(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
