@@ -50,6 +50,32 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
     lst.set_defaults(handler=_run_list)
 
 
+def _run_migrate(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.migrate import cmd_migrate
+
+    return cmd_migrate(args)
+
+
+def register_migrate(subparsers) -> None:
+    """Add ``tutorrl migrate`` to the top-level sub-command parser."""
+    p = subparsers.add_parser(
+        "migrate",
+        help="show what moving a spec to another verl release changes",
+        description=(
+            "Lay the key maps of two verl releases side by side for the settings SPEC writes: keys that "
+            "moved, values spelled differently, '+' gained or lost, settings the target release has no "
+            "home for, the variant's config selection, and extra_overrides the target would refuse. "
+            "Changes nothing; exit 0."
+        ),
+    )
+    p.add_argument("spec", help="the spec file (TOML)")
+    p.add_argument("--from", dest="source", metavar="RELEASE",
+                   help="the release to compare from (default: the spec's experiment.verl)")
+    p.add_argument("--to", dest="target", metavar="RELEASE", required=True, help="the release to move to")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.set_defaults(handler=_run_migrate)
+
+
 def register_keys(subparsers) -> None:
     """Add ``tutorrl keys`` to the top-level sub-command parser."""
     keys = subparsers.add_parser(
@@ -58,3 +84,6 @@ def register_keys(subparsers) -> None:
         description="The key sets of verl releases' composed trainer configs, used to check every override.",
     )
     add_keys_verbs(keys)
+    # `tutorrl migrate` is a top-level verb; it rides on this registration so
+    # that compiler/commands.py needs no change.
+    register_migrate(subparsers)

@@ -181,6 +181,14 @@ _STEP = re.compile(r"\[(\d+)\]|\[\"((?:[^\"\\]|\\.)*)\"\]|\.(\w+)")
 
 
 def _check_value(value: Any, hint: Any, path: KeyPath, locate: Locator):
+    inner = _unwrap(hint)
+    if typing.get_origin(inner) is dict and isinstance(value, dict):
+        # msgspec does not say which entry of a dict failed: check each one.
+        key_type, value_type = typing.get_args(inner)
+        for key, item in value.items():
+            yield from _check_value(key, key_type, path + (key,), locate)
+            yield from _check_value(item, value_type, path + (key,), locate)
+        return
     try:
         msgspec.convert(value, hint)
     except msgspec.ValidationError as exc:

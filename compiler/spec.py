@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Meta, Struct, field
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _RELEASE = r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$"
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"

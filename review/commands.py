@@ -1,0 +1,88 @@
+"""``tutorrl diff``, ``tutorrl check`` and ``tutorrl schema``.
+
+Only argparse is imported here; the implementation loads inside the handlers
+so that ``tutorrl compile`` does not pay for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "diff", help="explain what changes between two launches",
+        description="Compare two bundles, two specs, or a spec and a bundle, in terms of settings, verl keys, "
+                    "resources, reward, environment and verl release. Exit 0 when they are the same launch, "
+                    "1 when they differ, 2 on error.")
+    p.add_argument("old", help="a bundle folder or a spec file (with --against: the spec to compare)")
+    p.add_argument("new", nargs="?", help="a bundle folder or a spec file")
+    p.add_argument("--against", metavar="REF",
+                   help="compare the spec OLD as committed on git REF with the spec as it is now")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="text (coloured on a terminal; NO_COLOR respected), markdown for a pull request, json")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
+    p.set_defaults(handler=_diff)
+
+    p = sub.add_parser(
+        "check", help="fail when a committed bundle is stale, missing or orphaned",
+        description="Recompile every spec under --specs (in memory) and compare with the bundles under "
+                    "--bundles. Exit 0 when every spec's bundle is committed and no other bundle is, "
+                    "1 when a bundle is stale, missing or orphaned, 2 on error.")
+    p.add_argument("--specs", default="specs", metavar="DIR", help="spec folder (default: specs)")
+    p.add_argument("--bundles", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour output")
+    p.set_defaults(handler=_check)
+
+    p = sub.add_parser(
+        "schema", help="print the JSON Schema of spec files (for editors)",
+        description="Print a JSON Schema (draft 2020-12) of spec files, e.g. "
+                    "`tutorrl schema > tutorrl.schema.json` for Taplo / Even Better TOML.")
+    p.set_defaults(handler=_schema)
+
+
+def _diff(args) -> int:
+    import sys
+
+    from tutorrl.errors import InputError, Problem
+    from tutorrl.review.model import diff_sides
+    from tutorrl.review.render import render, use_color
+    from tutorrl.review.sides import load_side, spec_side
+
+    if args.against is not None:
+        if args.new is not None:
+            raise InputError([Problem("--against compares one spec with its committed self; "
+                                      "give one spec, not two paths")])
+        from tutorrl.compiler.load import read_spec_bytes
+        from tutorrl.review.gitref import read_at_ref
+
+        now = read_spec_bytes(args.old, args.old)
+        old = spec_side(read_at_ref(args.old, args.against), f"{args.against}:{args.old}")
+        new = spec_side(now, args.old)
+    else:
+        if args.new is None:
+            raise InputError([Problem("give two bundles or specs to compare, or one spec and --against REF")])
+        old, new = load_side(args.old), load_side(args.new)
+    result = diff_sides(old, new)
+    sys.stdout.write(render(result, args.format, use_color(sys.stdout, args.color) and args.format == "text"))
+    return 0 if result.same else 1
+
+
+def _check(args) -> int:
+    import sys
+
+    from tutorrl.review.check import format_report, run_check
+    from tutorrl.review.render import use_color
+
+    report = run_check(args.specs, args.bundles)
+    sys.stdout.write(format_report(report, use_color(sys.stdout, args.color)))
+    return report.exit_code
+
+
+def _schema(args) -> int:
+    import sys
+
+    from tutorrl.review.schema import schema_json
+
+    sys.stdout.write(schema_json())
+    return 0

@@ -1,0 +1,183 @@
+"""Bundles are reproducible, content-addressed and written atomically."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import random
+import subprocess
+import sys
+import tomllib
+
+import msgspec
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import support
+from tutorrl.compiler import bundle as bundle_module
+from tutorrl.compiler import compile_bytes, write_bundle
+from tutorrl.compiler.load import parse_spec
+from tutorrl.compiler.normalize import normalize
+from tutorrl.compiler.spec import to_builtins
+from tutorrl.errors import BundleError, SpecError
+
+GRPO = support.SPECS / "chess_tutor_grpo.toml"
+
+
+def _tree(path):
+    return {p.relative_to(path).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_byte_identical_across_folder_name_timezone_locale_and_hash_seed(tmp_path):
+    outputs = []
+    for i, env in enumerate([
+        {"TZ": "UTC", "LC_ALL": "C", "PYTHONHASHSEED": "0"},
+        {"TZ": "Asia/Kathmandu", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "12345", "LANG": "de_DE.UTF-8"},
+    ]):
+        work = tmp_path / f"work{i}" / ("deeper" * i)
+        work.mkdir(parents=True)
+        spec = work / f"renamed-{i}.toml"
+        spec.write_bytes(GRPO.read_bytes())
+        old_umask = os.umask(0o077 if i else 0o022)
+        try:
+            result = support.cli("compile", spec.name, "--out", "out", cwd=work, env=env)
+        finally:
+            os.umask(old_umask)
+        assert result.returncode == 0, result.stderr
+        outputs.append(work / result.stdout.strip())
+    assert outputs[0].name == outputs[1].name
+    assert _tree(outputs[0]) == _tree(outputs[1])
+
+
+def _shuffled(value, rnd: random.Random):
+    if isinstance(value, dict):
+        items = list(value.items())
+        rnd.shuffle(items)
+        return {k: _shuffled(v, rnd) for k, v in items}
+    return value
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32), comment=st.text(alphabet="abc #=[]\"'", max_size=20))
+def test_order_whitespace_comments_and_name_do_not_change_the_bundle(seed, comment):
+    data = tomllib.loads(GRPO.read_text())
+    reference = compile_bytes(GRPO.read_bytes(), "a.toml")
+    text = tomli_w.dumps(_shuffled(data, random.Random(seed)))
+    text = "# " + comment.replace("\n", " ") + "\n\n" + text.replace("\n[", "\n\n   \n[").replace(" = ", "   =   ")
+    other = compile_bytes(text.encode(), f"elsewhere/{seed}.toml")
+    assert other.files == reference.files
+
+
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, path + (k,))
+    else:
+        yield path, value
+
+
+def _mutate(value, choice: int):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value * 2 if choice % 2 else value + 1
+    if isinstance(value, float):
+        return value * 2 + 0.5 if choice % 2 else value / 2
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, list):
+        return value + value[:1] if value else ["x"]
+    raise AssertionError(value)
+
+
+_EXAMPLE_DATA = {p.name: to_builtins(normalize(parse_spec(p.read_bytes(), p.name)[0])) for p in support.example_specs()}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(name=st.sampled_from(sorted(_EXAMPLE_DATA)), index=st.integers(0, 10_000), choice=st.integers(0, 1))
+def test_any_change_to_a_setting_changes_the_hash(name, index, choice):
+    data = _EXAMPLE_DATA[name]
+    leaves = list(_leaves(data))
+    path, value = leaves[index % len(leaves)]
+    changed = msgspec.json.decode(msgspec.json.encode(data))
+    node = changed
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = _mutate(value, choice)
+    assume(node[path[-1]] != value)
+    try:
+        other = compile_bytes(tomli_w.dumps(changed).encode(), "m.toml")
+    except SpecError:
+        assume(False)  # the change made the spec invalid; nothing to compare
+    original = compile_bytes(tomli_w.dumps(data).encode(), "m.toml")
+    assert other.manifest.digest != original.manifest.digest, path
+
+
+def test_recompiling_is_a_no_op(tmp_path):
+    compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
+    first = write_bundle(compiled, tmp_path)
+    stamp = {p.name: p.stat().st_mtime_ns for p in first.path.iterdir()}
+    second = write_bundle(compile_bytes(GRPO.read_bytes(), "g.toml"), tmp_path)
+    assert first.created and not second.created and first.path == second.path
+    assert {p.name: p.stat().st_mtime_ns for p in second.path.iterdir()} == stamp
+    result = support.cli("compile", str(GRPO), "--out", str(tmp_path))
+    assert result.returncode == 0 and "unchanged" in result.stderr
+    assert result.stdout.strip().endswith(first.path.name)
+
+
+def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
+    calls = []
+    real = bundle_module._write_file
+
+    def failing(path, data, *, executable):
+        calls.append(path.name)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real(path, data, executable=executable)
+
+    monkeypatch.setattr(bundle_module, "_write_file", failing)
+    with pytest.raises(BundleError, match="No space left"):
+        write_bundle(compile_bytes(GRPO.read_bytes(), "g.toml"), tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_hand_edited_existing_bundle_is_not_reused(tmp_path):
+    result = write_bundle(compile_bytes(GRPO.read_bytes(), "g.toml"), tmp_path)
+    launch = result.path / "launch.sh"
+    launch.write_text(launch.read_text().replace("trainer.save_freq=20", "trainer.save_freq=1"))
+    with pytest.raises(BundleError, match="launch.sh differs"):
+        write_bundle(compile_bytes(GRPO.read_bytes(), "g.toml"), tmp_path)
+
+
+def test_concurrent_compiles_of_one_spec_are_safe(tmp_path):
+    out = tmp_path / "bundles"
+    procs = [subprocess.Popen([sys.executable, "-m", "tutorrl", "compile", str(GRPO), "--out", str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    assert all(code == 0 for _, _, code in results), results
+    assert len({stdout.strip() for stdout, _, _ in results}) == 1
+    assert sum("wrote" in stderr for _, stderr, _ in results) >= 1
+    entries = list(out.iterdir())
+    assert len(entries) == 1 and not entries[0].name.startswith(".")
+    reference = write_bundle(compile_bytes(GRPO.read_bytes(), "g.toml"), tmp_path / "ref").path
+    assert not filecmp.dircmp(entries[0], reference).diff_files
+
+
+def test_bundle_id_is_a_digest_prefix_and_files_are_listed(tmp_path):
+    compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
+    m = compiled.manifest
+    assert m.digest.startswith("sha256:") and m.digest[7:].startswith(compiled.id) and len(compiled.id) == 16
+    assert sorted(m.files) == ["bundle.env", "launch.sh", "ray-job.json", "spec.toml"]
+    assert m.verl == "0.9.1" and m.variant == "fsdp" and m.compiler.startswith("tutorrl ")
+    assert m.keymap_digest.startswith("sha256:")
+    job = msgspec.json.decode(compiled.files["ray-job.json"])
+    assert job["metadata"]["tutorrl_bundle"] == m.digest
+    assert job["runtime_env"]["env_vars"]["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] == "1"
+    assert job["entrypoint_num_gpus"] == 0
+    # Nothing machine-specific may enter a bundle.
+    for name, data in compiled.files.items():
+        assert str(support.REPO).encode() not in data, name
+        assert os.path.expanduser("~").encode() + b"/" not in data or os.path.expanduser("~") == "/", name

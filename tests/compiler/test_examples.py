@@ -1,0 +1,41 @@
+"""The example specs compile, and their committed bundles are current."""
+
+from __future__ import annotations
+
+import pytest
+
+import support
+from tutorrl.compiler import compile_bytes, verify_bundle
+from tutorrl.compiler.bundle import CONTENT_FILES
+
+
+def test_the_issue_asks_for_these_examples():
+    names = {p.stem for p in support.example_specs()}
+    assert {"chess_tutor_grpo", "chess_tutor_prompted", "chess_tutor_lora", "chess_tutor_megatron_tp",
+            "chess_tutor_wandb"} <= names
+
+
+@pytest.mark.parametrize("spec", support.example_specs(), ids=lambda p: p.stem)
+def test_committed_bundle_is_current(spec):
+    compiled = compile_bytes(spec.read_bytes(), spec.name)
+    committed = support.BUNDLES / compiled.id
+    assert committed.is_dir(), f"{spec.name} has no committed bundle: run `tutorrl compile specs/{spec.name}`"
+    loaded = verify_bundle(committed)
+    for name in CONTENT_FILES:
+        assert (committed / name).read_bytes() == compiled.files[name], \
+            f"bundles/{compiled.id}/{name} is stale: run `tutorrl compile specs/{spec.name}`"
+    assert loaded.manifest.experiment == compiled.manifest.experiment
+
+
+def test_no_orphan_bundles():
+    expected = {compile_bytes(p.read_bytes(), p.name).id for p in support.example_specs()}
+    present = {p.name for p in support.BUNDLES.iterdir() if p.is_dir()}
+    assert present == expected, f"orphans: {sorted(present - expected)}; missing: {sorted(expected - present)}"
+
+
+def test_seed_layout_example_reserves_the_simulator_gpu():
+    spec = (support.SPECS / "chess_tutor_grpo.toml").read_bytes()
+    compiled = compile_bytes(spec, "g.toml")
+    launch = compiled.files["launch.sh"].decode()
+    assert "trainer.n_gpus_per_node=7 \\" in launch and "reward.num_workers=1 \\" in launch
+    assert "'+reward.custom_reward_function.reward_kwargs.device=\"cuda:7\"'" in launch

@@ -1,0 +1,258 @@
+"""Key sets: the packaged data, its loader, and the extraction tool that made it.
+
+Real files, real Hydra, the real installed verl config (located, never imported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tutorrl.compiler import keyset_import as ki
+from tutorrl.compiler import keysets as ks
+from tutorrl.compiler.keys_commands import register_keys
+from tutorrl.errors import InputError, TutorrlError
+
+# (fsdp, megatron) key counts; independently cross-checked against the
+# reference extraction in the project's shared notes.
+EXPECTED_COUNTS = {
+    "0.4.1": (278, 320),
+    "0.5.0": (306, 352),
+    "0.6.1": (472, 478),
+    "0.7.1": (605, 634),
+    "0.8.0": (770, 816),
+    "0.9.0": (838, 921),
+    "0.9.1": (899, 943),
+}
+RELEASES = list(EXPECTED_COUNTS)
+PAIRS = [(r, v) for r in RELEASES for v in ("fsdp", "megatron")]
+KEYSET_DIR = Path(ks.__file__).parent / "keysets"
+
+
+def installed_config_dir() -> Path:
+    spec = importlib.util.find_spec("verl")
+    assert spec is not None and spec.submodule_search_locations, "verl is not installed"
+    return Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+
+
+@pytest.fixture(scope="module")
+def installed():
+    """(release, {variant: KeySet}) composed from the installed verl's config dir."""
+    pytest.importorskip("hydra")
+    release = importlib.metadata.version("verl")
+    return release, {k.variant: k for k in ki.keysets_from_config_dir(installed_config_dir(), release)}
+
+
+# -- the packaged data -------------------------------------------------------
+
+
+def test_every_release_is_packaged():
+    assert ks.available_keysets() == PAIRS
+
+
+@pytest.mark.parametrize(("release", "variant"), PAIRS)
+def test_packaged_keyset_loads(release, variant):
+    keyset = ks.load_keyset(release, variant)
+    assert (keyset.schema, keyset.release, keyset.variant) == (ks.SCHEMA, release, variant)
+    assert len(keyset.keys) == EXPECTED_COUNTS[release][variant == "megatron"]
+    assert list(keyset.keys) == sorted(keyset.keys)
+    for info in keyset.keys.values():
+        # open: an empty dict in the composed config (not an interpolation to one)
+        assert info.open == (info.type == "dict" and info.default == {} and info.interpolation is None)
+        if info.type == "missing":
+            assert info.default is None
+    # The file is exactly what the encoder writes (no hand edits).
+    path = KEYSET_DIR / f"verl-{release}-{variant}.json"
+    assert ki.encode_keyset(keyset) == path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("release", "config_name", "overrides"),
+    [
+        ("0.4.1", "ppo_megatron_trainer", []),
+        ("0.7.1", "ppo_megatron_trainer", []),
+        ("0.8.0", "ppo_trainer", ["model_engine=megatron"]),
+        ("0.9.1", "ppo_trainer", ["model_engine=megatron"]),
+    ],
+)
+def test_megatron_recipe_follows_the_release(release, config_name, overrides):
+    keyset = ks.load_keyset(release, "megatron")
+    assert (keyset.config_name, keyset.overrides) == (config_name, overrides)
+    assert ks.load_keyset(release, "fsdp").config_name == "ppo_trainer"
+
+
+def test_has_open_parent_near_on_real_keys():
+    k = ks.load_keyset("0.9.1", "fsdp")
+    assert k.has("actor_rollout_ref.actor.optim.lr")
+    assert not k.has("actor_rollout_ref.actor")  # a non-empty dict is not a key
+    info = k.keys["actor_rollout_ref.model.override_config"]
+    assert info.open and info.type == "dict" and info.default == {}
+    attn = "actor_rollout_ref.model.override_config.attn_implementation"
+    assert not k.has(attn)
+    assert k.open_parent(attn) == "actor_rollout_ref.model.override_config"
+    assert k.open_parent(attn + ".deeper") == "actor_rollout_ref.model.override_config"
+    assert k.open_parent("actor_rollout_ref.actor.optim.lrr") is None
+    assert k.open_parent("trainer") is None
+    assert k.near("actor_rollout_ref.actor.optim.lrr")[0] == "actor_rollout_ref.actor.optim.lr"
+    assert "trainer.total_epochs" in k.near("trainer.total_epoch")
+    assert k.near("zzzzzz") == []
+    # interpolations keep their raw text and carry the resolved default
+    crit = k.keys["critic.ppo_mini_batch_size"]
+    assert crit.interpolation is not None and crit.interpolation.startswith("${")
+    assert crit.default == k.keys["actor_rollout_ref.actor.ppo_mini_batch_size"].default
+    assert k.keys["actor_rollout_ref.rollout.name"].type == "missing"
+    # data.seed is declared from 0.6.1; before it needed `+` under a closed dict
+    assert k.has("data.seed")
+    old = ks.load_keyset("0.5.0", "fsdp")
+    assert not old.has("data.seed") and old.open_parent("data.seed") is None
+
+
+def test_unknown_release_or_variant_is_a_clear_error():
+    with pytest.raises(InputError) as err:
+        ks.load_keyset("0.1.0", "fsdp")
+    text = err.value.render()
+    assert "no key set for verl 0.1.0 (fsdp)" in text and "0.9.1 (megatron)" in text
+    assert "tutorrl keys import 0.1.0" in text
+    with pytest.raises(InputError, match="unknown verl variant"):
+        ks.load_keyset("0.9.1", "deepspeed")
+
+
+def test_loading_imports_nothing_heavy():
+    code = (
+        "import sys; from tutorrl.compiler.keysets import load_keyset; load_keyset('0.9.1', 'fsdp'); "
+        "bad = [m for m in ('hydra', 'omegaconf', 'verl', 'torch', 'ray') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+
+
+# -- the extraction tool -----------------------------------------------------
+
+
+def test_committed_equals_installed_verl(installed):
+    release, composed = installed
+    assert set(composed) == {"fsdp", "megatron"}
+    for variant, keyset in composed.items():
+        committed = KEYSET_DIR / f"verl-{release}-{variant}.json"
+        assert committed.is_file(), f"installed verl {release} has no committed key set"
+        assert ks.load_keyset(release, variant) == keyset
+        assert ki.encode_keyset(keyset) == committed.read_bytes()
+
+
+def test_importer_is_deterministic(installed, tmp_path):
+    release, first = installed
+    again = ki.compose_keyset(installed_config_dir(), release, "fsdp")
+    a = ki.write_keysets([first["fsdp"]], tmp_path / "a")[0].read_bytes()
+    b = ki.write_keysets([again], tmp_path / "b")[0].read_bytes()
+    assert a == b and a.endswith(b"}\n")
+
+
+def _wheel_from_installed(cache: Path, release: str) -> Path:
+    """A wheel-shaped zip holding the installed verl's config files (and one other file)."""
+    cache.mkdir(parents=True)
+    wheel = cache / f"verl-{release}-py3-none-any.whl"
+    root = installed_config_dir().parents[1]  # .../verl
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path in sorted(installed_config_dir().rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, "verl/" + path.relative_to(root).as_posix())
+        zf.writestr("verl/__init__.py", "raise RuntimeError('never imported')\n")
+    return wheel
+
+
+def test_import_release_reuses_a_cached_wheel(installed, tmp_path, monkeypatch):
+    release, composed = installed
+    _wheel_from_installed(tmp_path / "cache", release)
+    # A cached wheel must be used as is: any pip call would fail.
+    monkeypatch.setattr(ki.sys, "executable", str(tmp_path / "no-python"))
+    written = ki.import_release(release, tmp_path / "out", tmp_path / "cache")
+    assert [p.name for p in written] == [f"verl-{release}-fsdp.json", f"verl-{release}-megatron.json"]
+    for path in written:
+        assert path.read_bytes() == (KEYSET_DIR / path.name).read_bytes()
+    assert not list((tmp_path / "out").glob(".*"))  # no temporary files left
+
+
+def test_wheel_cache_env(monkeypatch, tmp_path):
+    monkeypatch.setenv(ki.WHEEL_CACHE_ENV, str(tmp_path / "w"))
+    assert ki.default_wheel_cache() == tmp_path / "w"
+    monkeypatch.delenv(ki.WHEEL_CACHE_ENV)
+    assert ki.default_wheel_cache() == Path.home() / ".cache" / "tutorrl" / "wheels"
+
+
+def test_pip_failure_shows_pips_last_lines(tmp_path, monkeypatch):
+    fake = tmp_path / "fakepython"
+    fake.write_text("#!/bin/sh\necho 'ERROR: No matching distribution found for verl==9.9.9' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(ki.sys, "executable", str(fake))
+    with pytest.raises(TutorrlError) as err:
+        ki.fetch_wheel("9.9.9", tmp_path / "cache")
+    text = err.value.render()
+    assert "verl 9.9.9 could not be downloaded" in text and "No matching distribution" in text
+
+
+def test_release_must_look_like_a_release(tmp_path):
+    with pytest.raises(TutorrlError, match="not a verl release number"):
+        ki.fetch_wheel("0.9.1; rm -rf /", tmp_path)
+
+
+def test_missing_hydra_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "hydra", None)
+    with pytest.raises(TutorrlError, match=r"pip install 'tutorrl\[keys\]'"):
+        ki.compose_keyset(tmp_path, "0.9.1", "fsdp")
+
+
+def test_extract_refuses_a_wheel_without_config(tmp_path):
+    wheel = tmp_path / "verl-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("verl/__init__.py", "")
+    with pytest.raises(TutorrlError, match="has no verl/trainer/config/"):
+        ki.extract_config(wheel, tmp_path / "x")
+
+
+# -- the command line --------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tutorrl")
+    register_keys(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_cli_parses_import_and_list():
+    args = _parser().parse_args(["keys", "import", "0.8.0", "--dest", "somewhere"])
+    assert (args.releases, args.dest, args.wheel_cache) == (["0.8.0"], "somewhere", None)
+    assert callable(args.handler)
+    assert callable(_parser().parse_args(["keys", "list"]).handler)
+
+
+def test_keys_list_prints_every_keyset(capsys):
+    args = _parser().parse_args(["keys", "list"])
+    assert args.handler(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(PAIRS)
+    assert lines[-1].split()[:3] == ["0.9.1", "megatron", "943"]
+
+
+def test_main_reports_errors_without_traceback(capsys):
+    assert ki.main(["import", "not-a-version", "--dest", "x"]) == 2
+    assert "not a verl release number" in capsys.readouterr().err
+
+
+# -- a real download ---------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_real_wheel_download_matches_committed(tmp_path):
+    pytest.importorskip("hydra")
+    written = ki.import_release("0.4.1", tmp_path / "out", tmp_path / "cache")
+    assert list((tmp_path / "cache").glob("verl-0.4.1-*.whl"))
+    for path in written:
+        assert path.read_bytes() == (KEYSET_DIR / path.name).read_bytes()

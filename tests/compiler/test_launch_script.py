@@ -1,0 +1,89 @@
+"""launch.sh under real bash hands verl exactly the intended argv and environment."""
+
+from __future__ import annotations
+
+import shlex
+import tomllib
+
+import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import support
+from tutorrl.compiler import compile_bytes, write_bundle
+from tutorrl.compiler.load import parse_spec
+from tutorrl.compiler.normalize import normalize
+from tutorrl.compiler.resolve import resolve, variant_of
+from tutorrl.compiler.keymap import release_map
+
+from test_hydra import strings  # the issue's alphabet
+
+EXAMPLE = support.SPECS / "gsm8k_custom_reward.toml"
+
+
+def _expected_argv(raw: bytes) -> list[str]:
+    spec, _ = parse_spec(raw, "spec.toml")
+    spec = normalize(spec)
+    rmap = release_map(spec.experiment.verl, variant_of(spec))
+    from tutorrl.compiler.keysets import load_keyset
+
+    resolved, findings = resolve(spec, rmap, load_keyset(rmap.release, rmap.variant))
+    assert not findings
+    return ["-m", "verl.trainer.main_ppo", "--config-name", resolved.config_name,
+            *[o.text for o in resolved.overrides]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(train=strings.filter(bool), kwarg=strings, env_value=strings)
+def test_bash_hands_verl_exactly_the_argv(tmp_path_factory, standin_python, train, kwarg, env_value):
+    data = tomllib.loads(EXAMPLE.read_text())
+    data["data"]["train"] = train
+    data["reward"]["custom"]["kwargs"]["note"] = kwarg
+    data["env"] = {"set": {"ODD_VALUE": env_value}}
+    raw = tomli_w.dumps(data).encode()
+    bundle = write_bundle(compile_bytes(raw, "spec.toml"), tmp_path_factory.mktemp("b")).path
+    argv = standin_python.argv(bundle)
+    assert argv == _expected_argv(raw)
+    env = standin_python.seen_env()
+    assert env["ODD_VALUE"] == env_value
+
+
+def test_extra_arguments_go_before_the_overrides(tmp_path, standin_python):
+    bundle = write_bundle(compile_bytes(EXAMPLE.read_bytes(), "x.toml"), tmp_path).path
+    argv = standin_python.argv(bundle, "--cfg", "job")
+    assert argv[:6] == ["-m", "verl.trainer.main_ppo", "--config-name", "ppo_trainer", "--cfg", "job"]
+    assert argv[6:] == _expected_argv(EXAMPLE.read_bytes())[4:]
+
+
+def test_wrong_verl_release_is_refused_before_verl_starts(tmp_path, standin_python):
+    bundle = write_bundle(compile_bytes(EXAMPLE.read_bytes(), "x.toml"), tmp_path).path
+    result = standin_python.run(bundle, verl="0.8.0")
+    assert result.returncode == 3
+    assert "targets verl 0.9.1" in result.stderr and "0.8.0" in result.stderr
+    assert not standin_python.record.exists()
+
+
+def test_missing_passthrough_is_refused_and_secret_never_written(tmp_path, standin_python):
+    raw = (support.SPECS / "chess_tutor_wandb.toml").read_bytes()
+    bundle = write_bundle(compile_bytes(raw, "x.toml"), tmp_path).path
+    result = standin_python.run(bundle, env={"WANDB_API_KEY": ""})
+    assert result.returncode != 0 and "WANDB_API_KEY" in result.stderr
+    assert not standin_python.record.exists()
+    secret = "s3cr3t-value-123"
+    argv = standin_python.argv(bundle, env={"WANDB_API_KEY": secret})
+    assert standin_python.seen_env()["WANDB_API_KEY"] == secret
+    assert all(secret not in a for a in argv)
+    for path in bundle.iterdir():
+        assert secret.encode() not in path.read_bytes()
+
+
+def test_script_is_strict_bash_without_tracing(tmp_path):
+    bundle = write_bundle(compile_bytes(EXAMPLE.read_bytes(), "x.toml"), tmp_path).path
+    text = (bundle / "launch.sh").read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in text and "set -x" not in text
+    # One override per line: a changed setting is a one-line diff.
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("exec "))
+    body = [line.removesuffix(" \\").strip() for line in lines[start + 1:] if line.strip()]
+    assert [shlex.split(line) for line in body] == [[o] for o in _expected_argv(EXAMPLE.read_bytes())[4:]]

@@ -1,0 +1,144 @@
+"""Golden outputs of `tutorrl diff` for the changes reviewers see most.
+
+Bundle ids and digests are masked (see ``review_helpers.masked``): the files
+guard how a diff reads, not the compiler's bytes. Regenerate with
+TUTORRL_REGEN_GOLDEN=1 and review the change like code.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import msgspec
+import pytest
+
+from review_helpers import base, check_golden, side, with_
+from tutorrl.compiler import compile as compile_module
+from tutorrl.compiler import keymap as keymap_module
+from tutorrl.compiler.keymap import At, Setting, load_keymap
+from tutorrl.review.model import diff_sides
+from tutorrl.review.render import render
+
+FORMATS = {"text": "txt", "markdown": "md", "json": "json"}
+
+
+def _pair(name: str):
+    b = base()
+    if name == "setting-changed":
+        return b, with_(b, actor__lr=2e-6)
+    if name == "secret-added":
+        return b, with_(b, env__passthrough=["WANDB_API_KEY"], trainer__loggers=["console", "wandb"])
+    if name == "gpus-changed":
+        # 8 trainer GPUs and a second reward GPU: the layout a bigger box allows.
+        return b, with_(b, resources__trainer_gpus_per_node=8, resources__reward_gpus=2,
+                        reward__simulator__device="cuda:8")
+    if name == "nothing-changed":
+        # Reordered and defaults spelled out: the same launch.
+        return b, with_(b, data__seed=1, rollout__temperature=1.0)
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", ["setting-changed", "secret-added", "gpus-changed", "nothing-changed"])
+def test_golden(name, fmt):
+    old, new = _pair(name)
+    diff = diff_sides(side(old, "old.toml"), side(new, "new.toml"))
+    assert diff.same is (name == "nothing-changed")
+    check_golden(f"{name}.{FORMATS[fmt]}", render(diff, fmt))
+
+
+def test_secret_values_never_shown():
+    old, new = _pair("secret-added")
+    for fmt in FORMATS:
+        out = render(diff_sides(side(old), side(new)), fmt)
+        assert "WANDB_API_KEY" in out
+    diff = json.loads(render(diff_sides(side(old), side(new)), "json"))
+    (entry,) = [e for e in diff["environment"] if e["name"] == "WANDB_API_KEY"]
+    assert entry == {"name": "WANDB_API_KEY", "kind": "passthrough", "change": "added"}
+
+
+# ------------------------------------------------------------- retargeting
+
+# A fictional release, older than any real one, with the reward moved to the
+# top level and a plain module path, as verl had it before 0.7: a move whose
+# output does not depend on how the real key map evolves.
+FAKE = "0.0.1"
+_MOVED = {
+    "reward.module": "custom_reward_function.path",
+    "reward.function": "custom_reward_function.name",
+    "reward.kwargs.*": "custom_reward_function.reward_kwargs.*",
+}
+
+
+def _fake_keymap():
+    real = load_keymap()
+    settings = {}
+    for name in real.setting:
+        rmap = keymap_module.release_map.__wrapped__("0.9.1", "fsdp")
+        target = rmap.targets.get(name)
+        if target is None:
+            continue
+        current = At("0.9.1", list(target.keys), target.append, target.spelling, ("fsdp",))
+        old = At(FAKE, [_MOVED[name]] if name in _MOVED else list(target.keys), target.append,
+                 "plain" if name in _MOVED else target.spelling, ("fsdp",))
+        settings[name] = Setting(at=[old, current])
+    fsdp = keymap_module.release_map.__wrapped__("0.9.1", "fsdp")
+    select = keymap_module.VariantSelect(fsdp.config_name, fsdp.select)
+    return msgspec.structs.replace(
+        real, releases=[FAKE, "0.9.1"], setting=settings, ignored=(),
+        variant={"fsdp": {FAKE: select, "0.9.1": select}, "megatron": {}})
+
+
+@pytest.fixture
+def fake_release(monkeypatch):
+    fake = _fake_keymap()
+    loader = functools.cache(lambda: fake)
+    rmap = functools.cache(keymap_module.release_map.__wrapped__)
+    monkeypatch.setattr(keymap_module, "load_keymap", loader)
+    monkeypatch.setattr(keymap_module, "release_map", rmap)
+    monkeypatch.setattr(compile_module, "load_keymap", loader)
+    monkeypatch.setattr(compile_module, "release_map", rmap)
+    return FAKE
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_golden_retargeted(fake_release, fmt):
+    old = with_(base(), experiment__verl=fake_release)
+    diff = diff_sides(side(old, "old.toml"), side(base(), "new.toml"))
+    assert diff.release is not None and diff.release.moved
+    assert not diff.experiment and not diff.reward, "a retarget changes keys, not settings"
+    check_golden(f"retargeted.{FORMATS[fmt]}", render(diff, fmt))
+
+
+def test_golden_compiler_changed(tmp_path):
+    """Only launch.sh differs (a new compiler): the raw file diff is the last resort."""
+    import shutil
+
+    from tutorrl.compiler import compile_bytes, write_bundle
+    from tutorrl.compiler.bundle import CONTENT_FILES, canonical_json, compute_digest, sha256, bundle_id
+    from tutorrl.review.sides import bundle_side
+    from review_helpers import toml_bytes
+
+    compiled = compile_bytes(toml_bytes(base()), "spec.toml")
+    old = write_bundle(compiled, tmp_path / "a").path
+    # What a later tutorrl might write for the same spec: one more comment line.
+    files = dict(compiled.files)
+    files["launch.sh"] = files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\n# new\n")
+    job = json.loads(files["ray-job.json"])
+    digest = compute_digest(files, job)
+    job["metadata"]["tutorrl_bundle"] = digest
+    files["ray-job.json"] = canonical_json(job)
+    manifest = msgspec.structs.replace(compiled.manifest, digest=digest,
+                                       files={n: sha256(files[n]) for n in CONTENT_FILES})
+    files["manifest.json"] = canonical_json(manifest)
+    new = tmp_path / "b" / bundle_id(digest)
+    new.mkdir(parents=True)
+    for name, data in files.items():
+        (new / name).write_bytes(data)
+    diff = diff_sides(bundle_side(old, "a"), bundle_side(new, "b"))
+    assert not diff.same and not diff.explained
+    assert diff.files == ["launch.sh", "ray-job.json"]
+    assert "+# new" in diff.file_diffs["launch.sh"]
+    check_golden("compiler-changed.txt", render(diff, "text"))
+    shutil.rmtree(tmp_path)

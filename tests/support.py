@@ -1,0 +1,121 @@
+"""Test helpers shared by several test folders (real bash, real Hydra, real verl config)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = REPO / "specs"
+BUNDLES = REPO / "bundles"
+SHARED = REPO.parent / "shared"
+
+
+def example_specs() -> list[Path]:
+    return sorted(SPECS.glob("*.toml"))
+
+
+_STANDIN = '''#!{python}
+"""Stand-in for `python`: answers launch.sh's verl version check, records any other argv."""
+import json, os, sys
+if len(sys.argv) > 1 and sys.argv[1] == "-c":
+    print(os.environ.get("STANDIN_VERL", "0.9.1"))
+    raise SystemExit(0)
+with open(os.environ["STANDIN_ARGV_FILE"], "w", encoding="utf-8") as f:
+    json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, f)
+'''
+
+
+class StandinPython:
+    """Runs a bundle's launch.sh with real bash and a `python` that records what it got."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        script = folder / "python"
+        script.write_text(_STANDIN.format(python=sys.executable))
+        script.chmod(0o755)
+        self.record = folder / "argv.json"
+
+    def run(self, bundle: Path, *args: str, env: dict | None = None, verl: str = "0.9.1",
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+        if self.record.exists():
+            self.record.unlink()
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("TUTORRL_")}
+        full_env.update(env or {})
+        full_env["PATH"] = f"{self.folder}{os.pathsep}{full_env.get('PATH', '')}"
+        full_env["STANDIN_ARGV_FILE"] = str(self.record)
+        full_env["STANDIN_VERL"] = verl
+        return subprocess.run(["bash", str(bundle / "launch.sh"), *args], env=full_env, cwd=cwd or self.folder,
+                              capture_output=True, text=True, timeout=60)
+
+    def argv(self, bundle: Path, *args: str, **kwargs) -> list[str]:
+        result = self.run(bundle, *args, **kwargs)
+        assert result.returncode == 0, result.stderr
+        return json.loads(self.record.read_text())["argv"]
+
+    def seen_env(self) -> dict:
+        return json.loads(self.record.read_text())["env"]
+
+
+@functools.cache
+def verl_config_dir() -> str:
+    """The installed verl's Hydra config folder (found without importing verl: it is slow)."""
+    spec = importlib.util.find_spec("verl")
+    assert spec is not None and spec.submodule_search_locations, "verl is not installed"
+    return str(Path(spec.submodule_search_locations[0]) / "trainer" / "config")
+
+
+def compose_verl(config_name: str, overrides: list[str], config_dir: str | None = None):
+    """verl's trainer config (an OmegaConf DictConfig) composed by Hydra with ``overrides``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=config_dir or verl_config_dir(), version_base=None):
+        return compose(config_name=config_name, overrides=overrides)
+
+
+def lookup(config, dotted: str):
+    """The value verl reads at ``dotted``: interpolations resolved, as plain data."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    value = OmegaConf.select(config, dotted, throw_on_missing=True)
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def parse_override(text: str):
+    """Hydra's own reading of one override: (type name, key, value)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    (override,) = OverridesParser.create().parse_overrides([text])
+    return override.type.name, override.key_or_group, override.value()
+
+
+def unescape_interpolation(value):
+    """What OmegaConf makes of an escaped ``\\${`` once the config is read."""
+    from tutorrl.compiler.hydra import omegaconf_escape  # noqa: F401  (documents the inverse)
+
+    if isinstance(value, str):
+        import re
+
+        return re.sub(r"(\\*)\\\$\{", lambda m: m.group(1)[: len(m.group(1)) // 2] + "${", value)
+    if isinstance(value, list):
+        return [unescape_interpolation(v) for v in value]
+    if isinstance(value, dict):
+        return {k: unescape_interpolation(v) for k, v in value.items()}
+    return value
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real `tutorrl` console entry point in a subprocess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "tutorrl", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
