@@ -109,12 +109,19 @@ def assemble(spec: Spec, resolved: Resolved, rmap: ReleaseMap) -> CompiledBundle
 
     spec_toml = ("# The normalised spec this bundle was compiled from (every default filled in).\n"
                  + tomli_w.dumps(to_builtins(spec))).encode()
+    # Overrides whose value launch.sh computes (the reward module's file before
+    # verl 0.7.1), each held in a shell variable.
+    runtime_vars = {i: f"reward_module_file_{n}" if n else "reward_module_file"
+                    for n, i in enumerate(i for i, o in enumerate(resolved.overrides) if o.runtime)}
     launch = render_template(
         "launch.sh.j2",
         experiment=experiment, verl=rmap.release, variant=rmap.variant,
         config_name=shlex.quote(resolved.config_name),
         passthrough=spec.env.passthrough,
-        overrides=[shlex.quote(o.text) for o in resolved.overrides],
+        overrides=[f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text)
+                   for i, o in enumerate(resolved.overrides)],
+        module_files=[(runtime_vars[i], shlex.quote(("+" if o.append else "") + o.key), shlex.quote(str(o.value)))
+                      for i, o in enumerate(resolved.overrides) if i in runtime_vars],
     ).encode()
     env_file = render_template(
         "bundle.env.j2",

@@ -19,6 +19,9 @@ import msgspec
 from tutorrl.errors import Problem, SpecError
 
 Variant = Literal["fsdp", "megatron"]
+# plain: the value; pkg: "pkg://<module>"; module-file: the module's file,
+# found by launch.sh with the job's Python (see templates/launch.sh.j2).
+Spelling = Literal["plain", "pkg", "module-file"]
 
 
 def release_tuple(release: str) -> tuple[int, ...]:
@@ -40,12 +43,21 @@ class At(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     releases: str
     keys: list[str]
     append: bool = False
-    spelling: Literal["plain", "pkg"] = "plain"
+    spelling: Spelling = "plain"
+    variants: tuple[Variant, ...] = ("fsdp", "megatron")
+
+
+class Absent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Why a setting has no home in some releases (shown in errors and migrations)."""
+
+    releases: str
+    why: str
     variants: tuple[Variant, ...] = ("fsdp", "megatron")
 
 
 class Setting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     at: list[At]
+    absent: tuple[Absent, ...] = ()
 
 
 class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -109,6 +121,63 @@ def load_keymap() -> KeyMap:
     return msgspec.convert(tomllib.loads(data.decode()), KeyMap)
 
 
+def describe_releases(releases: list[str], keymap: KeyMap | None = None) -> str:
+    """``["0.7.1", "0.8.0", "0.9.0", "0.9.1"]`` -> ``"from verl 0.7.1"``, in words a user reads.
+
+    Consecutive supported releases collapse into ranges.
+    """
+    order = (keymap or load_keymap()).releases
+    if not releases:
+        return "in no supported verl release"
+    if list(releases) == order:
+        return "in every supported verl release"
+    runs: list[list[str]] = []
+    for release in order:
+        if release in releases:
+            if runs and order.index(runs[-1][-1]) == order.index(release) - 1:
+                runs[-1].append(release)
+            else:
+                runs.append([release])
+    if len(runs) == 1:
+        run = runs[0]
+        if len(run) == 1:
+            return f"only in verl {run[0]}"
+        if run[-1] == order[-1]:
+            return f"from verl {run[0]}"
+        if run[0] == order[0]:
+            return f"up to verl {run[-1]}"
+    parts = [run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}" for run in runs]
+    return "in verl " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+
+
+def absent_reason(setting: str, release: str, variant: Variant, keymap: KeyMap | None = None) -> str | None:
+    """The map's explanation of why ``setting`` has no key in ``release``, if it gives one."""
+    entry = (keymap or load_keymap()).setting.get(setting)
+    if entry is None:
+        return None
+    return next((a.why for a in entry.absent if in_range(release, a.releases) and variant in a.variants), None)
+
+
+def settings_writing(key: str, keymap: KeyMap | None = None) -> list[str]:
+    """The settings that write ``key`` in some release and variant (``*`` entries match one segment)."""
+    keymap = keymap or load_keymap()
+    found = []
+    for name, entry in keymap.setting.items():
+        for at in entry.at:
+            if any(_key_matches(pattern, key) for pattern in at.keys):
+                found.append(name)
+                break
+    return found
+
+
+def _key_matches(pattern: str, key: str) -> bool:
+    if "*" not in pattern:
+        return pattern == key
+    head, _, tail = pattern.partition("*")
+    rest = key[len(head):] if key.startswith(head) else None
+    return bool(rest) and not tail and "." not in rest
+
+
 def releases_with(setting: str, variant: Variant, keymap: KeyMap | None = None) -> list[str]:
     """The releases of the map in which ``setting`` exists for ``variant``."""
     keymap = keymap or load_keymap()
@@ -127,7 +196,7 @@ def release_map(release: str, variant: Variant) -> ReleaseMap:
         raise SpecError([Problem(
             f"verl {release} is not supported; supported releases: {', '.join(keymap.releases)}",
             key="experiment.verl")])
-    chosen = keymap.variant[variant].get(release)
+    chosen = next((sel for span, sel in keymap.variant[variant].items() if in_range(release, span)), None)
     if chosen is None:
         raise SpecError([Problem(f"verl {release} has no {variant} variant in the key map",
                                  key="experiment.verl")])

@@ -19,7 +19,8 @@ import re
 
 import msgspec
 
-from tutorrl.compiler.keymap import ReleaseMap, Variant, releases_with
+from tutorrl.compiler.keymap import (ReleaseMap, Variant, absent_reason, describe_releases,
+                                     releases_with, settings_writing)
 from tutorrl.compiler.hydra import render_value
 from tutorrl.compiler.spec import Spec
 
@@ -35,11 +36,20 @@ class Override(msgspec.Struct, frozen=True):
     append: bool = False
     # Raw user text (extra_overrides) is passed through as written.
     raw: str | None = None
+    # "module-file": the value is a module name whose file launch.sh finds at
+    # run time; the bundle carries the computation, not this machine's path.
+    spelling: str = "plain"
+
+    @property
+    def runtime(self) -> bool:
+        return self.spelling == "module-file"
 
     @property
     def text(self) -> str:
         if self.raw is not None:
             return self.raw
+        if self.runtime:
+            raise ValueError(f"the value of {self.key} is only known when launch.sh runs")
         return f"{'+' if self.append else ''}{self.key}={render_value(self.value)}"
 
 
@@ -160,6 +170,11 @@ def _spell(value: object, spelling: str) -> object:
     return value
 
 
+# Settings the compiler derives rather than the user writing them: where a
+# release has no key for one, there is nothing to tell verl and nothing the
+# user asked for is lost, so it is left out instead of refusing the spec.
+DERIVED = frozenset({"reward.num_workers"})
+
 # The spec field a user edits for each derived setting (for error locations).
 _SPEC_FIELD = {
     "reward.num_workers": "resources.reward_gpus",
@@ -187,15 +202,14 @@ def resolve(spec: Spec, rmap: ReleaseMap, keysets=None) -> tuple[Resolved, list[
     for setting, value in settings(spec):
         target = rmap.target(setting)
         if target is None:
-            where = releases_with(setting if not setting.startswith("reward.kwargs.") else "reward.kwargs.*",
-                                  rmap.variant)
-            exists = f"exists in verl {', '.join(where)}" if where else "has no verl key"
-            findings.append((spec_field(setting),
-                             f"setting '{setting}' {exists}; this spec targets {rmap.release} ({rmap.variant})", None))
+            if setting in DERIVED:
+                continue
+            findings.append(missing_setting(setting, rmap.release, rmap.variant))
             continue
         for key in target.keys:
             emitted[key] = setting
-            overrides.append(Override(setting, key, _spell(value, target.spelling), target.append))
+            overrides.append(Override(setting, key, _spell(value, target.spelling), target.append,
+                                      spelling=target.spelling))
     for index, text in enumerate(spec.verl.extra_overrides):
         override, problem = _extra(text, rmap, keysets, emitted)
         if problem:
@@ -203,6 +217,40 @@ def resolve(spec: Spec, rmap: ReleaseMap, keysets=None) -> tuple[Resolved, list[
         else:
             overrides.append(override)
     return Resolved(rmap.config_name, tuple(overrides)), findings
+
+
+def map_name(setting: str) -> str:
+    """The key-map entry of ``setting`` (``reward.kwargs.x`` -> ``reward.kwargs.*``)."""
+    return "reward.kwargs.*" if setting.startswith("reward.kwargs.") else setting
+
+
+def missing_setting(setting: str, release: str, variant: Variant) -> Finding:
+    """The finding for a setting with no key in ``release``: where it does exist, and why not here."""
+    where = releases_with(map_name(setting), variant)
+    exists = describe_releases(where) if where else "in no supported verl release"
+    why = absent_reason(map_name(setting), release, variant)
+    hint = why or (f"target one of those releases in experiment.verl, or leave {spec_field(setting)} unset"
+                   if where else None)
+    return (spec_field(setting),
+            f"'{setting}' exists {exists} ({variant}); this spec targets {release}", hint)
+
+
+def moved_key(key: str, rmap: ReleaseMap) -> str | None:
+    """Advice for a key the release lacks that the key map knows under another release."""
+    for setting in settings_writing(key):
+        target = rmap.target(setting)
+        if setting.endswith(".*"):
+            tail = key.rpartition(".")[2]
+            target = rmap.target(setting[:-2] + "." + tail)
+        if target is not None:
+            new = [("+" if target.append else "") + k for k in target.keys]
+            return (f"verl {rmap.release} calls it '{new[0]}'" if len(new) == 1
+                    else f"verl {rmap.release} writes it to {', '.join(repr(k) for k in new)}") + \
+                f"; the spec's {spec_field(setting.replace('.*', '.x'))} sets it for you"
+        where = releases_with(setting, rmap.variant)
+        if where:
+            return f"it is the spec's '{setting}' setting, which exists {describe_releases(where)}"
+    return None
 
 
 _EXTRA = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][A-Za-z0-9_.\-/@]*)(?:=(.*))?$", re.DOTALL)
@@ -228,12 +276,12 @@ def _extra(text: str, rmap: ReleaseMap, keyset, emitted: dict[str, str]):
                 return None, (f"'{key}' is not declared by verl {rmap.release}", f"append it: '+{text}'")
             near = keyset.near(key)
             return None, (f"verl {rmap.release} ({rmap.variant}) has no key '{key}'",
-                          f"did you mean '{near[0]}'?" if near else None)
+                          moved_key(key, rmap) or (f"did you mean '{near[0]}'?" if near else None))
         if prefix == "~" and not exists:
             return None, (f"verl {rmap.release} has no key '{key}' to delete", None)
         if prefix == "+" and exists:
             return None, (f"'{key}' already exists in verl {rmap.release}", f"drop the '+': '{text[1:]}'")
         if prefix in ("+", "++") and not exists and keyset.open_parent(key) is None:
             return None, (f"verl {rmap.release} declares no '{key}' and no open table above it: "
-                          "verl would accept it and never read it", None)
+                          "verl would accept it and never read it", moved_key(key, rmap))
     return Override("verl.extra_overrides", key, None, prefix in ("+", "++"), raw=text), None

@@ -187,17 +187,18 @@ class Verl(_Section):
 class Spec(_Section):
     """One experiment."""
 
-    experiment: Experiment
-    data: Data
-    model: Model
-    rollout: Rollout
-    trainer: Trainer
-    reward: Reward
-    algorithm: Algorithm = field(default_factory=Algorithm)
-    actor: Actor = field(default_factory=Actor)
-    resources: Resources = field(default_factory=Resources)
-    env: Env = field(default_factory=Env)
-    verl: Verl = field(default_factory=Verl)
+    experiment: Annotated[Experiment, Meta(description="What this run is called and which verl release it targets.")]
+    data: Annotated[Data, Meta(description="Prompt data and batch sizes.")]
+    model: Annotated[Model, Meta(description="The policy model and its adapters.")]
+    rollout: Annotated[Rollout, Meta(description="How responses are sampled.")]
+    trainer: Annotated[Trainer, Meta(description="Training length, checkpoints, logging and resumption.")]
+    reward: Annotated[Reward, Meta(description="Where the reward comes from.")]
+    algorithm: Annotated[Algorithm, Meta(description="Advantage estimation.")] = field(default_factory=Algorithm)
+    actor: Annotated[Actor, Meta(description="The policy update: backend, optimiser, batches, KL and entropy.")] = field(
+        default_factory=Actor)
+    resources: Annotated[Resources, Meta(description="GPUs and machines the run needs.")] = field(default_factory=Resources)
+    env: Annotated[Env, Meta(description="Environment of the job and of verl's Ray workers.")] = field(default_factory=Env)
+    verl: Annotated[Verl, Meta(description="Escape hatch: raw overrides the machine dictates.")] = field(default_factory=Verl)
 
 
 # The chess tutor's reward entries, used when [reward] module is left empty.

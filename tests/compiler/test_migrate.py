@@ -1,0 +1,61 @@
+"""`tutorrl migrate`: golden expectations for 0.6.1 -> 0.9.1 and 0.9.1 -> 0.7.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from test_releases import CHESS, FSDP_CUSTOM, _retarget
+
+
+def _migrate(tmp_path, text, *args):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "tutorrl", "migrate", str(spec), *args],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _by_setting(doc):
+    return {c["setting"]: c for c in doc["settings"]}
+
+
+def test_061_to_091_json(tmp_path):
+    doc = json.loads(_migrate(tmp_path, _retarget(FSDP_CUSTOM, "0.6.1"), "--to", "0.9.1", "--format", "json"))
+    assert (doc["from"], doc["to"], doc["variant"], doc["compiles"]) == ("0.6.1", "0.9.1", "fsdp", True)
+    changed = {name: c["status"] for name, c in _by_setting(doc).items() if c["status"] != "same"}
+    assert changed == {
+        "reward.num_workers": "gained",
+        "reward.module": "moved",
+        "reward.function": "moved",
+        "reward.kwargs.a": "moved", "reward.kwargs.b": "moved",
+        "reward.kwargs.c": "moved", "reward.kwargs.d": "moved",
+    }
+    module = _by_setting(doc)["reward.module"]
+    assert module["before"]["spelling"] == "module-file" and module["after"]["spelling"] == "pkg"
+    assert module["after"]["overrides"] == ['reward.custom_reward_function.path="pkg://tutorrl_test_reward.rewards"']
+    assert any("trap in verl 0.9.1" in line for line in module["changes"])
+    assert _by_setting(doc)["reward.kwargs.a"]["after"]["overrides"] == [
+        "+reward.custom_reward_function.reward_kwargs.a=1"]
+    assert doc["selection_before"] == doc["selection_after"] == {"config_name": "ppo_trainer", "select": []}
+
+
+def test_091_to_071_megatron_text(tmp_path):
+    text = CHESS.replace("[actor]\n", "[actor]\nstrategy = \"megatron\"\n")
+    text = text.replace("[model]\n", "[model]\nattn_implementation = \"sdpa\"\n")
+    out = _migrate(tmp_path, text, "--to", "0.7.1")
+    assert out.startswith(f"{tmp_path / 'spec.toml'}: verl 0.9.1 -> 0.7.1 (megatron)\n")
+    assert ("variant selection:\n"
+            "  --config-name ppo_trainer model_engine=megatron -> --config-name ppo_megatron_trainer\n") in out
+    assert "  model.attn_implementation [lost]\n" in out
+    assert "verl 0.7.1 has no key for it (it exists from verl 0.8.0)" in out
+    assert "before this spec compiles for verl 0.7.1:\n" in out
+    assert "model.attn_implementation: 'model.attn_implementation' exists from verl 0.8.0 (megatron)" in out
+
+
+def test_091_to_071_fsdp_changes_nothing(tmp_path):
+    out = _migrate(tmp_path, CHESS, "--to", "0.7.1")
+    assert "settings that change" not in out and "variant selection" not in out
+    assert out.endswith('the spec compiles for verl 0.7.1 once experiment.verl = "0.7.1".\n')

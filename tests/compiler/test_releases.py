@@ -1,0 +1,406 @@
+"""Every supported verl release: the key map checked against the release's own
+key set, and example specs compiled, launched through the real launch.sh (real
+bash, a stand-in `python` that records its argv) and composed with Hydra
+against the release's real trainer config from its wheel.
+
+Wheels come from pip into ~/.cache/tutorrl/wheels (or $TUTORRL_WHEEL_CACHE)
+and are reused; only verl/trainer/config is extracted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from tutorrl.compiler import keyset_import as ki
+from tutorrl.compiler.bundle import write_bundle
+from tutorrl.compiler.compile import compile_bytes
+from tutorrl.compiler.keymap import load_keymap, release_map
+from tutorrl.compiler.keysets import load_keyset
+from tutorrl.compiler.load import parse_spec
+from tutorrl.compiler.normalize import normalize
+from tutorrl.compiler.resolve import resolve, variant_of
+from tutorrl.errors import SpecError
+
+RELEASES = ["0.4.1", "0.5.0", "0.6.1", "0.7.1", "0.8.0", "0.9.0", "0.9.1"]
+VARIANTS = ["fsdp", "megatron"]
+PAIRS = [(r, v) for r in RELEASES for v in VARIANTS]
+
+# Keys verl reads (with .get) but no yaml declares, so the key set cannot
+# vouch for them: each with the releases and the reason.
+UNDECLARED_BUT_READ = {
+    "data.seed": ("0.4.1..0.5.0", "main_ppo seeds the sampler with data_config.get('seed', 1)"),
+    "custom_reward_function.reward_kwargs.*": (
+        "0.4.1..0.6.1", "trainer/ppo/reward.py passes reward_fn_config.get('reward_kwargs', {}) to the function"),
+    "reward.custom_reward_function.reward_kwargs.*": (
+        "0.7.1..0.9.1", "trainer/ppo/reward.py passes reward_fn_config.get('reward_kwargs', {}) to the function"),
+}
+
+
+def test_the_map_covers_every_release():
+    assert load_keymap().releases == RELEASES
+
+
+@pytest.mark.parametrize("release,variant", PAIRS)
+def test_every_mapped_key_exists_in_its_release(release, variant):
+    from tutorrl.compiler.keymap import in_range
+
+    keyset = load_keyset(release, variant)
+    rmap = release_map(release, variant)
+    assert (rmap.config_name, list(rmap.select)) == (keyset.config_name, keyset.overrides)
+    for setting, target in rmap.targets.items():
+        for pattern in target.keys:
+            key = pattern.replace("*", "some_name")
+            assert rmap.ignored_by(key) is None, (setting, key)
+            if not target.append:
+                assert keyset.has(key), f"{setting}: {key} is not in verl {release} ({variant})"
+                assert not keyset.keys[key].open, f"{setting}: {key} is an open table"
+                continue
+            assert not keyset.has(key), f"{setting}: {key} exists in verl {release}; drop the '+'"
+            documented = UNDECLARED_BUT_READ.get(pattern)
+            if documented and in_range(release, documented[0]):
+                continue
+            assert keyset.open_parent(key), f"{setting}: +{key} has no open table above it in verl {release}"
+
+
+@pytest.mark.parametrize("release,variant", PAIRS)
+def test_ignored_keys_are_declared_where_they_are_ignored(release, variant):
+    keyset = load_keyset(release, variant)
+    for ignored in release_map(release, variant).ignored:
+        assert any(k.startswith(ignored.prefix) for k in keyset.keys), ignored
+
+
+def test_every_spec_setting_is_in_the_map():
+    from tutorrl.compiler.resolve import map_name, settings
+
+    spec = _spec(FSDP_CUSTOM)
+    names = {map_name(s) for s, _ in settings(spec)} | {map_name(s) for s, _ in settings(_spec(MEGATRON))}
+    assert names <= set(load_keymap().setting)
+
+
+# -- example specs ---------------------------------------------------------
+
+CHESS = """\
+[experiment]
+name = "chess-tutor-grpo"
+verl = "0.9.1"
+project = "chess-tutor"
+[data]
+train = "/data/chess/train.parquet"
+val = "/data/chess/val.parquet"
+train_batch_size = 56
+[model]
+path = "/models/tutor-sft-merged"
+[actor]
+ppo_mini_batch_size = 28
+ppo_micro_batch_size_per_gpu = 4
+use_kl_loss = true
+[rollout]
+engine = "sglang"
+n = 8
+[trainer]
+total_steps = 100
+[resources]
+trainer_gpus_per_node = 7
+reward_gpus = 1
+[reward]
+kind = "simulator"
+table = "/data/chess/reward_table.json"
+[reward.simulator]
+adapter = "/models/sim/adapter"
+heads_checkpoint = "/models/sim/heads.pt"
+heads_metrics = "/models/sim/heads_metrics.json"
+device = "cuda:7"
+[env]
+set = { TOKENIZERS_PARALLELISM = "false" }
+passthrough = ["WANDB_API_KEY"]
+"""
+
+MEGATRON = CHESS.replace("[actor]\n", "[actor]\nstrategy = \"megatron\"\n") + """\
+[actor.megatron]
+tensor_parallel = 1
+pipeline_parallel = 1
+"""
+
+FSDP_CUSTOM = """\
+[experiment]
+name = "custom-lora"
+verl = "0.9.1"
+[data]
+train = "it's ${not} \\"here\\".parquet"
+val = "v.parquet"
+train_batch_size = 8
+seed = 7
+[model]
+path = "m"
+lora = { rank = 8, alpha = 16, target_modules = ["q_proj", "v_proj"] }
+[actor]
+ppo_mini_batch_size = 4
+strategy = "fsdp2"
+[rollout]
+engine = "vllm"
+n = 2
+[trainer]
+total_steps = 3
+resume = "/ckpt/x"
+loggers = ["console", "tensorboard"]
+[resources]
+trainer_gpus_per_node = 2
+[reward]
+kind = "custom"
+module = "tutorrl_test_reward.rewards"
+function = "score"
+[reward.custom]
+kwargs = { a = 1, b = "x y", c = [1, 2], d = true }
+[verl]
+extra_overrides = ["trainer.val_before_train=false"]
+"""
+
+EXAMPLES = {"chess": CHESS, "megatron": MEGATRON, "custom": FSDP_CUSTOM}
+
+
+def _retarget(text: str, release: str) -> str:
+    return re.sub(r'(?m)^verl = ".*"$', f'verl = "{release}"', text, count=1)
+
+
+def _spec(text: str):
+    spec, _ = parse_spec(text.encode(), "t.toml")
+    return normalize(spec)
+
+
+# -- the real config of each release ---------------------------------------
+
+
+@pytest.fixture(scope="session")
+def config_dirs(tmp_path_factory):
+    pytest.importorskip("hydra")
+    found = {}
+
+    def get(release):
+        if release not in found:
+            try:
+                wheel = ki.fetch_wheel(release)
+            except ki.KeysetImportError as exc:  # no network and no cached wheel
+                pytest.skip(f"verl {release} wheel unavailable: {exc}")
+            found[release] = ki.extract_config(wheel, tmp_path_factory.mktemp(f"verl-{release}"))
+        return found[release]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def launcher(tmp_path_factory):
+    """Runs a bundle's launch.sh with a stand-in python; returns the argv verl would get."""
+    root = tmp_path_factory.mktemp("launcher")
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "python"
+    stand_in.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, os, sys
+        args = sys.argv[1:]
+        if args[:1] == ["-c"] and "importlib.metadata" in args[1]:
+            print(os.environ["STANDIN_VERL"])
+        elif args[:1] == ["-c"]:
+            os.execv({sys.executable!r}, [{sys.executable!r}, *args])
+        else:
+            with open(os.environ["STANDIN_ARGV"], "w") as fh:
+                json.dump(args, fh)
+        """))
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
+    # The chess default reward entry and the custom module, importable by the job.
+    site = root / "site"
+    for module in ("studentsim/tutor_rl/_reward_entry", "tutorrl_test_reward/rewards"):
+        path = site / (module + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for parent in path.relative_to(site).parents:
+            if str(parent) != ".":
+                (site / parent / "__init__.py").touch()
+        path.write_text("def compute_score(*a, **k):\n    return 0.0\n")
+
+    def run(bundle: Path, release: str, site_dir: Path = site):
+        argv_file = root / "argv.json"
+        argv_file.unlink(missing_ok=True)
+        env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "STANDIN_VERL": release,
+               "STANDIN_ARGV": str(argv_file), "WANDB_API_KEY": "x", "PYTHONPATH": str(site_dir),
+               "HOME": os.environ.get("HOME", "/tmp")}
+        proc = subprocess.run(["bash", str(bundle / "launch.sh")], env=env, capture_output=True, text=True,
+                              cwd=root, check=False)
+        argv = json.loads(argv_file.read_text()) if argv_file.exists() else None
+        return proc, argv
+
+    run.site = site
+    return run
+
+
+def compose(config_dir: Path, argv: list[str]):
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    assert argv[:3] == ["-m", "verl.trainer.main_ppo", "--config-name"]
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return hydra_compose(config_name=argv[3], overrides=argv[4:])
+
+
+def _expected(spec, release, site: Path):
+    """(key, value) the composed config must hold, from the resolver's own overrides."""
+
+    rmap = release_map(release, variant_of(spec))
+    resolved, findings = resolve(spec, rmap, load_keyset(release, rmap.variant))
+    assert not findings
+    for o in resolved.overrides:
+        if o.raw is not None:
+            continue
+        if o.runtime:
+            yield o.key, str(site / (o.value.replace(".", "/") + ".py"))
+        else:
+            yield o.key, o.value
+
+
+def _check_composed(cfg, expected):
+    from omegaconf import OmegaConf
+
+    for key, value in expected:
+        got = OmegaConf.select(cfg, key, throw_on_missing=True)
+        if hasattr(got, "_metadata"):
+            got = OmegaConf.to_container(got)
+        assert got == value, f"{key}: composed {got!r}, intended {value!r}"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_example_launches_and_composes(release, example, config_dirs, launcher, tmp_path):
+    text = _retarget(EXAMPLES[example], release)
+    compiled = compile_bytes(text.encode(), "t.toml")
+    bundle = write_bundle(compiled, tmp_path).path
+    proc, argv = launcher(bundle, release)
+    assert proc.returncode == 0 and argv is not None, proc.stderr
+    assert "--config-name" in argv
+    cfg = compose(config_dirs(release), argv)
+    _check_composed(cfg, _expected(_spec(text), release, launcher.site))
+    # The spec's reward module lands where this release reads it.
+    key = "custom_reward_function" if release in ("0.4.1", "0.5.0", "0.6.1") else "reward.custom_reward_function"
+    from omegaconf import OmegaConf
+
+    path = OmegaConf.select(cfg, key + ".path")
+    assert path.endswith("_reward_entry.py") or path.endswith("rewards.py") or path.startswith("pkg://")
+
+
+def test_attn_implementation_is_refused_where_verl_ignores_it():
+    text = _retarget(CHESS.replace("[model]\n", "[model]\nattn_implementation = \"sdpa\"\n"), "0.5.0")
+    with pytest.raises(SpecError) as err:
+        compile_bytes(text.encode(), "t.toml")
+    rendered = err.value.render()
+    assert "'model.attn_implementation' exists from verl 0.6.1 (fsdp); this spec targets 0.5.0" in rendered
+    assert "flash_attention_2" in rendered
+    text = _retarget(MEGATRON.replace("[model]\n", "[model]\nattn_implementation = \"sdpa\"\n"), "0.7.1")
+    with pytest.raises(SpecError, match="exists from verl 0.8.0 \\(megatron\\)"):
+        compile_bytes(text.encode(), "t.toml")
+
+
+def test_derived_reward_workers_are_left_out_before_071():
+    for release in ("0.4.1", "0.5.0", "0.6.1"):
+        launch = compile_bytes(_retarget(CHESS, release).encode(), "t.toml").files["launch.sh"].decode()
+        assert "num_workers" not in launch
+    launch = compile_bytes(_retarget(CHESS, "0.7.1").encode(), "t.toml").files["launch.sh"].decode()
+    assert "reward.num_workers=1" in launch
+
+
+def test_unimportable_reward_module_stops_launch_with_a_clear_message(launcher, tmp_path):
+    compiled = compile_bytes(_retarget(CHESS, "0.6.1").encode(), "t.toml")
+    bundle = write_bundle(compiled, tmp_path).path
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc, argv = launcher(bundle, "0.6.1", site_dir=empty)
+    assert proc.returncode == 3 and argv is None
+    assert "reward module studentsim.tutor_rl._reward_entry is not importable by the job Python" in proc.stderr
+    assert "verl 0.6.1 loads the reward function from a file" in proc.stderr
+
+
+# Folder names a reward module may live under: everything a file name can hold
+# that Hydra or OmegaConf treat specially.
+_DIR_NAMES = st.text(st.sampled_from(list("ab $'\"\\{}=,[]#~é")), min_size=1, max_size=12).filter(
+    lambda s: s not in (".", "..") and not s.startswith("-"))
+
+
+@hsettings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dirname=_DIR_NAMES)
+def test_module_file_is_quoted_exactly_as_the_compiler_quotes(dirname, launcher, config_dirs, tmp_path_factory):
+    from omegaconf import OmegaConf
+
+    site = tmp_path_factory.mktemp("site") / dirname
+    (site / "tutorrl_test_reward").mkdir(parents=True)
+    (site / "tutorrl_test_reward" / "__init__.py").touch()
+    (site / "tutorrl_test_reward" / "rewards.py").write_text("")
+    compiled = compile_bytes(_retarget(FSDP_CUSTOM, "0.6.1").encode(), "t.toml")
+    bundle = write_bundle(compiled, tmp_path_factory.mktemp("b")).path
+    proc, argv = launcher(bundle, "0.6.1", site_dir=site)
+    assert proc.returncode == 0, proc.stderr
+    from tutorrl.compiler.hydra import quote_string
+
+    path = str(site / "tutorrl_test_reward" / "rewards.py")
+    assert f"custom_reward_function.path={quote_string(path)}" in argv
+    cfg = compose(config_dirs("0.6.1"), argv)
+    assert OmegaConf.select(cfg, "custom_reward_function.path") == path
+
+
+# -- random valid specs x random release -------------------------------------
+
+_TEXT = st.text(st.sampled_from(list("ab Z09 $'\"\\{},=#~é/")), min_size=1, max_size=10)
+
+
+@st.composite
+def random_specs(draw):
+    release = draw(st.sampled_from(RELEASES))
+    strategy = draw(st.sampled_from(["fsdp", "fsdp2", "megatron"]))
+    lines = [
+        "[experiment]", f'name = "{draw(st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True))}"',
+        f'verl = "{release}"',
+        "[data]", f"train = {json.dumps(draw(_TEXT))}", f"val = {json.dumps(draw(_TEXT))}",
+        f"seed = {draw(st.integers(0, 99))}", "train_batch_size = 8",
+        "[model]", f"path = {json.dumps(draw(_TEXT))}",
+    ]
+    attn = draw(st.sampled_from([None, "sdpa", "eager"]))
+    if attn:
+        lines.append(f'attn_implementation = "{attn}"')
+    if strategy != "megatron" and draw(st.booleans()):
+        lines.append(f"lora = {{ rank = {draw(st.integers(1, 64))}, alpha = 32 }}")
+    lines += ["[algorithm]", f"use_kl_in_reward = {str(draw(st.booleans())).lower()}",
+              "[actor]", f'strategy = "{strategy}"', "ppo_mini_batch_size = 4",
+              f"lr = {draw(st.floats(1e-7, 1e-3))!r}", f"use_kl_loss = {str(draw(st.booleans())).lower()}"]
+    if strategy == "megatron":
+        lines += ["[actor.megatron]", "tensor_parallel = 1"]
+    lines += ["[rollout]", f'engine = "{draw(st.sampled_from(["sglang", "vllm"]))}"', "n = 2",
+              f"temperature = {draw(st.floats(0.1, 2.0))!r}",
+              "[trainer]", "total_steps = 2", f'resume = {json.dumps(draw(st.sampled_from(["auto", "disable", "/c k/p"])))}',
+              "[resources]", "trainer_gpus_per_node = 2",
+              "[reward]", 'kind = "custom"', 'module = "tutorrl_test_reward.rewards"',
+              "[reward.custom]", f"kwargs = {{ k = {json.dumps(draw(_TEXT))}, n = {draw(st.integers(-5, 5))} }}"]
+    return release, "\n".join(lines) + "\n", attn
+
+
+@hsettings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=random_specs())
+def test_random_specs_compose_in_random_releases(case, config_dirs, launcher, tmp_path_factory):
+    release, text, attn = case
+    spec = _spec(text)
+    variant = variant_of(spec)
+    reads_attn = (variant == "fsdp" and release not in ("0.4.1", "0.5.0")) or release in ("0.8.0", "0.9.0", "0.9.1")
+    if attn and not reads_attn:
+        with pytest.raises(SpecError, match="model.attn_implementation' exists from verl"):
+            compile_bytes(text.encode(), "t.toml")
+        return
+    bundle = write_bundle(compile_bytes(text.encode(), "t.toml"), tmp_path_factory.mktemp("b")).path
+    proc, argv = launcher(bundle, release)
+    assert proc.returncode == 0, proc.stderr
+    _check_composed(compose(config_dirs(release), argv), _expected(spec, release, launcher.site))
