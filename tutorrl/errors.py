@@ -7,11 +7,10 @@ traceback. Anything else escaping is a bug in tutorrl and is shown as one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(msgspec.Struct, frozen=True):
     """One thing wrong with an input, located as precisely as we can."""
 
     message: str
