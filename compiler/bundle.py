@@ -118,6 +118,7 @@ def assemble(spec: Spec, resolved: Resolved, rmap: ReleaseMap) -> CompiledBundle
         experiment=experiment, verl=rmap.release, variant=rmap.variant,
         config_name=shlex.quote(resolved.config_name),
         passthrough=spec.env.passthrough,
+        imports_tutorrl=any(o.setting == "trainer.evidence_callback" for o in resolved.overrides),
         overrides=[f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text)
                    for i, o in enumerate(resolved.overrides)],
         module_files=[(runtime_vars[i], shlex.quote(("+" if o.append else "") + o.key), shlex.quote(str(o.value)))

@@ -60,7 +60,7 @@ def _verify(args) -> int:
     except ImportError:
         verify_evidence = None
     if verify_evidence is not None:
-        problems = list(verify_evidence(bundle.path))
+        problems = list(verify_evidence(bundle.path, bundle_digest=bundle.digest))
     if problems:
         raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
     print(f"ok: {_display(bundle.path)} is bundle {bundle.digest}")

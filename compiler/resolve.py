@@ -123,6 +123,8 @@ def settings(spec: Spec) -> list[tuple[str, object]]:
         ("trainer.output_dir", s.trainer.output_dir),
         ("trainer.loggers", list(s.trainer.loggers)),
     ]
+    if s.trainer.evidence_callback:
+        out.append(("trainer.evidence_callback", EVIDENCE_CALLBACK))
     if s.trainer.resume in ("auto", "disable"):
         out.append(("trainer.resume_mode", s.trainer.resume))
     else:
@@ -173,7 +175,12 @@ def _spell(value: object, spelling: str) -> object:
 # Settings the compiler derives rather than the user writing them: where a
 # release has no key for one, there is nothing to tell verl and nothing the
 # user asked for is lost, so it is left out instead of refusing the spec.
-DERIVED = frozenset({"reward.num_workers"})
+# The class verl 0.9.1 calls after every checkpoint save (evidence/callback.py).
+EVIDENCE_CALLBACK = "tutorrl.evidence.callback.EvidenceCallback"
+
+# Settings the compiler derives rather than the user: where a release has no
+# key for one, it is left out instead of refusing the spec.
+DERIVED = frozenset({"reward.num_workers", "trainer.evidence_callback"})
 
 # The spec field a user edits for each derived setting (for error locations).
 _SPEC_FIELD = {

@@ -124,6 +124,9 @@ class Trainer(_Section):
     loggers: Annotated[list[Logger], Meta(min_length=1, description=(
         "Trackers; verl's default adds wandb, which fails without an account, so the default is console only."))] = field(
         default_factory=lambda: ["console"])
+    evidence_callback: Annotated[bool, Meta(description=(
+        "Record checkpoint evidence at every save from inside verl (verl 0.9.1+, trainer.checkpoint_callback_class); "
+        "the job's Python must then import tutorrl. Off, or on older releases, `tutorrl run` records checkpoints after the run."))] = True
     resume: Annotated[str, Meta(min_length=1, description=(
         "\"auto\" resumes from the latest checkpoint in output_dir, \"disable\" starts fresh, anything else is a checkpoint path to resume from."))] = "auto"
 

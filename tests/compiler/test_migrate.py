@@ -28,6 +28,7 @@ def test_061_to_091_json(tmp_path):
     changed = {name: c["status"] for name, c in _by_setting(doc).items() if c["status"] != "same"}
     assert changed == {
         "reward.num_workers": "gained",
+        "trainer.evidence_callback": "gained",
         "reward.module": "moved",
         "reward.function": "moved",
         "reward.kwargs.a": "moved", "reward.kwargs.b": "moved",
@@ -55,7 +56,10 @@ def test_091_to_071_megatron_text(tmp_path):
     assert "model.attn_implementation: 'model.attn_implementation' exists from verl 0.8.0 (megatron)" in out
 
 
-def test_091_to_071_fsdp_changes_nothing(tmp_path):
+def test_091_to_071_fsdp_only_loses_the_evidence_hook(tmp_path):
     out = _migrate(tmp_path, CHESS, "--to", "0.7.1")
-    assert "settings that change" not in out and "variant selection" not in out
+    assert "variant selection" not in out
+    changed = [line for line in out.splitlines() if line.startswith("  ") and not line.startswith("    ")]
+    assert changed == ["  trainer.evidence_callback [dropped]"]
+    assert "no checkpoint callback hook before verl 0.9.1" in out
     assert out.endswith('the spec compiles for verl 0.7.1 once experiment.verl = "0.7.1".\n')

@@ -32,6 +32,7 @@ EXPLICIT = {
     "actor_rollout_ref.ref.strategy": "states the backend",
     "actor_rollout_ref.rollout.gpu_memory_utilization": "verl's default 0.5, stated",
     "trainer.resume_mode": "verl's default 'auto', stated",
+    "trainer.checkpoint_callback_class": "tutorrl's checkpoint evidence hook (the seed records no evidence)",
     # The seed is wrong here: it leaves rollout tensor parallelism at verl's
     # default of 2, which cannot divide its own 7 trainer GPUs.
     "actor_rollout_ref.rollout.tensor_model_parallel_size": "seed leaves verl's default 2, which does not divide 7 GPUs",

@@ -15,6 +15,12 @@ if [ "$installed" != "0.9.1" ]; then
   echo "tutorrl: this bundle targets verl 0.9.1, but the job's Python ($python_bin) has ${installed}" >&2
   exit 3
 fi
+# verl calls tutorrl's checkpoint-evidence class after every save; fail now
+# rather than at the first save, hours in.
+if ! "$python_bin" -c 'import tutorrl.evidence.callback' 2>/dev/null; then
+  echo "tutorrl: the job's Python ($python_bin) cannot import tutorrl.evidence.callback; install tutorrl where the job runs, or set trainer.evidence_callback = false" >&2
+  exit 3
+fi
 
 exec "$python_bin" -m verl.trainer.main_ppo --config-name ppo_trainer "$@" \
   'trainer.project_name="math"' \
@@ -50,6 +56,7 @@ exec "$python_bin" -m verl.trainer.main_ppo --config-name ppo_trainer "$@" \
   trainer.test_freq=-1 \
   'trainer.default_local_dir="checkpoints/math/gsm8k-custom-reward"' \
   'trainer.logger=["console"]' \
+  'trainer.checkpoint_callback_class="tutorrl.evidence.callback.EvidenceCallback"' \
   'trainer.resume_mode="disable"' \
   trainer.nnodes=1 \
   trainer.n_gpus_per_node=8 \
