@@ -1,0 +1,257 @@
+"""Turning one checkpoint directory (and optionally live engines) into a record.
+
+The slow part -- hashing -- happens before the chain is touched, so concurrent
+recorders only contend for the instant of publishing their record.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tutorrl.errors import TutorrlError
+from tutorrl.evidence.bundle import BundleInfo, load_bundle
+from tutorrl.evidence.chain import append, record_files
+from tutorrl.evidence.checkpoints import find_step_dirs, inspect_step, read_tracker, step_of, tracker_checks
+from tutorrl.evidence.hashing import Job, Progress, build_manifest, default_workers, hash_jobs, list_files
+from tutorrl.evidence.schema import (
+    BundleRef,
+    ChainLink,
+    Check,
+    CheckpointInfo,
+    Predicate,
+    ResourceDescriptor,
+    RunInfo,
+    SafetensorsDigests,
+    Source,
+    Statement,
+    TensorDigest,
+    make_verdict,
+)
+from tutorrl.evidence.statement import RecordFormatError, canonical, decode_statement, digest
+
+EVIDENCE_DIR = "evidence"
+# Tensors are hashed in jobs of at least this many bytes: small enough to spread
+# one big export file over all cores, big enough to keep per-job cost negligible.
+TENSOR_JOB_BYTES = 64 * 1024 * 1024
+
+
+class CheckpointError(TutorrlError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    info: CheckpointInfo
+    checks: list[Check]
+    subject: list[ResourceDescriptor]
+    safetensors_files: list[Path]
+
+
+def _safetensors_plan(step_dir: Path, files: list[tuple[str, Path, int]]):
+    from tutorrl.evidence.safetensors import SafetensorsError, read_header
+
+    headers, jobs, checks = {}, [], []
+    errors = []
+    for rel, path, _size in files:
+        if not rel.endswith(".safetensors"):
+            continue
+        try:
+            header = read_header(path)
+        except (SafetensorsError, OSError) as exc:
+            errors.append(str(exc))
+            continue
+        headers[rel] = (path, header)
+        batch, batch_bytes = [], 0
+        for t in sorted(header.tensors, key=lambda t: t.start):
+            batch.append((f"t\0{rel}\0{t.name}", t.start, t.end))
+            batch_bytes += t.nbytes
+            if batch_bytes >= TENSOR_JOB_BYTES:
+                jobs.append(Job(path, tuple(batch)))
+                batch, batch_bytes = [], 0
+        if batch:
+            jobs.append(Job(path, tuple(batch)))
+    if errors:
+        checks.append(Check(id="export.safetensors", status="fail", detail="; ".join(errors)))
+    elif headers:
+        n = sum(len(h.tensors) for _, h in headers.values())
+        checks.append(Check(id="export.safetensors", status="pass",
+                            detail=f"{len(headers)} safetensors file(s), {n} tensors, headers consistent with sizes"))
+    else:
+        checks.append(Check(id="export.safetensors", status="skipped",
+                            detail="no safetensors export (verl writes one only with 'hf_model' in checkpoint.save_contents)"))
+    checks.extend(_index_checks(step_dir, files, headers))
+    return headers, jobs, checks
+
+
+def _index_checks(step_dir: Path, files, headers) -> list[Check]:
+    import json
+
+    checks = []
+    for rel, path, _ in files:
+        if not rel.endswith("model.safetensors.index.json"):
+            continue
+        base = rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
+        try:
+            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+            assert isinstance(weight_map, dict)
+        except Exception as exc:  # any malformation is the same finding
+            checks.append(Check(id=f"export.index:{rel}", status="fail", detail=f"unreadable weight_map: {exc!r}"))
+            continue
+        problems = []
+        for name, shard in sorted(weight_map.items()):
+            entry = headers.get(base + str(shard))
+            if entry is None:
+                problems.append(f"{name} -> {shard} (no such readable shard)")
+            elif name not in {t.name for t in entry[1].tensors}:
+                problems.append(f"{name} not in {shard}")
+        if problems:
+            checks.append(Check(id=f"export.index:{rel}", status="fail",
+                                detail=f"{len(problems)} entries broken, e.g. {problems[0]}"))
+        else:
+            checks.append(Check(id=f"export.index:{rel}", status="pass",
+                                detail=f"all {len(weight_map)} indexed tensors are in their shards"))
+    return checks
+
+
+def inspect_checkpoint(step_dir: Path, *, workers: int | None = None, progress: bool | None = None) -> Inspection:
+    """Check and hash one `global_step_N` directory."""
+    step = step_of(step_dir)
+    if step is None or not step_dir.is_dir():
+        raise CheckpointError(f"{step_dir}: not a verl global_step_N directory")
+    root = step_dir.parent
+    tracker = read_tracker(root)
+    checks = tracker_checks(root, tracker, step)
+    roles, layout_checks = inspect_step(step_dir)
+    checks.extend(layout_checks)
+
+    files, links = list_files(step_dir)
+    if links:
+        checks.append(Check(id="files.no_symlinks", status="fail",
+                            detail=f"symlinks are not hashed and hide content: {', '.join(links[:5])}"))
+    headers, tensor_jobs, st_checks = _safetensors_plan(step_dir, files)
+    checks.extend(st_checks)
+    file_jobs = [Job(path, ((f"f\0{rel}", 0, size),)) for rel, path, size in files]
+    jobs = file_jobs + tensor_jobs
+    bar = Progress(sum(j.nbytes for j in jobs), label=f"hashing {step_dir.name}", enabled=progress)
+    try:
+        digests = hash_jobs(jobs, workers=workers or default_workers(), progress=bar)
+    except OSError as exc:
+        raise CheckpointError(f"{step_dir}: {exc}") from None
+    finally:
+        bar.close()
+
+    # An async save still writing (or a concurrent retention delete) shows up here.
+    changed = [rel for rel, path, size in files if not path.exists() or path.stat().st_size != size]
+    if changed:
+        checks.append(Check(id="files.stable", status="fail",
+                            detail=f"changed while hashing: {', '.join(changed[:5])}"))
+    else:
+        checks.append(Check(id="files.stable", status="pass", detail=f"{len(files)} files unchanged in size while hashed"))
+
+    manifest = build_manifest(files, {rel: digests[f"f\0{rel}"] for rel, _, _ in files})
+    st_digests = []
+    for rel, (_path, header) in sorted(headers.items()):
+        tensors = [TensorDigest(name=t.name, dtype=t.dtype, shape=list(t.shape), sha256=digests[f"t\0{rel}\0{t.name}"])
+                   for t in header.tensors]
+        st_digests.append(SafetensorsDigests(
+            file=rel, tensor_count=len(tensors), tensor_bytes=sum(t.nbytes for t in header.tensors),
+            tensors_digest=digest(canonical(tensors)), tensors=tensors,
+        ))
+    info = CheckpointInfo(
+        root=str(root), directory=step_dir.name, step=step, tracker=tracker, roles=roles,
+        files=manifest, safetensors=st_digests,
+    )
+    subject = [ResourceDescriptor(name=f"{step_dir.name}/{r.name}", digest={"sha256": r.digest}) for r in manifest.resources]
+    # The engine serves the actor; its export is what publication is compared with.
+    st_paths = [p for rel, (p, _) in sorted(headers.items()) if rel.startswith("actor/")] or [p for _, (p, _) in sorted(headers.items())]
+    return Inspection(info, checks, subject, st_paths)
+
+
+def _publication(inspection: Inspection, engines: list[str], base_model: Path | None, skip_reason: str | None):
+    if not engines:
+        return None, [Check(id="publication.engines_answered", status="skipped",
+                            detail=skip_reason or "no rollout engine URL to ask (give --engine URL; engines stop with the run)")]
+    from tutorrl.evidence.sglang import judge, read_engine, safetensors_sglang_hashes
+
+    readings = [read_engine(url) for url in engines]
+    ckpt = safetensors_sglang_hashes(inspection.safetensors_files) if inspection.safetensors_files else None
+    base = None
+    if base_model is not None:
+        base_files = sorted(base_model.glob("*.safetensors")) if base_model.is_dir() else []
+        if base_files:
+            base = safetensors_sglang_hashes(base_files)
+    return judge(readings, ckpt, base)
+
+
+def record_checkpoint(
+    bundle: BundleInfo,
+    run_id: str,
+    step_dir: Path,
+    *,
+    source: Source,
+    finished: bool | None,
+    engines: list[str] | None = None,
+    base_model: Path | None = None,
+    workers: int | None = None,
+    progress: bool | None = None,
+    publication_skip_reason: str | None = None,
+) -> Path:
+    from tutorrl import __version__
+
+    inspection = inspect_checkpoint(Path(os.path.abspath(step_dir)), workers=workers, progress=progress)
+    publication, pub_checks = _publication(inspection, list(engines or []), base_model, publication_skip_reason)
+    verdict = make_verdict(inspection.checks + pub_checks)
+    run = RunInfo(run_id=run_id, source=source, finished=finished, tutorrl_version=__version__,
+                  recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def build(link: ChainLink) -> Statement:
+        return Statement(subject=inspection.subject, predicate=Predicate(
+            chain=link, bundle=BundleRef(digest=bundle.digest, verl=bundle.verl), run=run,
+            checkpoint=inspection.info, publication=publication, verdict=verdict,
+        ))
+
+    return append(bundle.path / EVIDENCE_DIR, build)
+
+
+def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
+    out = []
+    for _seq, path in sorted(record_files(bundle_path / EVIDENCE_DIR).items()):
+        try:
+            out.append((path, decode_statement(path.read_bytes())))
+        except (OSError, RecordFormatError):
+            out.append((path, None))
+    return out
+
+
+def _recorded(bundle_path: Path) -> set[tuple[str, int]]:
+    return {(s.predicate.checkpoint.root, s.predicate.checkpoint.step) for _, s in read_records(bundle_path) if s}
+
+
+def resolve_output_dir(bundle: BundleInfo, cwd: Path | None) -> Path | None:
+    if not bundle.output_dir:
+        return None
+    out = Path(bundle.output_dir)
+    return out if out.is_absolute() else (cwd or Path.cwd()) / out
+
+
+def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None = None) -> list[Path]:
+    """Record every checkpoint under the bundle's output dir not yet recorded.
+
+    Called by the runtime after every run, finished or not; `cwd` is where the
+    run started (relative `trainer.output_dir` is relative to it).
+    """
+    bundle = load_bundle(Path(bundle_path))
+    root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None)
+    if root is None:
+        return []
+    root = Path(os.path.abspath(root))
+    done = _recorded(bundle.path)
+    written = []
+    for sd in find_step_dirs(root):
+        if (str(root), sd.step) in done:
+            continue
+        written.append(record_checkpoint(bundle, run_id, sd.path, source="post-run-scan", finished=finished))
+    return written

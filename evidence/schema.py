@@ -1,0 +1,201 @@
+"""Typed shapes of every evidence file.
+
+A record is an in-toto Statement v1 whose predicate is tutorrl's. Every struct
+forbids unknown fields: a record is re-encoded canonically on verify, and an
+added key must be a detected edit, not silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+# A URI tutorrl owns; bumping the trailing version is how the predicate evolves.
+PREDICATE_TYPE = "https://tutorrl.dev/evidence/checkpoint/v1"
+HEAD_SCHEMA = "tutorrl.evidence-head/1"
+
+Hex64 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+Sha256 = Annotated[str, msgspec.Meta(pattern="^sha256:[0-9a-f]{64}$")]
+
+Status = Literal["pass", "fail", "skipped"]
+OverallStatus = Literal["pass", "fail", "partial"]
+Source = Literal["callback", "post-run-scan", "manual"]
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class ResourceDescriptor(_Strict, kw_only=True):
+    name: str
+    digest: dict[str, Hex64]
+
+
+class FileResource(_Strict, kw_only=True):
+    # Same fields as an OpenSSF model-signing manifest resource, plus size.
+    name: str
+    algorithm: Literal["sha256"]
+    digest: Hex64
+    size: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Serialization(_Strict, kw_only=True):
+    method: str = "files"
+    hash_type: str = "sha256"
+    allow_symlinks: bool = False
+    ignore_paths: list[str] = []
+
+
+class FileManifest(_Strict, kw_only=True):
+    serialization: Serialization
+    resources: list[FileResource]
+    # sha256 over the concatenated raw digests in resource order (OMS root).
+    root: Sha256
+
+
+class TensorDigest(_Strict, kw_only=True):
+    name: str
+    dtype: str
+    shape: list[int]
+    sha256: Hex64
+
+
+class SafetensorsDigests(_Strict, kw_only=True):
+    file: str
+    tensor_count: int
+    tensor_bytes: int
+    # sha256 of the canonical JSON of `tensors`: one value to compare exports by.
+    tensors_digest: Sha256
+    tensors: list[TensorDigest]
+
+
+class Check(_Strict, kw_only=True):
+    id: str
+    status: Status
+    detail: str
+
+
+class Verdict(_Strict, kw_only=True):
+    status: OverallStatus
+    checks: list[Check]
+
+
+class Tracker(_Strict, kw_only=True):
+    present: bool
+    raw: str | None = None
+    step: int | None = None
+
+
+class RoleLayout(_Strict, kw_only=True):
+    role: str
+    layout: Literal["fsdp", "megatron-v2", "megatron-v1", "unknown"]
+    world_size: int | None = None
+
+
+class CheckpointInfo(_Strict, kw_only=True):
+    root: str
+    directory: str
+    step: int
+    tracker: Tracker
+    roles: list[RoleLayout]
+    files: FileManifest
+    safetensors: list[SafetensorsDigests]
+
+
+class EngineRank(_Strict, kw_only=True):
+    role: str
+    pp_rank: int
+    tp_rank: int
+    tp_size: int
+    dp_rank: int
+    dp_size: int
+    tensor_count: int
+    # sha256 of the canonical JSON of this rank's sorted [name, checksum] pairs.
+    checksums_digest: str
+
+
+class EngineObservation(_Strict, kw_only=True):
+    url: str
+    # What answered: "contract-test-server" when the server says it is one,
+    # otherwise "sglang-http (unauthenticated)". Never "verified".
+    kind: str
+    response_shape: str | None = None
+    weight_version: str | None = None
+    ranks: list[EngineRank] = []
+    error: str | None = None
+
+
+class TensorComparison(_Strict, kw_only=True):
+    against: str
+    compared: int
+    equal: int
+    different: list[str]
+
+
+class Publication(_Strict, kw_only=True):
+    engines: list[EngineObservation]
+    served_digest: str | None = None
+    served_tensor_count: int = 0
+    hash_function: str = "sglang.gpu_tensor_hash(seed=0x243F6A88,tile=8192)"
+    vs_checkpoint: TensorComparison | None = None
+    vs_base: TensorComparison | None = None
+
+
+class ChainLink(_Strict, kw_only=True):
+    sequence: int
+    # "sha256:<hex>" of the previous record file's bytes; null only for the first.
+    previous: Sha256 | None
+
+
+class BundleRef(_Strict, kw_only=True):
+    digest: Sha256
+    verl: str
+
+
+class RunInfo(_Strict, kw_only=True):
+    run_id: str
+    source: Source
+    # None: not known when recorded (the in-run callback).
+    finished: bool | None
+    tutorrl_version: str
+    recorded_at: str
+
+
+class Predicate(_Strict, kw_only=True):
+    chain: ChainLink
+    bundle: BundleRef
+    run: RunInfo
+    checkpoint: CheckpointInfo
+    publication: Publication | None
+    verdict: Verdict
+
+
+class Statement(_Strict, kw_only=True):
+    type: Literal["https://in-toto.io/Statement/v1"] = msgspec.field(name="_type", default=STATEMENT_TYPE)
+    subject: list[ResourceDescriptor]
+    predicateType: Literal["https://tutorrl.dev/evidence/checkpoint/v1"] = PREDICATE_TYPE
+    predicate: Predicate
+
+
+class Head(_Strict, kw_only=True):
+    """`evidence/HEAD`: the newest record, so removing the last one is detected."""
+
+    schema: Literal["tutorrl.evidence-head/1"] = HEAD_SCHEMA
+    sequence: int
+    digest: Sha256
+
+
+def overall_status(checks: list[Check]) -> OverallStatus:
+    # A skipped check never counts as a pass: any skip makes the whole "partial".
+    statuses = {c.status for c in checks}
+    if "fail" in statuses:
+        return "fail"
+    if "skipped" in statuses or not checks:
+        return "partial"
+    return "pass"
+
+
+def make_verdict(checks: list[Check]) -> Verdict:
+    return Verdict(status=overall_status(checks), checks=checks)

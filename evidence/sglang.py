@@ -1,0 +1,308 @@
+"""Asking sglang engines what they serve, and judging it against the checkpoint.
+
+`/model_info` gives the weight version; `POST /weights_checker {"action":
+"checksum"}` (sglang >= 0.5.12) gives per-rank, per-tensor checksums in one of
+three response shapes, normalised here. Answers are unauthenticated HTTP: the
+record says what answered, and a server that calls itself tutorrl's contract
+test server is recorded as exactly that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from tutorrl.evidence.schema import Check, EngineObservation, EngineRank, Publication, TensorComparison
+
+# What tutorrl's own contract test server puts in /model_info (see tests).
+CONTRACT_TEST_SERVER = "tutorrl-contract-test-server"
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+# Vocab-parallel tensors are padded to a multiple of 64 rows in the engine, so
+# their served bytes need not equal the export's: never compared by name.
+_PADDED = ("embed_tokens", "lm_head")
+# Engines are cluster-internal; an HTTP(S)_PROXY meant for the internet must not see them.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class EngineError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RankChecksums:
+    role: str
+    pp_rank: int
+    tp_rank: int
+    tp_size: int
+    dp_rank: int
+    dp_size: int
+    checksums: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineReading:
+    observation: EngineObservation
+    ranks: list[RankChecksums]
+
+
+def _request(url: str, path: str, body: dict | None, timeout: float) -> tuple[int, object]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url.rstrip("/") + path, data=data, method="GET" if body is None else "POST")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise EngineError(f"{url}{path}: {getattr(exc, 'reason', exc)}") from None
+    try:
+        return status, json.loads(raw) if raw else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return status, None
+
+
+def _int(d: dict, key: str) -> int:
+    v = d.get(key, 0)
+    if type(v) is not int:
+        raise EngineError(f"parallelism_info.{key} is {v!r}, not an integer")
+    return v
+
+
+def normalise_checksum_response(body: object) -> tuple[str, list[RankChecksums]]:
+    """The ranks of a `/weights_checker` checksum answer from any sglang 0.5.12+."""
+    if not isinstance(body, dict) or body.get("success") is not True:
+        msg = body.get("message") if isinstance(body, dict) else body
+        raise EngineError(f"weights_checker did not succeed: {msg!r}")
+    ranks = body.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        raise EngineError("weights_checker answer has no ranks")
+    shape = None
+    out: list[RankChecksums] = []
+    for entry in ranks:
+        if not isinstance(entry, dict) or not isinstance(entry.get("checksums"), dict):
+            raise EngineError("a weights_checker rank has no checksums map")
+        info = entry.get("parallelism_info")
+        if isinstance(info, list):  # 0.5.21+: one entry per runner role
+            this = ">=0.5.21"
+            roles = [r for r in info if isinstance(r, dict)]
+            if not roles:
+                raise EngineError("parallelism_info list is empty")
+            info = next((r for r in roles if r.get("role") == "target"), roles[0])
+            role = str(info.get("role", "target"))
+        elif isinstance(info, dict):
+            this = "0.5.13-0.5.20" if "per_gpu_checksum" in entry else "0.5.12"
+            role = "target"
+        else:
+            raise EngineError("a weights_checker rank has no parallelism_info")
+        if shape not in (None, this):
+            raise EngineError(f"weights_checker ranks mix response shapes {shape} and {this}")
+        shape = this
+        checksums = {}
+        for name, value in entry["checksums"].items():
+            if not (isinstance(name, str) and isinstance(value, str) and _HEX16.fullmatch(value)):
+                raise EngineError(f"checksum of {name!r} is {value!r}, not 16 lowercase hex digits")
+            checksums[name] = value
+        out.append(RankChecksums(role, _int(info, "pp_rank"), _int(info, "tp_rank"), max(1, _int(info, "tp_size")),
+                                 _int(info, "dp_rank"), max(1, _int(info, "dp_size")), checksums))
+    assert shape is not None
+    return shape, out
+
+
+def checksums_digest(checksums: dict[str, str]) -> str:
+    return "sha256:" + hashlib.sha256(msgspec.json.encode(sorted(checksums.items()))).hexdigest()
+
+
+def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
+    """One engine's weight version and checksums; failures land in `.error`."""
+    kind = "sglang-http (unauthenticated)"
+    version = None
+    try:
+        status, info = _request(url, "/model_info", None, timeout)
+        if status == 404:  # sglang 0.5.1-0.5.5 only had the older route names
+            status, info = _request(url, "/get_model_info", None, timeout)
+        if status != 200 or not isinstance(info, dict):
+            raise EngineError(f"/model_info answered HTTP {status}")
+        if info.get("server_kind") == CONTRACT_TEST_SERVER:
+            kind = "contract-test-server"
+        if isinstance(info.get("weight_version"), str):
+            version = info["weight_version"]
+        else:
+            status, wv = _request(url, "/get_weight_version", None, timeout)
+            if status == 200:
+                version = wv if isinstance(wv, str) else (wv or {}).get("weight_version") if isinstance(wv, dict) else None
+        # Only `action`: sglang 0.5.12 knows no other field, later releases default the rest.
+        status, body = _request(url, "/weights_checker", {"action": "checksum"}, timeout)
+        if status == 404:
+            raise EngineError("no /weights_checker route (sglang < 0.5.6)")
+        shape, ranks = normalise_checksum_response(body)
+    except EngineError as exc:
+        obs = EngineObservation(url=url, kind=kind, weight_version=version, error=str(exc))
+        return EngineReading(obs, [])
+    obs = EngineObservation(
+        url=url, kind=kind, response_shape=shape, weight_version=version,
+        ranks=[EngineRank(role=r.role, pp_rank=r.pp_rank, tp_rank=r.tp_rank, tp_size=r.tp_size, dp_rank=r.dp_rank,
+                          dp_size=r.dp_size, tensor_count=len(r.checksums), checksums_digest=checksums_digest(r.checksums))
+               for r in sorted(ranks, key=lambda r: (r.role, r.pp_rank, r.tp_rank, r.dp_rank))],
+    )
+    return EngineReading(obs, ranks)
+
+
+def _served_shards(readings: list[EngineReading]) -> dict[tuple[str, int, int], list[tuple[str, dict[str, str]]]]:
+    groups: dict[tuple[str, int, int], list[tuple[str, dict[str, str]]]] = {}
+    for reading in readings:
+        for r in reading.ranks:
+            groups.setdefault((r.role, r.pp_rank, r.tp_rank), []).append((f"{reading.observation.url} dp{r.dp_rank}", r.checksums))
+    return groups
+
+
+def _compare(label: str, served: dict[str, str], reference: dict[str, set[str]]) -> TensorComparison:
+    names = sorted(n for n in served if n in reference and not any(p in n for p in _PADDED))
+    different = [n for n in names if served[n] not in reference[n]]
+    return TensorComparison(against=label, compared=len(names), equal=len(names) - len(different), different=different[:20])
+
+
+def judge(
+    readings: list[EngineReading],
+    checkpoint_hashes: Callable[[Iterable[str]], dict[str, set[str]]] | None,
+    base_hashes: Callable[[Iterable[str]], dict[str, set[str]]] | None,
+) -> tuple[Publication, list[Check]]:
+    """The publication block and its checks. `*_hashes(names)` give sglang-hash candidates per tensor name."""
+    checks: list[Check] = []
+    obs = [r.observation for r in readings]
+    failed = [o for o in obs if o.error]
+    if failed:
+        checks.append(Check(id="publication.engines_answered", status="fail",
+                            detail="; ".join(f"{o.url}: {o.error}" for o in failed)))
+    else:
+        checks.append(Check(id="publication.engines_answered", status="pass",
+                            detail=f"{len(obs)} engine(s) answered /model_info and /weights_checker checksum"))
+    test_servers = [o.url for o in obs if o.kind == "contract-test-server"]
+    if test_servers:
+        checks.append(Check(id="publication.real_engine", status="skipped",
+                            detail=f"answered by tutorrl's contract test server ({', '.join(test_servers)}), not a real engine"))
+    if any(o.response_shape == "0.5.12" for o in obs):
+        checks.append(Check(id="publication.tp_coverage", status="skipped",
+                            detail="sglang 0.5.12 returns only the replying TP rank's tensors; other TP ranks unchecked"))
+
+    versions = sorted({o.weight_version for o in obs if o.weight_version is not None})
+    if not versions:
+        checks.append(Check(id="publication.weight_version", status="skipped", detail="no engine reported a weight_version"))
+    elif len(versions) == 1 and all(o.weight_version is not None for o in obs):
+        checks.append(Check(id="publication.weight_version", status="pass",
+                            detail=f"every engine serves weight_version {versions[0]!r} (verl 0.9.1 never sets it: 'default' is normal)"))
+    else:
+        checks.append(Check(id="publication.weight_version", status="fail", detail=f"engines disagree: {versions}"))
+
+    groups = _served_shards(readings)
+    distinct: list[tuple[str, int, int, list[tuple[str, str]]]] = []
+    disagree = []
+    for key, members in sorted(groups.items()):
+        maps = {checksums_digest(m): m for _, m in members}
+        if len(maps) > 1:
+            disagree.append(f"{key[0]} pp{key[1]} tp{key[2]}: " + ", ".join(w for w, _ in members))
+        for m in maps.values():
+            distinct.append((key[0], key[1], key[2], sorted(m.items())))
+    if disagree:
+        checks.append(Check(id="publication.replicas_agree", status="fail",
+                            detail="data-parallel replicas serve different weights: " + "; ".join(disagree)))
+    elif groups and any(len(m) > 1 for m in groups.values()):
+        n = max(len(m) for m in groups.values())
+        checks.append(Check(id="publication.replicas_agree", status="pass",
+                            detail=f"{n} data-parallel replica(s) per shard serve identical checksums"))
+    else:
+        checks.append(Check(id="publication.replicas_agree", status="skipped",
+                            detail="one replica per shard: nothing to compare" if groups else "no checksums to compare"))
+
+    served_digest = None
+    if distinct:
+        served_digest = "sha256:" + hashlib.sha256(msgspec.json.encode(sorted(distinct))).hexdigest()
+    # Names can only be compared with an export where one rank holds whole tensors.
+    served_tp1: dict[str, str] = {}
+    for reading in readings:
+        for r in reading.ranks:
+            if r.role == "target" and r.tp_size == 1:
+                served_tp1.update(r.checksums)
+    vs_ckpt = vs_base = None
+    if not served_tp1:
+        checks.append(Check(id="publication.matches_checkpoint", status="skipped",
+                            detail="no tensor-parallel-1 target ranks: served shards cannot be compared by name"))
+    elif checkpoint_hashes is None:
+        checks.append(Check(id="publication.matches_checkpoint", status="skipped",
+                            detail="the checkpoint has no safetensors export to compare with"))
+    else:
+        vs_ckpt = _compare("checkpoint safetensors export", served_tp1, checkpoint_hashes(served_tp1))
+        if vs_ckpt.compared == 0:
+            checks.append(Check(id="publication.matches_checkpoint", status="skipped",
+                                detail="no served tensor name matches an export tensor (fused or renamed parameters)"))
+        elif vs_ckpt.different:
+            checks.append(Check(id="publication.matches_checkpoint", status="fail",
+                                detail=f"{vs_ckpt.compared - vs_ckpt.equal} of {vs_ckpt.compared} tensors differ, e.g. {vs_ckpt.different[0]}"))
+        else:
+            checks.append(Check(id="publication.matches_checkpoint", status="pass",
+                                detail=f"all {vs_ckpt.compared} comparable served tensors equal the export's"))
+    if base_hashes is None or not served_tp1:
+        checks.append(Check(id="publication.changed_from_base", status="skipped",
+                            detail="no base model safetensors to compare with" if served_tp1 else "no tensor-parallel-1 target ranks"))
+    else:
+        vs_base = _compare("base model", served_tp1, base_hashes(served_tp1))
+        matched = vs_ckpt is not None and vs_ckpt.compared > 0 and not vs_ckpt.different
+        if vs_base.compared == 0:
+            checks.append(Check(id="publication.changed_from_base", status="skipped",
+                                detail="no served tensor name matches a base-model tensor"))
+        elif not vs_base.different:
+            checks.append(Check(id="publication.changed_from_base", status="fail",
+                                detail=f"all {vs_base.compared} comparable served tensors still equal the base model"))
+        elif matched:
+            checks.append(Check(id="publication.changed_from_base", status="pass",
+                                detail=f"{len(vs_base.different)}+ of {vs_base.compared} served tensors differ from the base model"))
+        else:
+            # Without a match against the checkpoint, "different" may only mean another dtype or layout.
+            checks.append(Check(id="publication.changed_from_base", status="skipped",
+                                detail="served tensors differ from the base, but without a checkpoint match that may be dtype or layout"))
+    pub = Publication(
+        engines=obs, served_digest=served_digest,
+        served_tensor_count=sum(len(items) for *_, items in distinct), vs_checkpoint=vs_ckpt, vs_base=vs_base,
+    )
+    return pub, checks
+
+
+def safetensors_sglang_hashes(files: list[Path]) -> Callable[[Iterable[str]], dict[str, set[str]]]:
+    """A lookup computing sglang hashes only for the tensor names asked for.
+
+    fp32 tensors get a second candidate cast to bf16 (round-to-nearest-even):
+    a bf16 engine hashes the bytes it serves, not the export's.
+    """
+    from tutorrl.evidence.safetensors import read_header
+    from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes, sglang_gpu_hash
+
+    where = {}
+    for f in files:
+        for t in read_header(f).tensors:
+            where[t.name] = (f, t)
+
+    def lookup(names: Iterable[str]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for name in names:
+            if name not in where or any(p in name for p in _PADDED):
+                continue
+            f, t = where[name]
+            with open(f, "rb") as fh:
+                fh.seek(t.start)
+                raw = fh.read(t.nbytes)
+            cands = {sglang_gpu_hash(raw)}
+            if t.dtype == "F32":
+                cands.add(sglang_gpu_hash(fp32_to_bf16_bytes(raw)))
+            out[name] = cands
+        return out
+
+    return lookup

@@ -1,0 +1,47 @@
+import json
+
+import pytest
+
+from evidence_helpers import make_bundle, make_fsdp_step
+from tutorrl.cli import main
+
+
+def test_add_list_and_json(tmp_path, capsys):
+    bundle = make_bundle(tmp_path / "bundle")
+    make_fsdp_step(tmp_path / "ckpts", 1)
+    make_fsdp_step(tmp_path / "ckpts", 2)
+    assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts")]) == 0
+    assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts" / "global_step_1"), "--run-id", "x"]) == 0
+    capsys.readouterr()
+    assert main(["evidence", str(bundle)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "step 2" in lines[0] and "step 1" in lines[1] and "PARTIAL" in lines[0]
+    assert main(["evidence", str(bundle), "--json"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert [d["predicate"]["checkpoint"]["step"] for d in docs] == [2, 1]
+
+
+def test_failing_checkpoint_exits_1(tmp_path):
+    bundle = make_bundle(tmp_path / "bundle")
+    make_fsdp_step(tmp_path / "ckpts", 1, data_pt=False)
+    assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts" / "global_step_1")]) == 1
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--add", "{t}/missing"], "not a directory"),
+    (["--add", "{t}"], "neither a global_step_N"),
+    (["--engine", "http://x"], "only apply with --add"),
+    (["--add", "{t}/ckpts", "--engine", "localhost:1"], "http:// or https://"),
+])
+def test_user_errors_exit_2_without_traceback(tmp_path, capsys, argv, msg):
+    bundle = make_bundle(tmp_path / "bundle")
+    make_fsdp_step(tmp_path / "ckpts", 1)
+    assert main(["evidence", str(bundle), *[a.format(t=tmp_path) for a in argv]]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err
+
+
+def test_missing_bundle(tmp_path, capsys):
+    assert main(["evidence", str(tmp_path / "none")]) == 2
+    assert main(["evidence", str(tmp_path), "--add", str(tmp_path)]) == 2
+    assert "Traceback" not in capsys.readouterr().err

@@ -1,0 +1,59 @@
+import hashlib
+import io
+import os
+
+import pytest
+
+from tutorrl.evidence.hashing import Job, Progress, build_manifest, hash_jobs, list_files, manifest_root
+
+
+def _tree(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    sizes = {"a/b/big.bin": 20 * 1024 * 1024 + 3, "a/small.txt": 5, "z.bin": 0, "m.bin": 9 * 1024 * 1024}
+    for rel, n in sizes.items():
+        (tmp_path / rel).write_bytes(os.urandom(n))
+    return sizes
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_manifest_equals_hashlib(tmp_path, workers):
+    _tree(tmp_path)
+    files, links = list_files(tmp_path)
+    assert links == [] and [f[0] for f in files] == sorted(f[0] for f in files)
+    digests = hash_jobs([Job(p, ((rel, 0, n),)) for rel, p, n in files], workers=workers)
+    m = build_manifest(files, digests)
+    for r in m.resources:
+        assert r.digest == hashlib.sha256((tmp_path / r.name).read_bytes()).hexdigest()
+    raw = b"".join(bytes.fromhex(r.digest) for r in m.resources)
+    assert m.root == "sha256:" + hashlib.sha256(raw).hexdigest() == manifest_root(list(reversed(m.resources)))
+
+
+def test_ranges_and_progress(tmp_path):
+    data = os.urandom(3 * 1024 * 1024)
+    (tmp_path / "f").write_bytes(data)
+    out = io.StringIO()
+    bar = Progress(len(data), stream=out, enabled=True)
+    got = hash_jobs([Job(tmp_path / "f", (("x", 10, 2_000_000), ("y", 2_000_000, len(data))))], progress=bar)
+    assert got == {"x": hashlib.sha256(data[10:2_000_000]).hexdigest(), "y": hashlib.sha256(data[2_000_000:]).hexdigest()}
+    assert "GiB" in out.getvalue()
+    assert not Progress(1, stream=io.StringIO()).enabled  # not a TTY: no bar
+
+
+def test_symlinks_are_reported_not_followed(tmp_path):
+    (tmp_path / "real").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    files, links = list_files(tmp_path)
+    assert [f[0] for f in files] == ["real"] and links == ["link"]
+
+
+def test_root_matches_openssf_model_signing(tmp_path):
+    ms = pytest.importorskip("model_signing")
+    from model_signing import hashing as ms_hashing
+
+    _tree(tmp_path)
+    files, _ = list_files(tmp_path)
+    m = build_manifest(files, hash_jobs([Job(p, ((rel, 0, n),)) for rel, p, n in files]))
+    manifest = ms_hashing.Config().use_file_serialization(hashing_algorithm="sha256").hash(tmp_path)
+    theirs = {str(d.identifier): d.digest.digest_hex for d in manifest.resource_descriptors()}
+    assert theirs == {r.name: r.digest for r in m.resources}
+    assert ms is not None

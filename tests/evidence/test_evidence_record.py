@@ -1,0 +1,69 @@
+import json
+
+from evidence_helpers import DIGEST, make_bundle, make_fsdp_step
+from tutorrl.evidence import record_run_checkpoints, verify_evidence
+from tutorrl.evidence.record import read_records
+
+
+def test_post_run_scan_records_each_checkpoint_once(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    bundle = make_bundle(tmp_path / "bundle", output_dir="ckpts")
+    make_fsdp_step(work / "ckpts", 2)
+    make_fsdp_step(work / "ckpts", 4)
+    written = record_run_checkpoints(bundle, "run-a", True, cwd=work)
+    assert [p.name for p in written] == ["000001.json", "000002.json"]
+    assert record_run_checkpoints(bundle, "run-a", True, cwd=work) == []
+    monkeypatch.chdir(work)  # cwd defaults to the current directory
+    make_fsdp_step(work / "ckpts", 6)
+    assert len(record_run_checkpoints(bundle, "run-b", False)) == 1
+    records = [s for _, s in read_records(bundle)]
+    assert [s.predicate.checkpoint.step for s in records] == [2, 4, 6]
+    assert [s.predicate.run.finished for s in records] == [True, True, False]
+    assert {s.predicate.run.source for s in records} == {"post-run-scan"}
+    assert verify_evidence(bundle, DIGEST) == [] and verify_evidence(bundle) == []
+
+
+def test_interrupted_save_is_recorded_as_failing(tmp_path):
+    bundle = make_bundle(tmp_path / "bundle", output_dir=str(tmp_path / "ckpts"))
+    make_fsdp_step(tmp_path / "ckpts", 1)
+    make_fsdp_step(tmp_path / "ckpts", 2, tracker=False, data_pt=False)
+    (tmp_path / "ckpts" / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt").unlink()
+    record_run_checkpoints(bundle, "r", False)
+    s = read_records(bundle)[-1][1]
+    checks = {c.id: c.status for c in s.predicate.verdict.checks}
+    assert s.predicate.verdict.status == "fail"
+    assert checks["tracker.agrees"] == "fail" and checks["layout.actor"] == "fail"
+    assert checks["checkpoint.dataloader_state"] == "fail"
+    assert checks["publication.engines_answered"] == "skipped"  # never claimed without an engine
+
+
+def test_record_contents(tmp_path):
+    bundle = make_bundle(tmp_path / "bundle", output_dir=str(tmp_path / "ckpts"))
+    step = make_fsdp_step(tmp_path / "ckpts", 3)
+    (path,) = record_run_checkpoints(bundle, "r", True)
+    doc = json.loads(path.read_bytes())
+    assert doc["_type"] == "https://in-toto.io/Statement/v1"
+    assert doc["predicateType"].startswith("https://tutorrl.dev/")
+    names = [s["name"] for s in doc["subject"]]
+    assert names == sorted(names) and "global_step_3/actor/huggingface/model.safetensors" in names
+    p = doc["predicate"]
+    assert p["bundle"] == {"digest": DIGEST, "verl": "0.9.1"} and p["chain"] == {"sequence": 1, "previous": None}
+    (st,) = p["checkpoint"]["safetensors"]
+    assert {t["dtype"] for t in st["tensors"]} == {"BF16", "F32"}
+    import hashlib
+
+    raw = (step / "actor" / "huggingface" / "model.safetensors").read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    for t in st["tensors"]:
+        a, b = header[t["name"]]["data_offsets"]
+        assert t["sha256"] == hashlib.sha256(raw[8 + n + a:8 + n + b]).hexdigest()
+    assert all(c["status"] in ("pass", "fail", "skipped") and c["detail"] for c in p["verdict"]["checks"])
+    assert path.read_bytes().endswith(b"}\n") and b" " not in path.read_bytes().split(b'"detail"')[0]
+
+
+def test_no_output_dir_no_records(tmp_path):
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "manifest.json").write_text(json.dumps({"digest": DIGEST, "verl": "0.8.0"}))
+    assert record_run_checkpoints(bundle, "r", True) == []

@@ -1,0 +1,116 @@
+import pytest
+
+from evidence_contract_server import ContractServer
+from evidence_helpers import bundle_info, make_bundle, make_fsdp_step, model_tensors, write_safetensors
+from tutorrl.evidence.record import read_records, record_checkpoint
+from tutorrl.evidence.sglang import EngineError, normalise_checksum_response
+from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes
+
+
+def served(scale):
+    """What a bf16 engine serves for model_tensors(scale): fp32 cast to bf16."""
+    out = {}
+    for name, (dtype, data, _) in model_tensors(scale).items():
+        out[name] = fp32_to_bf16_bytes(data) if dtype == "F32" else data
+    return out
+
+
+def _checks(bundle):
+    _, s = read_records(bundle)[-1]
+    return s, {c.id: c.status for c in s.predicate.verdict.checks}
+
+
+@pytest.fixture
+def setup(tmp_path):
+    bundle = make_bundle(tmp_path / "bundle")
+    step = make_fsdp_step(tmp_path / "ckpts", 5, scale=5)
+    base = tmp_path / "base"
+    write_safetensors(base / "model.safetensors", model_tensors(1))
+    return bundle, step, base
+
+
+@pytest.mark.parametrize("shape", ["0.5.12", "0.5.13-0.5.20", ">=0.5.21"])
+def test_served_checkpoint_passes_against_each_response_shape(setup, shape):
+    bundle, step, base = setup
+    with ContractServer(served(5), shape=shape, dp_size=2) as a, ContractServer(served(5), shape=shape) as b:
+        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None,
+                          engines=[a.url, b.url], base_model=base, progress=False)
+    s, checks = _checks(bundle)
+    pub = s.predicate.publication
+    assert [e.kind for e in pub.engines] == ["contract-test-server"] * 2
+    assert all(e.response_shape == shape for e in pub.engines)
+    assert checks["publication.engines_answered"] == "pass"
+    assert checks["publication.replicas_agree"] == "pass"
+    assert checks["publication.matches_checkpoint"] == "pass"
+    assert checks["publication.changed_from_base"] == "pass"
+    assert checks["publication.weight_version"] == "pass"
+    # Honest about what answered: never a pass overall from a test server.
+    assert checks["publication.real_engine"] == "skipped" and s.predicate.verdict.status == "partial"
+    # embed_tokens is vocab-padded in a real engine: never compared by name.
+    assert pub.vs_checkpoint.compared == 2 and pub.served_digest.startswith("sha256:")
+    if shape == "0.5.12":
+        assert checks["publication.tp_coverage"] == "skipped"
+
+
+def test_same_served_digest_whatever_the_replica_count(setup):
+    bundle, step, _ = setup
+    digests = []
+    for dp in (1, 3):
+        with ContractServer(served(5), dp_size=dp) as a:
+            record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None, engines=[a.url], progress=False)
+        digests.append(read_records(bundle)[-1][1].predicate.publication.served_digest)
+    assert digests[0] == digests[1]
+
+
+def test_unpublished_weights_and_disagreeing_replicas_fail(setup):
+    bundle, step, base = setup
+    with ContractServer(served(1)) as a:  # the engine still serves the base model
+        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None,
+                          engines=[a.url], base_model=base, progress=False)
+    s, checks = _checks(bundle)
+    assert checks["publication.matches_checkpoint"] == "fail" and checks["publication.changed_from_base"] == "fail"
+    assert s.predicate.verdict.status == "fail"
+    with ContractServer(served(5), dp_size=2, corrupt_dp=1) as a, ContractServer(served(5), weight_version="3") as b:
+        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None,
+                          engines=[a.url, b.url], progress=False)
+    _, checks = _checks(bundle)
+    assert checks["publication.replicas_agree"] == "fail" and checks["publication.weight_version"] == "fail"
+
+
+def test_unmarked_server_is_not_called_a_test_server_nor_verified(setup):
+    bundle, step, _ = setup
+    with ContractServer(served(5), honest=False) as a:
+        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None, engines=[a.url], progress=False)
+    s, checks = _checks(bundle)
+    assert s.predicate.publication.engines[0].kind == "sglang-http (unauthenticated)"
+    assert "publication.real_engine" not in checks
+    # no base model given: the change from base is not claimed
+    assert checks["publication.changed_from_base"] == "skipped"
+
+
+def test_unreachable_engine_fails(setup):
+    bundle, step, _ = setup
+    with ContractServer(served(5)) as a:
+        url = a.url
+    record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None, engines=[url], progress=False)
+    s, checks = _checks(bundle)
+    assert checks["publication.engines_answered"] == "fail" and s.predicate.publication.engines[0].error
+
+
+@pytest.mark.parametrize("body,match", [
+    ({"success": False, "message": "boom"}, "did not succeed"),
+    ({"success": True, "ranks": []}, "no ranks"),
+    ({"success": True, "ranks": [{"checksums": {"a": "XYZ"}, "parallelism_info": {}}]}, "16 lowercase hex"),
+    ({"success": True, "ranks": [{"checksums": {}}]}, "parallelism_info"),
+    ({"success": True, "ranks": [{"checksums": {}, "parallelism_info": {"tp_rank": "0"}}]}, "not an integer"),
+])
+def test_malformed_checker_answers(body, match):
+    with pytest.raises(EngineError, match=match):
+        normalise_checksum_response(body)
+
+
+def test_draft_role_is_not_mistaken_for_target():
+    body = {"success": True, "ranks": [{"checksums": {"w": "0" * 16}, "per_gpu_checksum": "x",
+                                        "parallelism_info": [{"role": "draft", "tp_rank": 0}, {"role": "target", "tp_rank": 1, "tp_size": 2}]}]}
+    shape, ranks = normalise_checksum_response(body)
+    assert shape == ">=0.5.21" and ranks[0].role == "target" and ranks[0].tp_rank == 1 and ranks[0].tp_size == 2
