@@ -1,17 +1,19 @@
-"""Builders for verl-shaped checkpoint trees, safetensors files and bundles."""
+"""Builders for verl-shaped checkpoint trees, safetensors files and real compiled bundles."""
 
 from __future__ import annotations
 
 import json
 import os
 import struct
+import tomllib
 from pathlib import Path
 
 import numpy as np
+import tomli_w
 
-from tutorrl.evidence.bundle import BundleInfo
+from tutorrl.compiler import compile_bytes, verify_bundle, write_bundle
 
-DIGEST = "sha256:" + "ab" * 32
+EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "specs" / "chess_tutor_grpo.toml"
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, bytes, list[int]]], *, pad: int = 8) -> None:
@@ -58,12 +60,20 @@ def make_fsdp_step(root: Path, step: int, *, world: int = 2, scale: int | None =
     return step_dir
 
 
-def make_bundle(path: Path, output_dir: str = "ckpts", model_path: str = "base") -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "manifest.json").write_text(json.dumps({"digest": DIGEST, "verl": "0.9.1"}))
-    (path / "spec.toml").write_text(f'[model]\npath = "{model_path}"\n\n[trainer]\noutput_dir = "{output_dir}"\n')
-    return path
+def make_bundle(out_root: Path, output_dir: str = "ckpts", model_path: str = "base") -> Path:
+    """Compile the example spec with these paths and write it under `out_root`.
+
+    Returns the real bundle folder (`out_root/<id>`), which `verify_bundle` accepts.
+    """
+    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
+    doc["trainer"]["output_dir"] = output_dir
+    doc["model"]["path"] = model_path
+    compiled = compile_bytes(tomli_w.dumps(doc).encode(), "evidence-test.toml")
+    result = write_bundle(compiled, out_root)
+    assert result.path.name == compiled.id
+    return result.path
 
 
-def bundle_info(path: Path) -> BundleInfo:
-    return BundleInfo(path=path, digest=DIGEST, verl="0.9.1", output_dir="ckpts", model_path=None)
+def digest_of(bundle: Path) -> str:
+    """The bundle's digest, as the compiler verifies it (not as evidence reads it)."""
+    return verify_bundle(bundle).manifest.digest

@@ -2,7 +2,7 @@
 
 import pytest
 
-from evidence_helpers import DIGEST, make_bundle, make_fsdp_step
+from evidence_helpers import digest_of, make_bundle, make_fsdp_step
 from tutorrl.evidence.record import read_records
 from tutorrl.evidence.verify import verify_evidence
 
@@ -26,7 +26,7 @@ def build():
 
 @pytest.mark.slow
 def test_verl_loads_and_calls_it(build, tmp_path, monkeypatch):
-    bundle = make_bundle(tmp_path / "bundle")
+    bundle = make_bundle(tmp_path / "bundles")
     monkeypatch.setenv("TUTORRL_BUNDLE_DIR", str(bundle))
     monkeypatch.setenv("TUTORRL_RUN_ID", "run-7")
     monkeypatch.chdir(tmp_path)
@@ -40,7 +40,7 @@ def test_verl_loads_and_calls_it(build, tmp_path, monkeypatch):
     assert record.predicate.checkpoint.root == str(step.parent) and record.predicate.run.finished is None
     pub = {c.id: c for c in record.predicate.verdict.checks}["publication.engines_answered"]
     assert pub.status == "skipped" and "on_save" in pub.detail
-    assert verify_evidence(bundle, DIGEST) == []
+    assert verify_evidence(bundle, digest_of(bundle)) == []
 
 
 @pytest.mark.slow

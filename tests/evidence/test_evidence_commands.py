@@ -7,7 +7,7 @@ from tutorrl.cli import main
 
 
 def test_add_list_and_json(tmp_path, capsys):
-    bundle = make_bundle(tmp_path / "bundle")
+    bundle = make_bundle(tmp_path / "bundles")
     make_fsdp_step(tmp_path / "ckpts", 1)
     make_fsdp_step(tmp_path / "ckpts", 2)
     assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts")]) == 0
@@ -22,7 +22,7 @@ def test_add_list_and_json(tmp_path, capsys):
 
 
 def test_failing_checkpoint_exits_1(tmp_path):
-    bundle = make_bundle(tmp_path / "bundle")
+    bundle = make_bundle(tmp_path / "bundles")
     make_fsdp_step(tmp_path / "ckpts", 1, data_pt=False)
     assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts" / "global_step_1")]) == 1
 
@@ -34,7 +34,7 @@ def test_failing_checkpoint_exits_1(tmp_path):
     (["--add", "{t}/ckpts", "--engine", "localhost:1"], "http:// or https://"),
 ])
 def test_user_errors_exit_2_without_traceback(tmp_path, capsys, argv, msg):
-    bundle = make_bundle(tmp_path / "bundle")
+    bundle = make_bundle(tmp_path / "bundles")
     make_fsdp_step(tmp_path / "ckpts", 1)
     assert main(["evidence", str(bundle), *[a.format(t=tmp_path) for a in argv]]) == 2
     err = capsys.readouterr().err

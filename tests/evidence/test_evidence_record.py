@@ -1,13 +1,16 @@
 import json
 
-from evidence_helpers import DIGEST, make_bundle, make_fsdp_step
+import pytest
+
+from evidence_helpers import digest_of, make_bundle, make_fsdp_step
 from tutorrl.evidence import record_run_checkpoints, verify_evidence
+from tutorrl.errors import BundleError
 from tutorrl.evidence.record import read_records
 
 
 def test_post_run_scan_records_each_checkpoint_once(tmp_path, monkeypatch):
     work = tmp_path / "work"
-    bundle = make_bundle(tmp_path / "bundle", output_dir="ckpts")
+    bundle = make_bundle(tmp_path / "bundles", output_dir="ckpts")
     make_fsdp_step(work / "ckpts", 2)
     make_fsdp_step(work / "ckpts", 4)
     written = record_run_checkpoints(bundle, "run-a", True, cwd=work)
@@ -20,11 +23,11 @@ def test_post_run_scan_records_each_checkpoint_once(tmp_path, monkeypatch):
     assert [s.predicate.checkpoint.step for s in records] == [2, 4, 6]
     assert [s.predicate.run.finished for s in records] == [True, True, False]
     assert {s.predicate.run.source for s in records} == {"post-run-scan"}
-    assert verify_evidence(bundle, DIGEST) == [] and verify_evidence(bundle) == []
+    assert verify_evidence(bundle, digest_of(bundle)) == [] and verify_evidence(bundle) == []
 
 
 def test_interrupted_save_is_recorded_as_failing(tmp_path):
-    bundle = make_bundle(tmp_path / "bundle", output_dir=str(tmp_path / "ckpts"))
+    bundle = make_bundle(tmp_path / "bundles", output_dir=str(tmp_path / "ckpts"))
     make_fsdp_step(tmp_path / "ckpts", 1)
     make_fsdp_step(tmp_path / "ckpts", 2, tracker=False, data_pt=False)
     (tmp_path / "ckpts" / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt").unlink()
@@ -38,7 +41,7 @@ def test_interrupted_save_is_recorded_as_failing(tmp_path):
 
 
 def test_record_contents(tmp_path):
-    bundle = make_bundle(tmp_path / "bundle", output_dir=str(tmp_path / "ckpts"))
+    bundle = make_bundle(tmp_path / "bundles", output_dir=str(tmp_path / "ckpts"))
     step = make_fsdp_step(tmp_path / "ckpts", 3)
     (path,) = record_run_checkpoints(bundle, "r", True)
     doc = json.loads(path.read_bytes())
@@ -47,7 +50,7 @@ def test_record_contents(tmp_path):
     names = [s["name"] for s in doc["subject"]]
     assert names == sorted(names) and "global_step_3/actor/huggingface/model.safetensors" in names
     p = doc["predicate"]
-    assert p["bundle"] == {"digest": DIGEST, "verl": "0.9.1"} and p["chain"] == {"sequence": 1, "previous": None}
+    assert p["bundle"] == {"digest": digest_of(bundle), "verl": "0.9.1"} and p["chain"] == {"sequence": 1, "previous": None}
     (st,) = p["checkpoint"]["safetensors"]
     assert {t["dtype"] for t in st["tensors"]} == {"BF16", "F32"}
     import hashlib
@@ -62,8 +65,28 @@ def test_record_contents(tmp_path):
     assert path.read_bytes().endswith(b"}\n") and b" " not in path.read_bytes().split(b'"detail"')[0]
 
 
-def test_no_output_dir_no_records(tmp_path):
-    bundle = tmp_path / "b"
-    bundle.mkdir()
-    (bundle / "manifest.json").write_text(json.dumps({"digest": DIGEST, "verl": "0.8.0"}))
+def test_no_checkpoints_no_records(tmp_path):
+    # A compiled bundle always names an output dir (normalize fills it in); with
+    # nothing saved there yet, the scan records nothing and creates nothing.
+    bundle = make_bundle(tmp_path / "bundles", output_dir=str(tmp_path / "ckpts"))
     assert record_run_checkpoints(bundle, "r", True) == []
+    (tmp_path / "ckpts").mkdir()
+    assert record_run_checkpoints(bundle, "r", True) == []
+    assert not (bundle / "evidence").exists()
+
+
+def test_hand_made_or_tampered_bundle_is_refused_before_recording(tmp_path):
+    fake = tmp_path / "b"
+    fake.mkdir()
+    (fake / "manifest.json").write_text(json.dumps({"digest": "sha256:" + "ab" * 32, "verl": "0.9.1"}))
+    (fake / "spec.toml").write_text('[trainer]\noutput_dir = "ckpts"\n')
+    make_fsdp_step(tmp_path / "ckpts", 1)
+    with pytest.raises(BundleError, match="manifest"):
+        record_run_checkpoints(fake, "r", True, cwd=tmp_path)
+    assert not (fake / "evidence").exists()
+
+    bundle = make_bundle(tmp_path / "bundles", output_dir=str(tmp_path / "ckpts"))
+    (bundle / "launch.sh").write_text("echo tampered\n")
+    with pytest.raises(BundleError, match="launch.sh was modified"):
+        record_run_checkpoints(bundle, "r", True)
+    assert not (bundle / "evidence").exists()

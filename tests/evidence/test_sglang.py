@@ -1,7 +1,8 @@
 import pytest
 
 from evidence_contract_server import ContractServer
-from evidence_helpers import bundle_info, make_bundle, make_fsdp_step, model_tensors, write_safetensors
+from evidence_helpers import make_bundle, make_fsdp_step, model_tensors, write_safetensors
+from tutorrl.evidence.bundle import load_bundle
 from tutorrl.evidence.record import read_records, record_checkpoint
 from tutorrl.evidence.sglang import EngineError, normalise_checksum_response
 from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes
@@ -22,7 +23,7 @@ def _checks(bundle):
 
 @pytest.fixture
 def setup(tmp_path):
-    bundle = make_bundle(tmp_path / "bundle")
+    bundle = make_bundle(tmp_path / "bundles")
     step = make_fsdp_step(tmp_path / "ckpts", 5, scale=5)
     base = tmp_path / "base"
     write_safetensors(base / "model.safetensors", model_tensors(1))
@@ -33,7 +34,7 @@ def setup(tmp_path):
 def test_served_checkpoint_passes_against_each_response_shape(setup, shape):
     bundle, step, base = setup
     with ContractServer(served(5), shape=shape, dp_size=2) as a, ContractServer(served(5), shape=shape) as b:
-        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None,
+        record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None,
                           engines=[a.url, b.url], base_model=base, progress=False)
     s, checks = _checks(bundle)
     pub = s.predicate.publication
@@ -57,7 +58,7 @@ def test_same_served_digest_whatever_the_replica_count(setup):
     digests = []
     for dp in (1, 3):
         with ContractServer(served(5), dp_size=dp) as a:
-            record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None, engines=[a.url], progress=False)
+            record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None, engines=[a.url], progress=False)
         digests.append(read_records(bundle)[-1][1].predicate.publication.served_digest)
     assert digests[0] == digests[1]
 
@@ -65,13 +66,13 @@ def test_same_served_digest_whatever_the_replica_count(setup):
 def test_unpublished_weights_and_disagreeing_replicas_fail(setup):
     bundle, step, base = setup
     with ContractServer(served(1)) as a:  # the engine still serves the base model
-        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None,
+        record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None,
                           engines=[a.url], base_model=base, progress=False)
     s, checks = _checks(bundle)
     assert checks["publication.matches_checkpoint"] == "fail" and checks["publication.changed_from_base"] == "fail"
     assert s.predicate.verdict.status == "fail"
     with ContractServer(served(5), dp_size=2, corrupt_dp=1) as a, ContractServer(served(5), weight_version="3") as b:
-        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None,
+        record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None,
                           engines=[a.url, b.url], progress=False)
     _, checks = _checks(bundle)
     assert checks["publication.replicas_agree"] == "fail" and checks["publication.weight_version"] == "fail"
@@ -80,7 +81,7 @@ def test_unpublished_weights_and_disagreeing_replicas_fail(setup):
 def test_unmarked_server_is_not_called_a_test_server_nor_verified(setup):
     bundle, step, _ = setup
     with ContractServer(served(5), honest=False) as a:
-        record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None, engines=[a.url], progress=False)
+        record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None, engines=[a.url], progress=False)
     s, checks = _checks(bundle)
     assert s.predicate.publication.engines[0].kind == "sglang-http (unauthenticated)"
     assert "publication.real_engine" not in checks
@@ -92,7 +93,7 @@ def test_unreachable_engine_fails(setup):
     bundle, step, _ = setup
     with ContractServer(served(5)) as a:
         url = a.url
-    record_checkpoint(bundle_info(bundle), "r", step, source="manual", finished=None, engines=[url], progress=False)
+    record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None, engines=[url], progress=False)
     s, checks = _checks(bundle)
     assert checks["publication.engines_answered"] == "fail" and s.predicate.publication.engines[0].error
 

@@ -1,0 +1,136 @@
+"""Talking to a Ray cluster's dashboard: the Jobs API client, auth, resources.
+
+Two Ray quirks are handled here once for every caller:
+
+* ``JobSubmissionClient(address)`` silently prefers ``RAY_API_SERVER_ADDRESS``
+  and then ``RAY_ADDRESS`` from the environment over its argument (and every
+  Ray job has ``RAY_ADDRESS`` set), so both are removed from this process
+  before a client is made: the address tutorrl was given is the one it uses.
+* The client only attaches a token on its own if ``RAY_AUTH_MODE=token`` was
+  set before ``ray`` was first imported; the ``Authorization`` header is
+  therefore always passed explicitly.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tutorrl.errors import RefusedError
+
+HIJACK_VARS = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
+# Token for an existing cluster, in Ray's own conventions: the value itself,
+# or a file holding it.
+TOKEN_ENV = "RAY_AUTH_TOKEN"
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+
+
+def normalise_address(address: str) -> str:
+    """``host:port`` or ``http(s)://host:port`` -> dashboard URL (no trailing slash)."""
+    address = address.strip()
+    if "://" not in address:
+        # Without a scheme Ray treats it as a GCS address and hangs ~40 s on a
+        # dashboard port; tutorrl only speaks to dashboards.
+        address = "http://" + address
+    parsed = urllib.parse.urlsplit(address)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise RefusedError(f"--address {address!r}: expected the dashboard URL, e.g. http://head:8265")
+    if parsed.username or parsed.password:
+        raise RefusedError("--address must not carry credentials; put the token in RAY_AUTH_TOKEN")
+    return urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, parsed.path.rstrip("/"), "", ""))
+
+
+def is_loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def token_from_environment() -> str | None:
+    value = os.environ.get(TOKEN_ENV)
+    if value:
+        return value.strip()
+    path = os.environ.get(TOKEN_PATH_ENV)
+    if path:
+        try:
+            return Path(path).expanduser().read_text().strip()
+        except OSError as exc:
+            raise RefusedError(f"{TOKEN_PATH_ENV}={path}: cannot read the token ({exc.strerror})") from exc
+    return None
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def drop_hijack_vars() -> dict[str, str]:
+    """Remove the address overrides from this process; returns what was there."""
+    return {name: os.environ.pop(name) for name in HIJACK_VARS if name in os.environ}
+
+
+@dataclass
+class Resources:
+    alive_nodes: int = 0
+    total: dict[str, float] = field(default_factory=dict)
+    per_node: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> float:
+        return self.total.get("GPU", 0.0)
+
+
+def _get_json(url: str, headers: dict[str, str], timeout: float = 10.0):
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise RefusedError(
+                f"{url}: the cluster refused our credentials (HTTP {exc.code}); "
+                f"set {TOKEN_ENV} (or {TOKEN_PATH_ENV}) to the cluster's auth token"
+            ) from None
+        raise RefusedError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise RefusedError(f"cannot reach the Ray dashboard at {url}: {reason}") from None
+
+
+def cluster_resources(dashboard_url: str, headers: dict[str, str]) -> Resources:
+    """Sum ``resources_total`` over ALIVE nodes (the state API, as the dashboard serves it)."""
+    body = _get_json(f"{dashboard_url}/api/v0/nodes?detail=1&limit=10000", headers)
+    if not isinstance(body, dict) or not body.get("result", True):
+        raise RefusedError(f"{dashboard_url}: unexpected answer from the nodes API: {str(body)[:200]}")
+    nodes = body.get("data", {}).get("result", {}).get("result", [])
+    res = Resources()
+    for node in nodes:
+        if node.get("state") != "ALIVE":
+            continue
+        res.alive_nodes += 1
+        node_total = {k: float(v) for k, v in (node.get("resources_total") or {}).items()}
+        res.per_node.append(node_total)
+        for k, v in node_total.items():
+            res.total[k] = res.total.get(k, 0.0) + v
+    return res
+
+
+def job_client(dashboard_url: str, headers: dict[str, str]):
+    drop_hijack_vars()
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RefusedError("tutorrl run needs Ray: pip install 'tutorrl[ray]'") from exc
+    try:
+        return JobSubmissionClient(dashboard_url, headers=dict(headers))
+    except (ConnectionError, RuntimeError) as exc:
+        raise RefusedError(f"cannot connect to the Ray Jobs API at {dashboard_url}: {exc}") from None

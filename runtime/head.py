@@ -1,0 +1,277 @@
+"""The embedded single-machine Ray head: started for one run, stopped after it.
+
+Recipe measured on Ray 2.60 (see docs): ``ray start --head --block`` as a child
+in its own session, every port chosen free (Ray's fixed defaults collide
+between two heads), a short private temp dir (Ray appends ~62 characters to it
+and AF_UNIX paths stop at 107 bytes), token auth with a per-run token file, the
+dashboard on loopback. It is stopped by process group -- never ``ray stop``,
+which is machine-wide -- and PR_SET_PDEATHSIG takes it down if tutorrl itself
+is killed without a chance to clean up.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tutorrl.errors import RefusedError
+
+# Ray appends about 62 characters (session_<date>/sockets/plasma_store) to the
+# temp dir; keep the whole under the 107-byte AF_UNIX limit with margin.
+_MAX_RUN_DIR = 40
+_PR_SET_PDEATHSIG = 1
+# Backstop for a job whose resources never appear (Ray's default is 900 s).
+JOB_START_TIMEOUT_S = 120
+# Only for tests of scheduling paths on machines without GPUs: the number of
+# GPUs the embedded head declares. Never set it for real work.
+NUM_GPUS_ENV = "TUTORRL_EMBEDDED_NUM_GPUS"
+# Environment a client in the user's shell could use to redirect us elsewhere.
+HIJACK_VARS = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
+
+
+def detect_gpus() -> int:
+    """The GPUs this machine offers: CUDA_VISIBLE_DEVICES if set, else nvidia-smi."""
+    override = os.environ.get(NUM_GPUS_ENV)
+    if override is not None:
+        try:
+            value = int(override)
+        except ValueError:
+            raise RefusedError(f"{NUM_GPUS_ENV}={override!r} is not a whole number") from None
+        if value < 0:
+            raise RefusedError(f"{NUM_GPUS_ENV}={override!r} is negative")
+        return value
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        entries = [e for e in visible.split(",") if e.strip()]
+        if not entries or entries[0].strip().startswith("-"):
+            return 0
+        return len(entries)
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    if out.returncode != 0:
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def free_ports(n: int) -> list[int]:
+    # Hold every socket until all are chosen, so the n ports are distinct.
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _short_run_dir() -> Path:
+    base = tempfile.gettempdir()
+    if len(base) + len("/trl-xxxxxxxx") > _MAX_RUN_DIR:
+        base = "/tmp"
+    path = Path(tempfile.mkdtemp(prefix="trl-", dir=base))
+    if len(str(path)) > _MAX_RUN_DIR:
+        shutil.rmtree(path, ignore_errors=True)
+        raise RefusedError(
+            f"no short temporary directory available for the embedded Ray head "
+            f"(Ray's socket paths need a base of at most {_MAX_RUN_DIR} characters; got {path})"
+        )
+    return path
+
+
+def _ray_executable() -> str:
+    # The ray next to our interpreter, so the head (and the job) run our Python.
+    candidate = Path(sys.executable).parent / "ray"
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    found = shutil.which("ray")
+    if found is None:
+        raise RefusedError("the `ray` command is not installed (pip install 'tutorrl[ray]')")
+    return found
+
+
+def _child_setup(parent_pid: int):
+    def setup() -> None:
+        os.setsid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        # The parent may have died between fork and prctl: then nobody would signal us.
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return setup
+
+
+class EmbeddedHead:
+    """One private Ray head. Use as a context manager, or call start()/stop()."""
+
+    def __init__(self, *, run_id: str, num_gpus: int | None = None, num_cpus: int | None = None,
+                 job_start_timeout_s: int = JOB_START_TIMEOUT_S):
+        self.run_id = run_id
+        self.num_gpus = detect_gpus() if num_gpus is None else num_gpus
+        self.num_cpus = num_cpus
+        self.job_start_timeout_s = job_start_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.run_dir: Path | None = None
+        self.token: str | None = None
+        self.dashboard_port: int | None = None
+        self.gcs_port: int | None = None
+        self._log = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def log_path(self) -> Path:
+        assert self.run_dir is not None
+        return self.run_dir / "head.log"
+
+    def environment(self) -> dict[str, str]:
+        assert self.run_dir is not None
+        env = dict(os.environ)
+        for name in (*HIJACK_VARS, "RAY_AUTH_TOKEN"):
+            env.pop(name, None)
+        bin_dir = str(Path(sys.executable).parent)
+        env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+        env.update({
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(self.run_dir / "token"),
+            "TMPDIR": str(self.run_dir),
+            "RAY_JOB_START_TIMEOUT_SECONDS": str(self.job_start_timeout_s),
+            "TUTORRL_RUN_ID": self.run_id,
+        })
+        from tutorrl.runtime.envtransport import NOTHING_VAR
+
+        # The `$` transport relies on this name being unset in every worker.
+        env.pop(NOTHING_VAR, None)
+        return env
+
+    def start(self, progress=None, timeout_s: float = 120.0, should_stop=lambda: False) -> None:
+        self.run_dir = _short_run_dir()
+        self.token = secrets.token_hex(32)
+        token_path = self.run_dir / "token"
+        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.token)
+        gcs, dash, client, agent, m1, m2, mexp = free_ports(7)
+        self.gcs_port, self.dashboard_port = gcs, dash
+        env = self.environment()
+        env["AUTOSCALER_METRIC_PORT"] = str(m1)
+        env["DASHBOARD_METRIC_PORT"] = str(m2)
+        argv = [
+            _ray_executable(), "start", "--head", "--block",
+            f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
+            f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
+            f"--metrics-export-port={mexp}", "--include-dashboard=true", "--disable-usage-stats",
+            f"--temp-dir={self.run_dir / 'ray'}", f"--num-gpus={self.num_gpus}",
+        ]
+        if self.num_cpus is not None:
+            argv.append(f"--num-cpus={self.num_cpus}")
+        if progress:
+            progress.status(f"starting embedded Ray head (dashboard 127.0.0.1:{dash}, {self.num_gpus} GPU)")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            argv, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, preexec_fn=_child_setup(os.getpid()),
+        )
+        self._wait_ready(progress, timeout_s, should_stop)
+
+    def _wait_ready(self, progress, timeout_s: float, should_stop) -> None:
+        deadline = time.monotonic() + timeout_s
+        # Ready = the Jobs API answers and the node (with its agent) is ALIVE.
+        url = f"{self.url}/api/v0/nodes?detail=1"
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RefusedError(
+                    f"the embedded Ray head exited with code {self.proc.returncode} while starting:\n"
+                    + self.log_tail()
+                )
+            try:
+                req = urllib.request.Request(url, headers=self.headers)
+                with urllib.request.urlopen(req, timeout=5) as resp:
+                    if resp.status == 200 and b'"ALIVE"' in resp.read():
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if should_stop():
+                return
+            if time.monotonic() > deadline:
+                raise RefusedError(
+                    f"the embedded Ray head did not become ready within {timeout_s:.0f}s:\n" + self.log_tail()
+                )
+            if progress:
+                progress.tick()
+            time.sleep(0.2)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no head log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the head, then SIGKILL its whole process group (stragglers, agents)."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
+                except ProcessLookupError:
+                    pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir = None
+
+    def __enter__(self) -> "EmbeddedHead":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,147 @@
+"""Checks that refuse a run before anything is submitted.
+
+Each finding is one line saying what is wrong and what to do; all findings of
+a stage are reported together. Local checks run before a head is started;
+cluster checks run against the live cluster's ALIVE nodes, because a job
+asking for resources a cluster lacks sits PENDING (900 s by default) instead
+of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from tutorrl.errors import RefusedError
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# `org/name` that does not exist locally is a Hugging Face Hub id, which verl
+# downloads itself; anything explicitly local (/, ~, ./, ../) is checked.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass
+class Findings:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def raise_if_any(self, stage: str) -> None:
+        if self.problems:
+            lines = [f"error: {p}" for p in self.problems]
+            lines.append(f"refused by preflight ({stage}); nothing was submitted.")
+            raise _Refused("\n".join(lines))
+
+
+class _Refused(RefusedError):
+    def render(self) -> str:
+        return str(self)
+
+
+def split_verl_list(value: str) -> list[str]:
+    """verl's data.train/val: one path, or ``[a,b]`` (Hydra list syntax)."""
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        items = [i.strip().strip("'\"") for i in text[1:-1].split(",")]
+        return [i for i in items if i]
+    return [text]
+
+
+def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -> None:
+    """Local data and model paths must exist. A dry run only composes verl's
+    config and reads none of them, so there a missing path is a note: the same
+    bundle can be checked on a laptop that has no data."""
+    entries: list[tuple[str, str, bool]] = []
+    for key in ("train", "val"):
+        for item in split_verl_list(getattr(spec.data, key)):
+            entries.append((f"data.{key}", item, False))
+    entries.append(("model.path", spec.model.path, True))
+    for key, raw, may_be_hub in entries:
+        if _URI.match(raw):
+            findings.notes.append(f"{key} = {raw!r} is remote; not checked here")
+            continue
+        expanded = os.path.expanduser(raw)
+        path = Path(expanded) if os.path.isabs(expanded) else cwd / expanded
+        if path.exists():
+            continue
+        explicit = raw.startswith(("/", "~", "./", "../"))
+        if may_be_hub and not explicit and _HUB_ID.match(raw):
+            findings.notes.append(f"{key} = {raw!r} is not a local path; taken as a Hugging Face Hub id")
+            continue
+        message = (f"{key}: {raw!r} does not exist (looked for {path}; relative paths are relative to "
+                   f"the directory tutorrl runs in)")
+        if dry_run:
+            findings.notes.append(message + "; a dry run reads no data, a real run would be refused")
+        else:
+            findings.problems.append(message)
+
+
+def installed_verl() -> str | None:
+    try:
+        return metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_verl(target: str, findings: Findings, python: str) -> None:
+    found = installed_verl()
+    if found is None:
+        findings.problems.append(
+            f"verl is not installed for {python}, which the job runs under; the bundle targets verl {target} "
+            f"(pip install 'verl=={target}')"
+        )
+    elif found != target:
+        findings.problems.append(
+            f"verl {found} is installed for {python}, but the bundle targets verl {target}; install "
+            f"verl=={target} or recompile the spec with experiment.verl = \"{found}\""
+        )
+
+
+def check_passthrough(names: list[str], findings: Findings) -> None:
+    missing = [n for n in names if n not in os.environ]
+    if missing:
+        findings.problems.append(
+            "passthrough variable(s) not set in this environment: " + ", ".join(missing)
+            + " (the spec's env.passthrough names them; export them before `tutorrl run`)"
+        )
+
+
+def needed_gpus(spec) -> int:
+    r = spec.resources
+    return int(r.nodes) * int(r.trainer_gpus_per_node) + int(r.reward_gpus)
+
+
+def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, findings: Findings) -> None:
+    """Refuse what the cluster could never schedule."""
+    if resources.alive_nodes == 0:
+        findings.problems.append(f"{where} has no ALIVE node")
+        return
+    have = resources.gpus
+    need = needed_gpus(spec)
+    if dry_run:
+        findings.notes.append(f"dry run: GPU check skipped (a real run needs {need} GPU, {where} has {have:g})")
+    elif have < need:
+        r = spec.resources
+        findings.problems.append(
+            f"the spec needs {need} GPU (resources.nodes {r.nodes} x trainer_gpus_per_node "
+            f"{r.trainer_gpus_per_node} + reward_gpus {r.reward_gpus}), but {where} has {have:g} GPU "
+            f"over {resources.alive_nodes} ALIVE node(s)"
+        )
+    elif resources.alive_nodes < int(spec.resources.nodes):
+        findings.problems.append(
+            f"the spec needs {spec.resources.nodes} nodes, but {where} has {resources.alive_nodes} ALIVE node(s)"
+        )
+    # The entrypoint itself must fit on one node, or Ray leaves it PENDING.
+    wants: dict[str, float] = dict(job.get("entrypoint_resources") or {})
+    for kwarg, resource in (("entrypoint_num_cpus", "CPU"), ("entrypoint_num_gpus", "GPU"),
+                            ("entrypoint_memory", "memory")):
+        value = job.get(kwarg)
+        if value:
+            wants[resource] = float(value)
+    if dry_run:
+        wants.pop("GPU", None)
+    if wants and not any(all(node.get(k, 0.0) >= v for k, v in wants.items()) for node in resources.per_node):
+        shown = ", ".join(f"{k}={v:g}" for k, v in sorted(wants.items()))
+        findings.problems.append(f"no ALIVE node of {where} can host the job's entrypoint ({shown})")

@@ -1,0 +1,142 @@
+"""Run records: ``bundles/<id>/runs/<run-id>/run.json`` and ``job.log``.
+
+A run directory is claimed with ``mkdir`` (atomic: exactly one process gets a
+given attempt number) and ``run.json`` is first created with ``O_EXCL``, so two
+concurrent ``tutorrl run`` of one bundle never share or overwrite a record.
+Later updates replace the file atomically (write, fsync, rename): a reader sees
+the old record or the new one, never half of one.
+
+Nothing secret is ever recorded: passthrough values live only in the
+submission request, and the address is stored without credentials.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from tutorrl.errors import BundleError
+
+RUNS_DIR = "runs"
+RECORD_FILE = "run.json"
+LOG_FILE = "job.log"
+SCHEMA = 1
+
+Status = Literal["starting", "pending", "running", "succeeded", "failed", "stopped", "refused"]
+TERMINAL = ("succeeded", "failed", "stopped", "refused")
+
+
+class Versions(msgspec.Struct, forbid_unknown_fields=False):
+    tutorrl: str
+    ray: str | None
+    python: str
+    verl: str | None = None
+
+
+class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
+    schema: int
+    run_id: str
+    bundle: str
+    submission_id: str
+    attempt: int
+    address_kind: Literal["embedded", "cluster"]
+    address: str
+    dry_run: bool
+    versions: Versions
+    started: str
+    status: Status
+    ended: str | None = None
+    exit_code: int | None = None
+    message: str | None = None
+    working_dir_upload: bool = False
+    cwd: str | None = None
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def submission_id(bundle_id: str, attempt: int) -> str:
+    return f"tutorrl-{bundle_id}-{attempt}"
+
+
+def _attempts(runs: Path, bundle_id: str) -> list[int]:
+    pattern = re.compile(rf"^tutorrl-{re.escape(bundle_id)}-(\d+)$")
+    out = []
+    if runs.is_dir():
+        for entry in runs.iterdir():
+            m = pattern.match(entry.name)
+            if m:
+                out.append(int(m.group(1)))
+    return out
+
+
+def claim_run_dir(bundle_path: Path, bundle_id: str, *, start_after: int = 0) -> tuple[int, Path]:
+    """Reserve the next free attempt number; the directory is the reservation."""
+    runs = bundle_path / RUNS_DIR
+    try:
+        runs.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise BundleError(f"cannot create {runs}: {exc.strerror}") from exc
+    attempt = max([start_after, *_attempts(runs, bundle_id)]) + 1
+    while True:
+        path = runs / submission_id(bundle_id, attempt)
+        try:
+            path.mkdir()
+            return attempt, path
+        except FileExistsError:
+            attempt += 1  # another run took it between our scan and mkdir
+        except OSError as exc:
+            raise BundleError(f"cannot create {path}: {exc.strerror}") from exc
+
+
+def _encode(record: RunRecord) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n"
+
+
+def create_record(run_dir: Path, record: RunRecord) -> None:
+    fd = os.open(run_dir / RECORD_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(_encode(record))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def update_record(run_dir: Path, record: RunRecord) -> None:
+    tmp = run_dir / f".{RECORD_FILE}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(_encode(record))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, run_dir / RECORD_FILE)
+
+
+def read_record(run_dir: Path) -> RunRecord:
+    return msgspec.json.decode((run_dir / RECORD_FILE).read_bytes(), type=RunRecord)
+
+
+def list_records(bundle_path: Path) -> list[tuple[Path, RunRecord | None]]:
+    """Every run directory of a bundle, oldest attempt first; unreadable records as None."""
+    runs = bundle_path / RUNS_DIR
+    if not runs.is_dir():
+        return []
+    out: list[tuple[int, str, Path, RunRecord | None]] = []
+    for entry in runs.iterdir():
+        if not entry.is_dir():
+            continue
+        try:
+            record = read_record(entry)
+            key = record.attempt
+        except (OSError, msgspec.ValidationError, msgspec.DecodeError):
+            record = None
+            m = re.search(r"-(\d+)$", entry.name)
+            key = int(m.group(1)) if m else 0
+        out.append((key, entry.name, entry, record))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [(p, r) for _, _, p, r in out]

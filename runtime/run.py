@@ -1,0 +1,385 @@
+"""``tutorrl run`` and ``tutorrl runs``: one bundle, one Ray job, one record.
+
+Order matters and is the point of this module:
+verify the bundle -> local preflight -> claim a run record -> start the
+embedded head (or reach the cluster) -> cluster preflight -> submit -> follow
+-> stop the job if still alive -> stop the head -> close the record ->
+evidence. Every exit path after the record is claimed goes through the same
+``finally``, so a run is never left "running" and a head never outlives us.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+
+from tutorrl import __version__
+from tutorrl.errors import RefusedError, TutorrlError
+from tutorrl.runtime import cluster, preflight, records, submit
+from tutorrl.runtime.progress import Progress
+
+EXIT_INTERRUPTED = 130
+
+
+class Interrupts:
+    """SIGINT/SIGTERM/SIGHUP become a flag the waiting loops poll, so the
+    cleanup that follows (stop the job, then the head) runs to the end."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, progress: Progress):
+        self.event = threading.Event()
+        self.signum: int | None = None
+        self._progress = progress
+        self._old: dict[int, object] = {}
+
+    def install(self) -> None:
+        for sig in self.SIGNALS:
+            self._old[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+    def _handle(self, signum, frame) -> None:
+        if self.event.is_set():
+            self._progress.note("already stopping: waiting for the job and the Ray head to stop")
+            return
+        self.signum = signum
+        self.event.set()
+        self._progress.note(f"{signal.Signals(signum).name}: stopping the job")
+
+    def __call__(self) -> bool:
+        return self.event.is_set()
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _bundle_id(digest: str) -> str:
+    return digest.split(":", 1)[-1][:16]
+
+
+def _call_evidence(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None) -> None:
+    try:
+        module = importlib.import_module("tutorrl.evidence")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("tutorrl.evidence", "tutorrl"):
+            raise
+        return
+    hook = getattr(module, "record_run_checkpoints", None)
+    if hook is None:
+        return
+    import inspect
+
+    if cwd is not None and "cwd" in inspect.signature(hook).parameters:
+        hook(bundle_path, run_id, finished, cwd=cwd)
+    else:
+        hook(bundle_path, run_id, finished)
+
+
+def _failure_summary(error_type: str | None, message: str | None) -> str:
+    """Ray's failure message is a header plus a 20,000-character log tail:
+    keep the header and the last line the job printed (usually the reason)."""
+    lines = [line for line in (message or "").splitlines() if line.strip()]
+    head = lines[0].split(", last available logs")[0] if lines else "the job failed"
+    text = f"{error_type or 'FAILED'}: {head}"
+    if len(lines) > 1:
+        text += f"; last output: {lines[-1].strip()}"
+    return text[:1000]
+
+
+class RunSession:
+    def __init__(self, args, progress: Progress):
+        self.args = args
+        self.progress = progress
+        self.head = None
+        self.client = None
+        self.record: records.RunRecord | None = None
+        self.run_dir: Path | None = None
+        self.sink: submit.LogSink | None = None
+        self.follower: submit.LogFollower | None = None
+        self.submitted = False
+        self.job_status: str | None = None
+        self.secrets: list[str] = []
+
+    # -- record -----------------------------------------------------------
+    def _save(self, **changes) -> None:
+        assert self.record is not None and self.run_dir is not None
+        for k, v in changes.items():
+            setattr(self.record, k, v)
+        records.update_record(self.run_dir, self.record)
+
+    def _claim(self, bundle_path: Path, bundle_id: str, digest: str, start_after: int = 0) -> None:
+        attempt, self.run_dir = records.claim_run_dir(bundle_path, bundle_id, start_after=start_after)
+        self.record = records.RunRecord(
+            schema=records.SCHEMA, run_id=self.run_dir.name, bundle=digest,
+            submission_id=records.submission_id(bundle_id, attempt), attempt=attempt,
+            address_kind="cluster" if self.cluster_url else "embedded",
+            address=self.cluster_url or "embedded", dry_run=bool(self.args.dry_run),
+            versions=records.Versions(tutorrl=__version__, ray=_version("ray"),
+                                      python=platform.python_version(), verl=preflight.installed_verl()),
+            started=records.utc_now(), status="starting", working_dir_upload=self.upload,
+            cwd=str(self.cwd),
+        )
+        records.create_record(self.run_dir, self.record)
+
+    # -- main -------------------------------------------------------------
+    def run(self) -> int:
+        from tutorrl.compiler import verify_bundle
+
+        args, progress = self.args, self.progress
+        bundle = verify_bundle(Path(args.bundle))
+        bundle_path = Path(bundle.path).resolve()
+        digest = bundle.manifest.digest
+        bundle_id = _bundle_id(digest)
+        job, spec = bundle.job, bundle.spec
+        self.cwd = Path.cwd()
+        self.cluster_url = cluster.normalise_address(args.address) if args.address else None
+        if args.upload is None:
+            # A head on this machine sees our files; any other is assumed not to.
+            self.upload = bool(self.cluster_url) and not cluster.is_loopback(self.cluster_url)
+        else:
+            self.upload = bool(args.upload)
+        if self.upload and not self.cluster_url:
+            raise RefusedError("--upload only applies with --address (the embedded head sees the bundle directly)")
+
+        findings = preflight.Findings()
+        names = submit.passthrough_names(job)
+        preflight.check_passthrough(names, findings)
+        if self.cluster_url:
+            findings.notes.append("verl release on the cluster: checked by launch.sh when the job starts")
+        else:
+            preflight.check_verl(bundle.spec.experiment.verl, findings, sys.executable)
+        if self.upload:
+            findings.notes.append("bundle uploaded as the job's working_dir; data/model paths are resolved on the cluster, not checked here")
+        else:
+            preflight.check_paths(spec, self.cwd, findings, dry_run=bool(self.args.dry_run))
+        for note in findings.notes:
+            progress.note(note)
+        findings.raise_if_any("local checks")
+
+        passthrough = {n: os.environ[n] for n in names}
+        self.secrets = [v for v in passthrough.values() if v]
+        cluster.drop_hijack_vars()
+        token = cluster.token_from_environment() if self.cluster_url else None
+
+        interrupts = Interrupts(progress)
+        interrupts.install()
+        try:
+            self._claim(bundle_path, bundle_id, digest)
+            return self._execute(bundle, bundle_path, bundle_id, digest, passthrough, token, interrupts)
+        finally:
+            interrupts.restore()
+
+    def _execute(self, bundle, bundle_path, bundle_id, digest, passthrough, token, interrupts) -> int:
+        progress = self.progress
+        try:
+            if self.cluster_url:
+                url, headers = self.cluster_url, cluster.auth_headers(token)
+                progress.status(f"connecting to {url}")
+            else:
+                from tutorrl.runtime.head import EmbeddedHead
+
+                self.head = EmbeddedHead(run_id=self.record.submission_id)
+                self.head.start(progress, should_stop=interrupts)
+                url, headers = self.head.url, self.head.headers
+                self._save(address=url)
+            if interrupts():
+                return self._interrupted()
+
+            progress.status("checking cluster resources")
+            resources = cluster.cluster_resources(url, headers)
+            findings = preflight.Findings()
+            where = "the embedded Ray head" if self.head else url
+            preflight.check_cluster(bundle.spec, bundle.job, resources, dry_run=bool(self.args.dry_run),
+                                    where=where, findings=findings)
+            for note in findings.notes:
+                progress.note(note)
+            try:
+                findings.raise_if_any("cluster resources")
+            except RefusedError as exc:
+                self._save(status="refused", ended=records.utc_now(), exit_code=exc.exit_code,
+                           message=str(exc).splitlines()[0])
+                raise
+
+            self.client = cluster.job_client(url, headers)
+            self._submit(bundle, bundle_path, bundle_id, digest, passthrough, interrupts)
+            if interrupts():
+                return self._interrupted()
+            return self._follow(interrupts)
+        except TutorrlError:
+            if self.record is not None and self.record.status not in records.TERMINAL:
+                self._save(status="refused", ended=records.utc_now(), exit_code=2)
+            raise
+        except BaseException as exc:
+            if self.record is not None and self.record.status not in records.TERMINAL:
+                self._save(status="failed", ended=records.utc_now(), exit_code=1,
+                           message=f"tutorrl error: {type(exc).__name__}: {exc}"[:500])
+            raise
+        finally:
+            self._shutdown()
+            if self.record is not None and self.record.status in ("succeeded", "failed", "stopped") \
+                    and self.submitted and not self.args.dry_run:
+                self._evidence(bundle_path)
+
+    def _submit(self, bundle, bundle_path, bundle_id, digest, passthrough, interrupts) -> None:
+        for _ in range(50):
+            sid = self.record.submission_id
+            sub = submit.build_submission(
+                bundle.job, bundle_path=bundle_path, cwd=self.cwd, submission_id=sid,
+                upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough)
+            self.progress.status(f"submitting {sid}" + (" (uploading the bundle)" if self.upload else ""))
+            try:
+                self.client.submit_job(**sub.kwargs)
+            except RuntimeError as exc:
+                if "already exists" not in str(exc):
+                    raise RefusedError(f"Ray refused the job: {exc}") from None
+                # Another submitter (another checkout of this bundle) used this id on the cluster.
+                self._save(status="refused", ended=records.utc_now(), exit_code=2,
+                           message="submission id already used on the cluster")
+                self._claim(bundle_path, bundle_id, digest, start_after=self.record.attempt)
+                continue
+            self.submitted = True
+            self._save(status="pending")
+            self.sink = submit.LogSink(self.run_dir / records.LOG_FILE, sub.secrets, progress=self.progress)
+            self.follower = submit.LogFollower(self.client, sid, self.sink)
+            self.follower.start()
+            return
+        raise RefusedError("could not find a free submission id on the cluster after 50 attempts")
+
+    def _follow(self, interrupts) -> int:
+        sid = self.record.submission_id
+        progress = self.progress
+
+        def on_status(status: str) -> None:
+            self.job_status = status
+            if status == "PENDING":
+                progress.status(f"{sid}: PENDING (waiting for resources and the runtime env)")
+                self._save(status="pending")
+            elif status == "RUNNING":
+                progress.status(f"{sid}: RUNNING" + (" (dry run: verl composes its config)" if self.args.dry_run else ""))
+                self._save(status="running")
+
+        status = submit.wait_terminal(self.client, sid, on_status=on_status, should_stop=interrupts)
+        if status is None:
+            return self._interrupted()
+        self._close_log()
+        info = self.client.get_job_info(sid)
+        if status == "SUCCEEDED":
+            code, state = 0, "succeeded"
+            msg = "dry run: verl accepted every override" if self.args.dry_run else None
+        elif status == "FAILED":
+            code = info.driver_exit_code if info.driver_exit_code else 1
+            state = "failed"
+            msg = submit.Redactor(self.secrets).scrub(_failure_summary(info.error_type, info.message))
+        else:  # stopped by someone else (ray job stop, the dashboard)
+            code, state, msg = 1, "stopped", "stopped outside tutorrl"
+        self._save(status=state, exit_code=code, ended=records.utc_now(), message=msg)
+        progress.clear()
+        progress.note(f"{sid}: {status} (exit code {code}); log: {self.run_dir / records.LOG_FILE}")
+        if msg and state != "succeeded":
+            progress.note(msg)
+        return code
+
+    def _interrupted(self) -> int:
+        if self.submitted and self.client is not None:
+            sid = self.record.submission_id
+            self.progress.status(f"{sid}: stopping the job")
+            final = submit.stop_job(self.client, sid)
+            if final is None:
+                self.progress.note(f"{sid} did not stop in time (a PENDING job cannot be stopped); "
+                                   + ("the embedded head is stopped next" if self.head else "it may still start on the cluster"))
+        self._close_log()
+        self._save(status="stopped", exit_code=EXIT_INTERRUPTED, ended=records.utc_now(),
+                   message="interrupted")
+        return EXIT_INTERRUPTED
+
+    def _close_log(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+            self.follower = None
+        if self.sink is not None:
+            if self.client is not None:
+                submit.finish_log(self.client, self.record.submission_id, self.sink)
+            self.sink.close()
+            self.sink = None
+
+    def _shutdown(self) -> None:
+        # Job first, then head: stopping the head under a running job orphans the job's processes.
+        if self.submitted and self.client is not None and self.record.status not in records.TERMINAL:
+            submit.stop_job(self.client, self.record.submission_id)
+        try:
+            self._close_log()
+        finally:
+            if self.head is not None:
+                self.progress.status("stopping the embedded Ray head")
+                self.head.stop()
+                self.head = None
+            self.progress.clear()
+
+    def _evidence(self, bundle_path: Path) -> None:
+        # "finished": the job ran to its end and succeeded; a failed or
+        # stopped run may still have left checkpoints worth recording.
+        finished = self.record.status == "succeeded"
+        # Relative output dirs are relative to where the job ran; with an
+        # upload that is on the cluster, where no scan from here can look.
+        cwd = None if self.upload else self.cwd
+        try:
+            _call_evidence(bundle_path, self.record.run_id, finished, cwd)
+        except TutorrlError as exc:
+            self.progress.note(f"evidence: {exc.render()}")
+            self.evidence_failed = exc
+
+
+def run_command(args) -> int:
+    progress = Progress(quiet=getattr(args, "quiet", False))
+    session = RunSession(args, progress)
+    code = session.run()
+    failed = getattr(session, "evidence_failed", None)
+    if failed is not None and code == 0:
+        return failed.exit_code
+    return code
+
+
+def runs_command(args) -> int:
+    import msgspec
+
+    bundle_path = Path(args.bundle)
+    if not (bundle_path / "manifest.json").is_file():
+        from tutorrl.errors import BundleError
+
+        raise BundleError(f"{bundle_path} is not a bundle (no manifest.json)")
+    entries = records.list_records(bundle_path)
+    if args.json:
+        out = [msgspec.to_builtins(r) if r is not None else {"run_id": p.name, "status": "unreadable"}
+               for p, r in entries]
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(out), indent=2).decode() + "\n")
+        return 0
+    if not entries:
+        print(f"no runs of {bundle_path}", file=sys.stderr)
+        return 0
+    rows = [("RUN", "STARTED (UTC)", "WHERE", "STATUS", "EXIT")]
+    for path, r in entries:
+        if r is None:
+            rows.append((path.name, "?", "?", "unreadable", "?"))
+            continue
+        where = r.address_kind if r.address_kind == "embedded" else f"cluster {r.address}"
+        status = r.status + (" (dry run)" if r.dry_run else "")
+        rows.append((r.run_id, r.started, where, status, "" if r.exit_code is None else str(r.exit_code)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
