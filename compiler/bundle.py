@@ -12,8 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import shutil
-import tempfile
+import time
 from pathlib import Path
 
 import msgspec
@@ -179,7 +178,10 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
     except OSError as exc:
         raise BundleError(f"cannot create the bundle folder {root}: {exc.strerror}") from None
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{compiled.id}.", dir=root))
+        # Unique per process and moment; hidden, so `verify` and `check` never
+        # mistake it for a bundle.
+        tmp = root / f".{compiled.id}.{os.getpid()}.{time.monotonic_ns()}"
+        os.mkdir(tmp, 0o700)
     except OSError as exc:
         raise BundleError(f"cannot write in {root}: {exc.strerror}") from None
     try:
@@ -200,7 +202,10 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
     except OSError as exc:
         raise BundleError(f"cannot write the bundle under {root}: {exc.strerror}") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp.exists():  # a failed write, or a lost race
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write_file(path: Path, data: bytes, *, executable: bool) -> None:

@@ -9,7 +9,7 @@ the converted spec and are located the same way.
 
 from __future__ import annotations
 
-import difflib
+import functools
 import re
 import tomllib
 import typing
@@ -120,6 +120,12 @@ class Locator:
                        key=".".join(path) or None, hint=hint)
 
 
+def _close(word: str, choices: list[str], cutoff: float) -> list[str]:
+    import difflib  # only on the error path
+
+    return difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+
+
 def _unwrap(hint: Any) -> Any:
     while typing.get_origin(hint) is typing.Annotated:
         hint = typing.get_args(hint)[0]
@@ -149,15 +155,20 @@ def _literal_choices(hint: Any) -> list[str]:
     return []
 
 
+@functools.cache
+def _struct_info(cls: type[msgspec.Struct]) -> tuple[dict, dict]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return hints, {f.encode_name: f for f in msgspec.structs.fields(cls)}
+
+
 def _check_struct(data: Any, cls: type[msgspec.Struct], path: KeyPath, locate: Locator):
     if not isinstance(data, dict):
         yield locate(path, f"expected a table, got {_describe(data)}")
         return
-    hints = typing.get_type_hints(cls, include_extras=True)
-    fields = {f.encode_name: f for f in msgspec.structs.fields(cls)}
+    hints, fields = _struct_info(cls)
     for key in data:
         if key not in fields:
-            near = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+            near = _close(key, list(fields), cutoff=0.6)
             where = f"[{'.'.join(path)}]" if path else "the top level"
             yield locate(path + (key,), f"unknown key in {where}",
                          f"did you mean '{near[0]}'?" if near else f"known keys: {', '.join(fields)}")
@@ -204,7 +215,7 @@ def _check_value(value: Any, hint: Any, path: KeyPath, locate: Locator):
         hint_text = None
         choices = _literal_choices(hint)
         if choices and isinstance(leaf, str):
-            near = difflib.get_close_matches(leaf, choices, n=1, cutoff=0.5)
+            near = _close(leaf, choices, cutoff=0.5)
             message = f"'{leaf}' is not one of: {', '.join(choices)}"
             hint_text = f"did you mean '{near[0]}'?" if near else None
         elif "got" not in message:

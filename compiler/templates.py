@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import functools
-import importlib.resources
+from pathlib import Path
+
+import tutorrl.templates
+
+_FOLDER = Path(tutorrl.templates.__file__).parent
 
 
 @functools.cache
@@ -19,7 +23,7 @@ def _environment():
 
 
 def _source(name: str) -> str:
-    return importlib.resources.files("tutorrl.templates").joinpath(name).read_text(encoding="utf-8")
+    return (_FOLDER / name).read_text(encoding="utf-8")
 
 
 def render_template(name: str, **context) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import msgspec
@@ -64,8 +63,8 @@ def verify_bundle(path: str | Path) -> LoadedBundle:
     job: dict = {}
     if "ray-job.json" in files:
         try:
-            job = json.loads(files["ray-job.json"])
-        except ValueError:
+            job = msgspec.json.decode(files["ray-job.json"])
+        except msgspec.DecodeError:
             problems.append("ray-job.json is not valid JSON")
     if not problems:
         if job.get("metadata", {}).get(DIGEST_FIELD) != manifest.digest:

@@ -21,16 +21,32 @@ _COMMAND_MODULES = (
     "tutorrl.evidence.commands",
     "tutorrl.review.commands",
 )
+# Which module owns each sub-command, so a command builds only its own parser
+# (a test keeps this in step with what the modules register).
+COMMAND_OWNERS = {
+    "compile": "tutorrl.compiler.commands",
+    "verify": "tutorrl.compiler.commands",
+    "keys": "tutorrl.compiler.commands",
+    "migrate": "tutorrl.compiler.commands",
+    "run": "tutorrl.runtime.commands",
+    "runs": "tutorrl.runtime.commands",
+    "evidence": "tutorrl.evidence.commands",
+    "diff": "tutorrl.review.commands",
+    "check": "tutorrl.review.commands",
+    "schema": "tutorrl.review.commands",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command``, only the module owning it registers."""
     parser = argparse.ArgumentParser(
         prog="tutorrl",
         description="Compile RL post-training specs into verl launch bundles and run them on Ray.",
     )
     parser.add_argument("--version", action="version", version=f"tutorrl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _COMMAND_MODULES:
+    owner = COMMAND_OWNERS.get(command or "")
+    for name in (owner,) if owner else _COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -42,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)

@@ -1,0 +1,50 @@
+"""The `tutorrl` entry point: one parser per command, errors shown once, no tracebacks."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import support
+from tutorrl import cli
+
+
+def _registered(module: str) -> set[str]:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    importlib.import_module(module).register(sub)
+    return set(sub.choices)
+
+
+def test_command_owners_match_what_modules_register():
+    owners = {}
+    for module in cli._COMMAND_MODULES:
+        for command in _registered(module):
+            owners[command] = module
+    assert owners == cli.COMMAND_OWNERS
+
+
+def test_help_lists_every_command():
+    result = support.cli("--help")
+    assert result.returncode == 0
+    for command in cli.COMMAND_OWNERS:
+        assert command in result.stdout
+
+
+def test_unknown_command_is_a_usage_error_without_traceback():
+    result = support.cli("compiel", "x.toml")
+    assert result.returncode == 2 and "invalid choice" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_compile_path_imports_nothing_heavy(tmp_path):
+    code = ("import sys, tutorrl.cli as c; c.main(['compile', %r, '--out', %r]); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('ray', 'torch', 'hydra', 'omegaconf', 'verl', 'tutorrl')))") % (
+        str(support.SPECS / "chess_tutor_grpo.toml"), str(tmp_path))
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = eval(out.strip().splitlines()[-1])
+    assert not [m for m in loaded if not m.startswith("tutorrl")]
+    assert not [m for m in loaded if m.startswith(("tutorrl.runtime.", "tutorrl.evidence.", "tutorrl.review."))]
