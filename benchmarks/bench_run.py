@@ -62,27 +62,12 @@ TRIVIAL = "#!/usr/bin/env bash\necho hello from the trivial bundle\n"
 
 def trivial_bundle(root: Path) -> Path:
     """A compiled bundle whose launch.sh only echoes, re-sealed so it verifies."""
-    from tutorrl.compiler import compile_spec
-    from tutorrl.compiler.bundle import (
-        CONTENT_FILES, DIGEST_FIELD, MANIFEST, Manifest, bundle_id, canonical_json, compute_digest, sha256,
-    )
+    from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.compiler.bundle import reseal
 
     spec = root / "bench.toml"
     spec.write_text(SPEC)
-    files = dict(compile_spec(spec).files)
-    files["launch.sh"] = TRIVIAL.encode()
-    job = json.loads(files["ray-job.json"])
-    job["metadata"].pop(DIGEST_FIELD)
-    digest = compute_digest(files, job)
-    job["metadata"][DIGEST_FIELD] = digest
-    files["ray-job.json"] = canonical_json(job)
-    manifest = json.loads(files[MANIFEST])
-    manifest.update(digest=digest, files={n: sha256(files[n]) for n in CONTENT_FILES})
-    files[MANIFEST] = canonical_json(Manifest(**manifest))
-    path = root / "bundles" / bundle_id(digest)
-    path.mkdir(parents=True)
-    for name, data in files.items():
-        (path / name).write_bytes(data)
+    path = write_bundle(reseal(compile_spec(spec), launch_sh=TRIVIAL.encode()), root / "bundles").path
     (root / "data").mkdir()
     for name in ("train.parquet", "val.parquet"):
         (root / "data" / name).write_bytes(b"")

@@ -146,16 +146,42 @@ def assemble(spec: Spec, resolved: Resolved, rmap: ReleaseMap) -> CompiledBundle
         "entrypoint_num_gpus": 0,
     }
     files = {"bundle.env": env_file, "launch.sh": launch, "spec.toml": spec_toml}
+    return _seal(files, job, experiment=experiment, verl=rmap.release, variant=rmap.variant,
+                 keymap_digest=rmap.digest())
+
+
+def _seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, variant: str,
+          keymap_digest: str) -> CompiledBundle:
+    """Digest the launch files, name the digest in the job, and write the manifest."""
+    files = dict(files)
+    job = {**job, "metadata": {k: v for k, v in job["metadata"].items() if k != DIGEST_FIELD}}
     digest = compute_digest(files, job)
     job["metadata"][DIGEST_FIELD] = digest
     files["ray-job.json"] = canonical_json(job)
     manifest = Manifest(
         schema=SCHEMA, digest=digest, compiler=f"tutorrl {__version__}", experiment=experiment,
-        verl=rmap.release, variant=rmap.variant, keymap_digest=rmap.digest(),
+        verl=verl, variant=variant, keymap_digest=keymap_digest,
         files={name: sha256(files[name]) for name in CONTENT_FILES},
     )
     files[MANIFEST] = canonical_json(manifest)
     return CompiledBundle(files=files, manifest=manifest)
+
+
+def reseal(compiled: CompiledBundle, **replaced: bytes) -> CompiledBundle:
+    """``compiled`` with some launch files replaced, digested and sealed anew.
+
+    Bundles are content-addressed, not signed: anyone can seal any files. This
+    exists for tests and benchmarks that need a bundle the compiler would
+    never emit (a stand-in launch.sh, a key verl must reject); keyword names
+    are file names with ``_`` for ``.`` and ``-`` (``launch_sh=b"..."``).
+    """
+    names = {name.replace(".", "_").replace("-", "_"): name for name in CONTENT_FILES}
+    files = {name: data for name, data in compiled.files.items() if name in CONTENT_FILES}
+    for key, data in replaced.items():
+        files[names[key]] = data
+    job = msgspec.json.decode(files.pop("ray-job.json"))
+    m = compiled.manifest
+    return _seal(files, job, experiment=m.experiment, verl=m.verl, variant=m.variant, keymap_digest=m.keymap_digest)
 
 
 class WriteResult(msgspec.Struct, frozen=True):

@@ -181,3 +181,16 @@ def test_bundle_id_is_a_digest_prefix_and_files_are_listed(tmp_path):
     for name, data in compiled.files.items():
         assert str(support.REPO).encode() not in data, name
         assert os.path.expanduser("~").encode() + b"/" not in data or os.path.expanduser("~") == "/", name
+
+
+def test_reseal_is_the_compilers_own_sealing(tmp_path):
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.compiler.bundle import reseal
+
+    compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
+    assert reseal(compiled).files == compiled.files
+    other = reseal(compiled, launch_sh=b"#!/usr/bin/env bash\necho stand-in\n")
+    assert other.manifest.digest != compiled.manifest.digest
+    loaded = verify_bundle(write_bundle(other, tmp_path).path)
+    assert (loaded.path / "launch.sh").read_bytes() == b"#!/usr/bin/env bash\necho stand-in\n"
+    assert loaded.job["metadata"]["tutorrl_bundle"] == other.manifest.digest

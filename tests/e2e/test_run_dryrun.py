@@ -89,30 +89,17 @@ def test_example_spec_dry_runs_with_real_verl(spec, head, tmp_path):
 def test_verl_rejection_surfaces_as_failed_run(head, tmp_path):
     """A key verl does not have reaches verl. The compiler refuses such keys, so
     the bundle is made bad by hand: one override line is added to launch.sh and
-    the manifest re-sealed with the compiler's own digest functions so that it
+    the bundle re-sealed with the compiler's own `reseal` so that it
     verifies (a test hook; a real user cannot get here without a tampered bundle)."""
-    from tutorrl.compiler.bundle import (
-        CONTENT_FILES, DIGEST_FIELD, MANIFEST, Manifest, bundle_id, canonical_json, compute_digest, sha256,
-    )
+    from tutorrl.compiler import compile_bytes, write_bundle
+    from tutorrl.compiler.bundle import reseal
 
-    good = _compile(SPECS[0], tmp_path / "compiled")
-    files = {p.name: p.read_bytes() for p in good.iterdir() if p.is_file()}
-    launch = files["launch.sh"].decode()
+    compiled = compile_bytes(SPECS[0].read_bytes(), SPECS[0].name)
+    launch = compiled.files["launch.sh"].decode()
     marker = "  trainer.total_training_steps="
     assert marker in launch
-    files["launch.sh"] = launch.replace(marker, "  trainer.no_such_key_in_verl=1 \\\n" + marker, 1).encode()
-    job = json.loads(files["ray-job.json"])
-    job["metadata"].pop(DIGEST_FIELD)
-    digest = compute_digest(files, job)
-    job["metadata"][DIGEST_FIELD] = digest
-    files["ray-job.json"] = canonical_json(job)
-    manifest = json.loads(files[MANIFEST])
-    manifest.update(digest=digest, files={n: sha256(files[n]) for n in CONTENT_FILES})
-    files[MANIFEST] = canonical_json(Manifest(**manifest))
-    bad = tmp_path / "bundles" / bundle_id(digest)
-    bad.mkdir(parents=True)
-    for name, data in files.items():
-        (bad / name).write_bytes(data)
+    bad_launch = launch.replace(marker, "  trainer.no_such_key_in_verl=1 \\\n" + marker, 1).encode()
+    bad = write_bundle(reseal(compiled, launch_sh=bad_launch), tmp_path / "bundles").path
 
     env = _prepare_cwd(bad, tmp_path)
     proc = _dry_run(bad, tmp_path, head, env)

@@ -116,26 +116,15 @@ def test_golden_compiler_changed(tmp_path):
     import shutil
 
     from tutorrl.compiler import compile_bytes, write_bundle
-    from tutorrl.compiler.bundle import CONTENT_FILES, canonical_json, compute_digest, sha256, bundle_id
+    from tutorrl.compiler.bundle import reseal
     from tutorrl.review.sides import bundle_side
     from review_helpers import toml_bytes
 
     compiled = compile_bytes(toml_bytes(base()), "spec.toml")
     old = write_bundle(compiled, tmp_path / "a").path
     # What a later tutorrl might write for the same spec: one more comment line.
-    files = dict(compiled.files)
-    files["launch.sh"] = files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\n# new\n")
-    job = json.loads(files["ray-job.json"])
-    digest = compute_digest(files, job)
-    job["metadata"]["tutorrl_bundle"] = digest
-    files["ray-job.json"] = canonical_json(job)
-    manifest = msgspec.structs.replace(compiled.manifest, digest=digest,
-                                       files={n: sha256(files[n]) for n in CONTENT_FILES})
-    files["manifest.json"] = canonical_json(manifest)
-    new = tmp_path / "b" / bundle_id(digest)
-    new.mkdir(parents=True)
-    for name, data in files.items():
-        (new / name).write_bytes(data)
+    launch = compiled.files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\n# new\n")
+    new = write_bundle(reseal(compiled, launch_sh=launch), tmp_path / "b").path
     diff = diff_sides(bundle_side(old, "a"), bundle_side(new, "b"))
     assert not diff.same and not diff.explained
     assert diff.files == ["launch.sh", "ray-job.json"]

@@ -65,41 +65,13 @@ def _toml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def seal(files: dict[str, bytes], out_root: Path) -> Path:
-    """Write bundle files under out_root/<id>/ with a manifest that verifies.
-
-    Used to give a compiled bundle a stand-in launch.sh: this is a test hook
-    that reproduces the compiler's sealing through its own functions."""
-    from tutorrl.compiler.bundle import (
-        CONTENT_FILES, DIGEST_FIELD, MANIFEST, SCHEMA, Manifest, bundle_id, canonical_json, compute_digest, sha256,
-    )
-
-    job = json.loads(files["ray-job.json"])
-    job["metadata"].pop(DIGEST_FIELD, None)
-    digest = compute_digest(files, job)
-    job["metadata"][DIGEST_FIELD] = digest
-    files = dict(files)
-    files["ray-job.json"] = canonical_json(job)
-    old = json.loads(files[MANIFEST])
-    manifest = Manifest(
-        schema=SCHEMA, digest=digest, compiler=old["compiler"], experiment=old["experiment"], verl=old["verl"],
-        variant=old["variant"], keymap_digest=old["keymap_digest"],
-        files={n: sha256(files[n]) for n in CONTENT_FILES},
-    )
-    files[MANIFEST] = canonical_json(manifest)
-    path = out_root / bundle_id(digest)
-    path.mkdir(parents=True)
-    for name, data in files.items():
-        (path / name).write_bytes(data)
-    return path
-
-
 @pytest.fixture
 def make_bundle(tmp_path):
     """make_bundle(launch=None, env=None, passthrough=(), gpus=1, verl="0.9.1", spec_target=None) -> bundle path.
 
     ``launch`` replaces launch.sh (then re-sealed); None keeps the compiled one."""
-    from tutorrl.compiler import compile_spec
+    from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.compiler.bundle import reseal
 
     counter = [0]
 
@@ -113,16 +85,17 @@ def make_bundle(tmp_path):
             passthrough=", ".join(_toml_str(p) for p in passthrough),
         ))
         compiled = compile_spec(spec)
-        files = dict(compiled.files)
+        replaced: dict[str, bytes] = {}
         if launch is not None:
-            files["launch.sh"] = launch.encode()
+            # A stand-in launch.sh, sealed with the compiler's own reseal (test hook).
+            replaced["launch_sh"] = launch.encode()
         if spec_target is not None:
             # Only verl 0.9.1 compiles here; a bundle for another release is
             # made by editing the normalised spec and re-sealing (test hook).
-            text = files["spec.toml"].decode()
-            files["spec.toml"] = text.replace(f'verl = "{verl}"', f'verl = "{spec_target}"', 1).encode()
-            assert files["spec.toml"].decode() != text
-        return seal(files, tmp_path / "bundles")
+            text = compiled.files["spec.toml"].decode()
+            replaced["spec_toml"] = text.replace(f'verl = "{verl}"', f'verl = "{spec_target}"', 1).encode()
+            assert replaced["spec_toml"].decode() != text
+        return write_bundle(reseal(compiled, **replaced), tmp_path / "bundles").path
 
     return make
 
