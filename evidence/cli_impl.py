@@ -40,9 +40,9 @@ def summary_line(name: str, s: Statement | None) -> str:
 
 
 def show(args) -> int:
-    bundle = Path(args.bundle)
-    if not bundle.is_dir():
-        raise EvidenceInputError(f"{bundle}: no such bundle directory")
+    # Records are only as good as the bundle they name: a tampered bundle is
+    # refused before any of its records is shown.
+    bundle = load_bundle(Path(args.bundle)).path
     records = read_records(bundle)
     if args.json:
         out = [msgspec.to_builtins(s) if s else {"file": p.name, "malformed": True} for p, s in records]

@@ -10,7 +10,6 @@ evidence. Every exit path after the record is claimed goes through the same
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
 import signal
@@ -68,26 +67,10 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _bundle_id(digest: str) -> str:
-    return digest.split(":", 1)[-1][:16]
-
-
 def _call_evidence(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None) -> None:
-    try:
-        module = importlib.import_module("tutorrl.evidence")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("tutorrl.evidence", "tutorrl"):
-            raise
-        return
-    hook = getattr(module, "record_run_checkpoints", None)
-    if hook is None:
-        return
-    import inspect
+    from tutorrl.evidence import record_run_checkpoints
 
-    if cwd is not None and "cwd" in inspect.signature(hook).parameters:
-        hook(bundle_path, run_id, finished, cwd=cwd)
-    else:
-        hook(bundle_path, run_id, finished)
+    record_run_checkpoints(bundle_path, run_id, finished, cwd=cwd)
 
 
 def _failure_summary(error_type: str | None, message: str | None) -> str:
@@ -144,7 +127,7 @@ class RunSession:
         bundle = verify_bundle(Path(args.bundle))
         bundle_path = Path(bundle.path).resolve()
         digest = bundle.manifest.digest
-        bundle_id = _bundle_id(digest)
+        bundle_id = bundle.manifest.id
         job, spec = bundle.job, bundle.spec
         self.cwd = Path.cwd()
         self.cluster_url = cluster.normalise_address(args.address) if args.address else None

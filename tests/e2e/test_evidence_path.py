@@ -81,3 +81,5 @@ def test_record_list_verify_and_refuse_tampering(tmp_path):
     assert "launch.sh was modified" in refused.stderr and "Traceback" not in refused.stderr
     assert refused.stdout == ""
     assert sorted((p.name, p.read_bytes()) for p in (tmp_path / bundle / "evidence").iterdir()) == evidence_before
+    listing = support.cli("evidence", bundle, cwd=tmp_path)
+    assert listing.returncode == 2 and "launch.sh was modified" in listing.stderr and listing.stdout == ""
