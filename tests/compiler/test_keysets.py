@@ -46,7 +46,6 @@ def installed_config_dir() -> Path:
 @pytest.fixture(scope="module")
 def installed():
     """(release, {variant: KeySet}) composed from the installed verl's config dir."""
-    pytest.importorskip("hydra")
     release = importlib.metadata.version("verl")
     return release, {k.variant: k for k in ki.keysets_from_config_dir(installed_config_dir(), release)}
 
@@ -251,7 +250,6 @@ def test_main_reports_errors_without_traceback(capsys):
 
 @pytest.mark.slow
 def test_real_wheel_download_matches_committed(tmp_path):
-    pytest.importorskip("hydra")
     written = ki.import_release("0.4.1", tmp_path / "out", tmp_path / "cache")
     assert list((tmp_path / "cache").glob("verl-0.4.1-*.whl"))
     for path in written:

@@ -84,7 +84,6 @@ def test_colour(work, capsys, monkeypatch):
     assert not use_color(Tty())
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_against_a_git_ref(work, capsys):
     def git(*args):
         subprocess.run(["git", *args], cwd=work, check=True, capture_output=True,
