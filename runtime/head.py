@@ -124,8 +124,12 @@ class EmbeddedHead:
     """One private Ray head. Use as a context manager, or call start()/stop()."""
 
     def __init__(self, *, run_id: str, num_gpus: int | None = None, num_cpus: int | None = None,
-                 job_start_timeout_s: int = JOB_START_TIMEOUT_S):
+                 job_start_timeout_s: int = JOB_START_TIMEOUT_S, workdir: Path | None = None):
         self.run_id = run_id
+        # Ray workers (verl's TaskRunner and its actors) start in the raylet's
+        # folder, not the driver's: starting the head where the user works
+        # keeps relative spec paths meaning the same in every process.
+        self.workdir = workdir
         self.num_gpus = detect_gpus() if num_gpus is None else num_gpus
         self.num_cpus = num_cpus
         self.job_start_timeout_s = job_start_timeout_s
@@ -195,7 +199,7 @@ class EmbeddedHead:
             progress.status(f"starting embedded Ray head (dashboard 127.0.0.1:{dash}, {self.num_gpus} GPU)")
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            argv, env=env, cwd=self.run_dir, stdin=subprocess.DEVNULL, stdout=self._log,
+            argv, env=env, cwd=self.workdir or self.run_dir, stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=subprocess.STDOUT, preexec_fn=_child_setup(os.getpid()),
         )
         self._wait_ready(progress, timeout_s, should_stop)

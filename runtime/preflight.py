@@ -78,6 +78,35 @@ def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -
             findings.problems.append(message)
 
 
+def spec_paths(spec) -> list[tuple[str, str]]:
+    """(dotted key, value) of every path verl or its reward workers read."""
+    out = [(f"data.{k}", item) for k in ("train", "val") for item in split_verl_list(getattr(spec.data, k))]
+    out += [("model.path", spec.model.path), ("trainer.output_dir", spec.trainer.output_dir)]
+    reward = spec.reward
+    if reward.table:
+        out.append(("reward.table", reward.table))
+    if reward.simulator is not None:
+        out += [(f"reward.simulator.{k}", getattr(reward.simulator, k))
+                for k in ("adapter", "heads_checkpoint", "heads_metrics")]
+    return out
+
+
+def check_relative_paths(spec, where: str, findings: Findings) -> None:
+    """On a cluster tutorrl did not start, verl's Ray workers run in whatever
+    folder that cluster's raylet started in, so a relative path would be read
+    (or a checkpoint written) somewhere else than here, or in Ray's temporary
+    copy of an uploaded bundle. The embedded head is started in the user's
+    folder, where relative paths keep their meaning."""
+    for key, raw in spec_paths(spec):
+        if _URI.match(raw) or os.path.isabs(raw) or raw.startswith("~"):
+            continue
+        if key == "model.path" and _HUB_ID.match(raw) and not raw.startswith(("./", "../")):
+            continue
+        findings.problems.append(
+            f"{key}: {raw!r} is relative, but verl's Ray workers on {where} do not run in this folder; "
+            "use an absolute path or a URI for a run on an existing cluster (a --dry-run reads no paths)")
+
+
 def installed_verl() -> str | None:
     try:
         return metadata.version("verl")

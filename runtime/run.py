@@ -146,6 +146,8 @@ class RunSession:
             findings.notes.append("verl release on the cluster: checked by launch.sh when the job starts")
         else:
             preflight.check_verl(bundle.spec.experiment.verl, findings, sys.executable)
+        if self.cluster_url and not self.args.dry_run:
+            preflight.check_relative_paths(spec, self.cluster_url, findings)
         if self.upload:
             findings.notes.append("bundle uploaded as the job's working_dir; data/model paths are resolved on the cluster, not checked here")
         else:
@@ -176,7 +178,7 @@ class RunSession:
             else:
                 from tutorrl.runtime.head import EmbeddedHead
 
-                self.head = EmbeddedHead(run_id=self.record.submission_id)
+                self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd)
                 self.head.start(progress, should_stop=interrupts)
                 url, headers = self.head.url, self.head.headers
                 self._save(address=url)

@@ -21,8 +21,8 @@ verl = "{verl}"
 project = "tutorrl-tests"
 
 [data]
-train = "data/train.parquet"
-val = "data/val.parquet"
+train = {train}
+val = {val}
 train_batch_size = 8
 
 [model]
@@ -38,7 +38,7 @@ n = 2
 
 [trainer]
 total_steps = 1
-output_dir = "out"
+output_dir = {output_dir}
 loggers = ["console"]
 
 [resources]
@@ -76,11 +76,12 @@ def make_bundle(tmp_path):
     counter = [0]
 
     def make(launch: str | None = None, env: dict[str, str] | None = None, passthrough=(), gpus: int = 1,
-             verl: str = "0.9.1", spec_target: str | None = None) -> Path:
+             verl: str = "0.9.1", spec_target: str | None = None, train: str = "data/train.parquet",
+             val: str = "data/val.parquet", output_dir: str = "out") -> Path:
         counter[0] += 1
         spec = tmp_path / f"spec{counter[0]}.toml"
         spec.write_text(SPEC.format(
-            verl=verl, gpus=gpus,
+            verl=verl, gpus=gpus, train=_toml_str(train), val=_toml_str(val), output_dir=_toml_str(output_dir),
             env=", ".join(f"{k} = {_toml_str(v)}" for k, v in (env or {}).items()),
             passthrough=", ".join(_toml_str(p) for p in passthrough),
         ))

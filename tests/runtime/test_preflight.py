@@ -77,3 +77,15 @@ def test_addresses():
     assert not is_loopback("http://head.example:8265")
     with pytest.raises(RefusedError):
         normalise_address("http://user:pw@head:8265")
+
+
+def test_relative_paths_are_refused_for_a_real_run_on_an_existing_cluster():
+    spec = NS(data=NS(train="[data/a.parquet, /abs/b.parquet]", val="hdfs://nn/v.parquet"),
+              model=NS(path="Qwen/Qwen2.5-0.5B"), trainer=NS(output_dir="checkpoints/x"),
+              reward=NS(table="tables/r.json", simulator=NS(adapter="/m/a", heads_checkpoint="~/h.pt",
+                                                             heads_metrics="../m.json")))
+    f = preflight.Findings()
+    preflight.check_relative_paths(spec, "http://head:8265", f)
+    refused = sorted(p.split(":")[0] for p in f.problems)
+    assert refused == ["data.train", "reward.simulator.heads_metrics", "reward.table", "trainer.output_dir"]
+    assert all("do not run in this folder" in p for p in f.problems)

@@ -17,11 +17,20 @@ def test_cluster_run_exact_env_without_head_help(ray_cluster, make_bundle, workd
     value = "a$HOME${X}$$"
     bundle = make_bundle(ECHO_LAUNCH + 'echo "cwd=[$(pwd)]"\n', env={"A": value}, passthrough=["MY_SECRET"], gpus=1)
     env = clean_env(MY_SECRET=SECRET, RAY_AUTH_TOKEN=ray_cluster["token"], RAY_ADDRESS="http://127.0.0.1:9")
+    # verl's workers on a cluster tutorrl did not start do not run here:
+    # relative paths are refused for a real run, before anything is submitted.
+    relative = run_tutorrl(["run", str(bundle), "--address", ray_cluster["url"]], workdir, env)
+    assert relative.returncode == 2 and "trainer.output_dir: 'out' is relative" in relative.stderr
+    assert "data.train: 'data/train.parquet' is relative" in relative.stderr
+    assert not list(bundle.glob("runs/*"))  # refused locally: no run was even claimed
+
     # A 0-GPU cluster cannot host a 1-GPU spec: refused, and never submitted.
-    refused = run_tutorrl(["run", str(bundle), "--address", ray_cluster["url"]], workdir, env)
+    absolute = make_bundle(ECHO_LAUNCH, gpus=1, train=str(workdir / "data/train.parquet"),
+                           val=str(workdir / "data/val.parquet"), output_dir=str(workdir / "out"))
+    refused = run_tutorrl(["run", str(absolute), "--address", ray_cluster["url"]], workdir, env)
     assert refused.returncode == 2
     assert "needs 1 GPU" in refused.stderr and "has 0 GPU" in refused.stderr
-    assert _records(bundle)[0]["status"] == "refused"
+    assert _records(absolute)[0]["status"] == "refused"
 
     # A dry run needs no GPU; the stand-in launch.sh shows what reached the job.
     proc = run_tutorrl(["run", str(bundle), "--address", ray_cluster["url"], "--dry-run"], workdir, env)
@@ -31,7 +40,7 @@ def test_cluster_run_exact_env_without_head_help(ray_cluster, make_bundle, workd
     assert f"cwd=[{workdir}]" in proc.stdout  # loopback: no upload, the job runs where tutorrl ran
     rec = _records(bundle)[-1]
     assert rec["address_kind"] == "cluster" and rec["address"] == ray_cluster["url"]
-    assert rec["dry_run"] is True and rec["attempt"] == 2
+    assert rec["dry_run"] is True and rec["attempt"] == 1
     assert ray_cluster["token"] not in json.dumps(rec)
 
     # --upload ships the bundle as working_dir: the job runs in Ray's copy.

@@ -23,6 +23,8 @@ python - <<'PY'
 import os, ray
 ray.init()
 print("worker A=[%s]" % ray.get(ray.remote(lambda: os.environ["A"]).remote()))
+# verl's TaskRunner reads data and writes checkpoints from a Ray worker.
+print("worker cwd=[%s]" % ray.get(ray.remote(lambda: os.getcwd()).remote()))
 # What verl's checkpoint callback (in a Ray actor) needs to find the bundle.
 print("worker evidence=[%s|%s]" % ray.get(ray.remote(
     lambda: (os.environ.get("TUTORRL_BUNDLE_DIR", ""), os.environ.get("TUTORRL_RUN_ID", ""))).remote()))
@@ -53,6 +55,7 @@ def test_success_exact_env_secret_and_no_hijack(make_bundle, workdir):
     assert rec["status"] == "succeeded" and rec["exit_code"] == 0 and rec["address_kind"] == "embedded"
     assert rec["submission_id"] == f"tutorrl-{bundle.name}-1"
     assert f"worker evidence=[{bundle.resolve()}|{rec['submission_id']}]" in proc.stdout
+    assert f"worker cwd=[{workdir}]" in proc.stdout  # relative spec paths mean the same in workers
     log = (bundle / "runs" / rec["run_id"] / "job.log").read_text()
     assert f"worker A=[{value}]" in log
     assert SECRET.encode() not in _all_bytes_under(bundle)

@@ -1,0 +1,115 @@
+"""Evidence hooked into runs, end to end on a real embedded Ray head.
+
+The GPU training cannot run here, so launch.sh is a stand-in (sealed with the
+compiler's `reseal`) that does what verl 0.9.1 does around a save: its trainer
+runs in a Ray actor, writes an FSDP-shaped checkpoint under the spec's
+(relative) output_dir and calls the checkpoint callback the compiler wires
+into `trainer.checkpoint_callback_class`; a second save is written without the
+callback, as an older verl would. tutorrl's post-run scan must record that one,
+and a failed run must record what exists and say the run did not finish.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import tomli_w
+
+import support
+from tutorrl.compiler import compile_bytes, write_bundle
+from tutorrl.compiler.bundle import reseal
+
+STANDIN = r'''#!/usr/bin/env bash
+set -euo pipefail
+python - <<'PY'
+import os, sys
+from pathlib import Path
+
+import ray
+
+
+def make_fsdp_step(*args):
+    # Imported where it runs: the actor's process does not share the driver's sys.path.
+    sys.path.insert(0, os.environ["TUTORRL_TEST_HELPERS"])
+    from evidence_helpers import make_fsdp_step as make
+
+    return make(*args)
+
+
+ray.init()
+
+
+@ray.remote
+class TaskRunner:  # verl's trainer lives in an actor like this one
+    def save(self, step):
+        from tutorrl.evidence.callback import EvidenceCallback
+
+        step_dir = make_fsdp_step(Path("ckpt"), step)  # relative, as verl writes default_local_dir
+        EvidenceCallback(config=None).on_save(global_step=step, checkpoint_dir=os.path.relpath(step_dir),
+                                              async_save=False)
+        return os.getcwd()
+
+
+first = int(os.environ["STANDIN_FIRST_STEP"])
+print("actor cwd", ray.get(TaskRunner.remote().save.remote(first)))
+make_fsdp_step(Path("ckpt"), first + 1)  # saved without the hook
+PY
+exit "${STANDIN_EXIT}"
+'''
+
+
+def _bundle(tmp_path: Path) -> Path:
+    data = tomllib.loads((support.SPECS / "gsm8k_custom_reward.toml").read_text())
+    data["resources"]["trainer_gpus_per_node"] = 1
+    data["trainer"]["output_dir"] = "ckpt"
+    compiled = compile_bytes(tomli_w.dumps(data).encode(), "spec.toml")
+    return write_bundle(reseal(compiled, launch_sh=STANDIN.encode()), tmp_path / "bundles").path
+
+
+def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_TEST_HELPERS=str(Path(__file__).parents[1] / "evidence"),
+               STANDIN_FIRST_STEP=str(first_step), STANDIN_EXIT=str(exit_code))
+    return subprocess.run([sys.executable, "-m", "tutorrl", "run", str(bundle)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _records(bundle: Path, cwd: Path) -> list[dict]:
+    shown = support.cli("evidence", str(bundle), "--json", cwd=cwd)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data" / "gsm8k").mkdir(parents=True)
+    for name in ("train.parquet", "test.parquet"):
+        (work / "data" / "gsm8k" / name).write_bytes(b"")
+    bundle = _bundle(tmp_path)
+
+    ok = _run(bundle, work, first_step=1, exit_code=0)
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    assert f"actor cwd {work}" in ok.stdout
+    (run,) = [json.loads(p.read_text()) for p in bundle.glob("runs/*/run.json")]
+    records = _records(bundle, work)
+    assert [r["predicate"]["checkpoint"]["step"] for r in records] == [1, 2]
+    assert [r["predicate"]["run"]["source"] for r in records] == ["callback", "post-run-scan"]
+    assert {r["predicate"]["run"]["run_id"] for r in records} == {run["run_id"]}
+    assert records[1]["predicate"]["run"]["finished"] is True
+    assert support.cli("verify", str(bundle), cwd=work).returncode == 0
+
+    failed = _run(bundle, work, first_step=3, exit_code=3)
+    assert failed.returncode == 3, failed.stderr[-2000:]
+    records = _records(bundle, work)
+    # Earlier checkpoints are not recorded twice; the failed run's are, marked unfinished.
+    assert [r["predicate"]["checkpoint"]["step"] for r in records] == [1, 2, 3, 4]
+    assert [r["predicate"]["run"]["source"] for r in records[2:]] == ["callback", "post-run-scan"]
+    assert records[3]["predicate"]["run"]["finished"] is False
+    verified = support.cli("verify", str(bundle), cwd=work)
+    assert verified.returncode == 0, verified.stderr
