@@ -120,7 +120,8 @@ class Trainer(_Section):
     test_freq: Annotated[int, Meta(ge=-1, description="Validate every N steps; -1 never.")] = -1
     output_dir: Annotated[str, Meta(description=(
         "Checkpoint folder (verl's trainer.default_local_dir). Empty: checkpoints/<project>/<name>. "
-        "Relative paths are relative to where the job runs."))] = ""
+        "Relative paths are relative to the folder `tutorrl run` is started in (its embedded Ray head runs "
+        "verl's workers there); a real run on an existing cluster needs an absolute path or a URI."))] = ""
     loggers: Annotated[list[Logger], Meta(min_length=1, description=(
         "Trackers; verl's default adds wandb, which fails without an account, so the default is console only."))] = field(
         default_factory=lambda: ["console"])
