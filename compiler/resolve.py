@@ -19,7 +19,7 @@ import re
 
 import msgspec
 
-from tutorrl.compiler.keymap import (ReleaseMap, Variant, absent_reason, describe_releases,
+from tutorrl.compiler.keymap import (ReleaseMap, Variant, absent_reason, describe_releases, load_keymap,
                                      releases_with, settings_writing)
 from tutorrl.compiler.hydra import render_value
 from tutorrl.compiler.spec import Spec
@@ -260,6 +260,26 @@ def moved_key(key: str, rmap: ReleaseMap) -> str | None:
     return None
 
 
+def releases_declaring(key: str, variant: Variant, *, appended: bool) -> list[str]:
+    """Releases whose key set has ``key`` (or, ``appended``, an open table above it).
+
+    Only called on the error path: it reads every release's key set.
+    """
+    from tutorrl.compiler.keysets import load_keyset
+
+    found = []
+    for release in load_keymap().releases:
+        keyset = load_keyset(release, variant)
+        if (keyset.open_parent(key) is not None and not keyset.has(key)) if appended else keyset.has(key):
+            found.append(release)
+    return found
+
+
+def _elsewhere(key: str, rmap: ReleaseMap, *, appended: bool) -> str:
+    where = releases_declaring(key, rmap.variant, appended=appended)
+    return f" (it is declared {describe_releases(where)})" if where else ""
+
+
 _EXTRA = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][A-Za-z0-9_.\-/@]*)(?:=(.*))?$", re.DOTALL)
 
 
@@ -282,7 +302,8 @@ def _extra(text: str, rmap: ReleaseMap, keyset, emitted: dict[str, str]):
             if keyset.open_parent(key):
                 return None, (f"'{key}' is not declared by verl {rmap.release}", f"append it: '+{text}'")
             near = keyset.near(key)
-            return None, (f"verl {rmap.release} ({rmap.variant}) has no key '{key}'",
+            return None, (f"verl {rmap.release} ({rmap.variant}) has no key '{key}'"
+                          + _elsewhere(key, rmap, appended=False),
                           moved_key(key, rmap) or (f"did you mean '{near[0]}'?" if near else None))
         if prefix == "~" and not exists:
             return None, (f"verl {rmap.release} has no key '{key}' to delete", None)
@@ -290,5 +311,6 @@ def _extra(text: str, rmap: ReleaseMap, keyset, emitted: dict[str, str]):
             return None, (f"'{key}' already exists in verl {rmap.release}", f"drop the '+': '{text[1:]}'")
         if prefix in ("+", "++") and not exists and keyset.open_parent(key) is None:
             return None, (f"verl {rmap.release} declares no '{key}' and no open table above it: "
-                          "verl would accept it and never read it", moved_key(key, rmap))
+                          "verl would accept it and never read it" + _elsewhere(key, rmap, appended=True),
+                          moved_key(key, rmap))
     return Override("verl.extra_overrides", key, None, prefix in ("+", "++"), raw=text), None
