@@ -306,14 +306,6 @@ def packaged_keyset_dir() -> Path:
 # Command line
 
 
-def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    from tutorrl.compiler.keys_commands import add_keys_verbs
-
-    parser = parser or argparse.ArgumentParser(prog="tutorrl keys", description="verl key sets")
-    add_keys_verbs(parser)
-    return parser
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     dest = Path(args.dest) if args.dest else packaged_keyset_dir()
     cache = Path(args.wheel_cache) if getattr(args, "wheel_cache", None) else None
@@ -334,17 +326,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tutorrl.compiler.keyset_import import 0.9.1`` / ``list``."""
-    from tutorrl.errors import TutorrlError
+    """``python -m tutorrl.compiler.keyset_import import 0.9.1`` is ``tutorrl keys import 0.9.1``."""
+    from tutorrl.cli import main as cli_main
 
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
-    try:
-        return int(args.handler(args) or 0)
-    except TutorrlError as exc:
-        print(exc.render(), file=sys.stderr)
-        return exc.exit_code
-    except BrokenPipeError:
-        return 1
+    return cli_main(["keys", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

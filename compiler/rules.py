@@ -153,7 +153,7 @@ def _env(spec: Spec) -> list[Finding]:
             out.append((f"env.set.{name}", f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself", None))
         elif looks_secret(name) and name not in seen:
             out.append((f"env.set.{name}", f"{name} looks like a secret and would be written into the bundle",
-                        f"list it in env.passthrough instead; its value is then read from your environment at run time"))
+                        "list it in env.passthrough instead; its value is then read from your environment at run time"))
     return out
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 
 def register(sub) -> None:
     p = sub.add_parser(

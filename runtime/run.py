@@ -15,7 +15,6 @@ import platform
 import signal
 import sys
 import threading
-import time
 from importlib import metadata
 from pathlib import Path
 

@@ -100,8 +100,6 @@ def parse_override(text: str):
 
 def unescape_interpolation(value):
     """What OmegaConf makes of an escaped ``\\${`` once the config is read."""
-    from tutorrl.compiler.hydra import omegaconf_escape  # noqa: F401  (documents the inverse)
-
     if isinstance(value, str):
         import re
 

@@ -7,7 +7,6 @@ import tomllib
 
 import tomli_w
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import tomllib
 import types
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
