@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 import tomli_w
 
-from tutorrl import __version__
+from tutorrl import __version__, _files
 from tutorrl.compiler.keymap import ReleaseMap
 from tutorrl.compiler.resolve import Resolved
 from tutorrl.compiler.spec import Spec, to_builtins
@@ -212,9 +212,9 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
         raise BundleError(f"cannot write in {root}: {exc.strerror}") from None
     try:
         for name, data in compiled.files.items():
-            _write_file(tmp / name, data, executable=name == "launch.sh")
+            _files.write_new(tmp / name, data, 0o755 if name == "launch.sh" else 0o644)
         os.chmod(tmp, 0o755)
-        _fsync_dir(tmp)
+        _files.fsync_dir(tmp)
         try:
             os.rename(tmp, final)
         except OSError:
@@ -223,7 +223,7 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
                 raise
             _check_existing(final, compiled)
             return WriteResult(final, created=False)
-        _fsync_dir(root)
+        _files.fsync_dir(root)
         return WriteResult(final, created=True)
     except OSError as exc:
         raise BundleError(f"cannot write the bundle under {root}: {exc.strerror}") from None
@@ -232,25 +232,6 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _write_file(path: Path, data: bytes, *, executable: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755 if executable else 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    # The umask must not make two compiles of one spec differ.
-    os.chmod(path, 0o755 if executable else 0o644)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check_existing(final: Path, compiled: CompiledBundle) -> None:

@@ -25,43 +25,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     register_keys(sub)
 
 
-def _display(path) -> str:
-    import os
-
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
-
-
 def _compile(args) -> int:
     import sys
 
+    from tutorrl._files import display_path
     from tutorrl.compiler import compile_spec, write_bundle
 
     compiled = compile_spec(args.spec)
     result = write_bundle(compiled, args.out)
     m = compiled.manifest
     state = "wrote" if result.created else "unchanged, already at"
-    print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {_display(result.path)}", file=sys.stderr)
-    print(_display(result.path))
+    print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.path)}", file=sys.stderr)
+    print(display_path(result.path))
     return 0
 
 
 def _verify(args) -> int:
+    from tutorrl._files import display_path
     from tutorrl.compiler import verify_bundle
     from tutorrl.errors import BundleError
+    from tutorrl.evidence import verify_evidence
 
     bundle = verify_bundle(args.bundle)
-    problems: list[str] = []
-    try:
-        from tutorrl.evidence import verify_evidence
-    except ImportError:
-        verify_evidence = None
-    if verify_evidence is not None:
-        problems = list(verify_evidence(bundle.path, bundle_digest=bundle.digest))
+    problems = list(verify_evidence(bundle.path, bundle_digest=bundle.digest))
     if problems:
         raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
-    print(f"ok: {_display(bundle.path)} is bundle {bundle.digest}")
+    print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest}")
     return 0

@@ -172,14 +172,12 @@ def _spell(value: object, spelling: str) -> object:
     return value
 
 
-# Settings the compiler derives rather than the user writing them: where a
-# release has no key for one, there is nothing to tell verl and nothing the
-# user asked for is lost, so it is left out instead of refusing the spec.
 # The class verl 0.9.1 calls after every checkpoint save (evidence/callback.py).
 EVIDENCE_CALLBACK = "tutorrl.evidence.callback.EvidenceCallback"
 
-# Settings the compiler derives rather than the user: where a release has no
-# key for one, it is left out instead of refusing the spec.
+# Settings the compiler derives rather than the user writing them: where a
+# release has no key for one, there is nothing to tell verl and nothing the
+# user asked for is lost, so it is left out instead of refusing the spec.
 DERIVED = frozenset({"reward.num_workers", "trainer.evidence_callback"})
 
 # The spec field a user edits for each derived setting (for error locations).

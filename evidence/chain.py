@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from tutorrl._files import fsync_dir, write_new
 from tutorrl.evidence.schema import ChainLink, Head, Statement
 from tutorrl.evidence.statement import RecordFormatError, canonical, decode_head, digest
 
@@ -47,14 +48,6 @@ def record_files(evdir: Path) -> dict[int, Path]:
     return out
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _tail(evdir: Path) -> tuple[int, str | None]:
     files = record_files(evdir)
     if not files:
@@ -65,14 +58,7 @@ def _tail(evdir: Path) -> tuple[int, str | None]:
 
 def _write_private(evdir: Path, data: bytes) -> Path:
     tmp = evdir / f".tmp-{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_new(tmp, data)
     return tmp
 
 

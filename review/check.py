@@ -8,10 +8,10 @@ the staleness and the command that fixes it.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tutorrl._files import display_path
 from tutorrl.compiler.bundle import MANIFEST
 from tutorrl.errors import TutorrlError
 from tutorrl.review.model import Diff, diff_sides
@@ -47,14 +47,6 @@ class CheckReport:
         return 0
 
 
-def display(path: Path) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
-
-
 def _spec_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.toml")
                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
@@ -80,9 +72,9 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
     compiled: list[tuple[Path, Side]] = []
     for path in _spec_files(specs_root):
         try:
-            side = spec_side(path.read_bytes(), display(path))
+            side = spec_side(path.read_bytes(), display_path(path))
         except TutorrlError as exc:
-            report.specs.append(SpecResult(display(path), "", "error", exc.render()))
+            report.specs.append(SpecResult(display_path(path), "", "error", exc.render()))
             continue
         compiled.append((path, side))
     wanted = {side.manifest.id for _, side in compiled}
@@ -94,26 +86,26 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
         if folder.name in wanted:
             continue
         if not (folder / MANIFEST).exists():
-            report.orphans.append((display(folder), "not a bundle (no manifest.json)"))
+            report.orphans.append((display_path(folder), "not a bundle (no manifest.json)"))
             continue
         try:
-            side = bundle_side(folder, display(folder))
+            side = bundle_side(folder, display_path(folder))
         except TutorrlError as exc:
-            report.bundle_errors.append((display(folder), exc.render()))
+            report.bundle_errors.append((display_path(folder), exc.render()))
             continue
         orphans.append(side)
-        report.orphans.append((display(folder), f"experiment {side.manifest.experiment}, verl {side.manifest.verl}"))
+        report.orphans.append((display_path(folder), f"experiment {side.manifest.experiment}, verl {side.manifest.verl}"))
 
-    out_flag = "" if display(bundles_root) == DEFAULT_BUNDLES else f" --out {display(bundles_root)}"
+    out_flag = "" if display_path(bundles_root) == DEFAULT_BUNDLES else f" --out {display_path(bundles_root)}"
     for path, side in compiled:
         folder = bundles_root / side.manifest.id
-        result = SpecResult(side.label, display(folder), "ok")
+        result = SpecResult(side.label, display_path(folder), "ok")
         if folder.is_dir():
             try:
-                bundle_side(folder, display(folder))
+                bundle_side(folder, display_path(folder))
             except TutorrlError as exc:
                 result.state, result.message = "invalid", exc.render()
-                report.fix.append(f"rm -r {display(folder)} && tutorrl compile {side.label}{out_flag}")
+                report.fix.append(f"rm -r {display_path(folder)} && tutorrl compile {side.label}{out_flag}")
         else:
             result.state = "missing"
             before = [o for o in orphans if o.manifest.experiment == side.manifest.experiment]

@@ -20,6 +20,7 @@ from typing import Literal
 
 import msgspec
 
+from tutorrl._files import write_new
 from tutorrl.errors import BundleError
 
 RUNS_DIR = "runs"
@@ -100,11 +101,7 @@ def _encode(record: RunRecord) -> bytes:
 
 
 def create_record(run_dir: Path, record: RunRecord) -> None:
-    fd = os.open(run_dir / RECORD_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(_encode(record))
-        fh.flush()
-        os.fsync(fh.fileno())
+    write_new(run_dir / RECORD_FILE, _encode(record))
 
 
 def update_record(run_dir: Path, record: RunRecord) -> None:

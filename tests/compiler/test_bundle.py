@@ -130,15 +130,15 @@ def test_recompiling_is_a_no_op(tmp_path):
 
 def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     calls = []
-    real = bundle_module._write_file
+    real = bundle_module._files.write_new
 
-    def failing(path, data, *, executable):
+    def failing(path, data, mode=0o644):
         calls.append(path.name)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
-        real(path, data, executable=executable)
+        real(path, data, mode)
 
-    monkeypatch.setattr(bundle_module, "_write_file", failing)
+    monkeypatch.setattr(bundle_module._files, "write_new", failing)
     with pytest.raises(BundleError, match="No space left"):
         write_bundle(compile_bytes(GRPO.read_bytes(), "g.toml"), tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []

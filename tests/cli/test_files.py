@@ -1,0 +1,31 @@
+"""The shared durable-write primitives."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tutorrl._files import display_path, fsync_dir, write_new
+
+
+def test_write_new_refuses_existing_writes_all_and_fixes_the_mode(tmp_path):
+    path = tmp_path / "f"
+    data = os.urandom(3 * 1024 * 1024)
+    old = os.umask(0o077)
+    try:
+        write_new(path, data, 0o755)
+    finally:
+        os.umask(old)
+    assert path.read_bytes() == data and path.stat().st_mode & 0o777 == 0o755
+    with pytest.raises(FileExistsError):
+        write_new(path, b"other")
+    assert path.read_bytes() == data
+    fsync_dir(tmp_path)
+
+
+def test_display_path(tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert display_path(tmp_path / "a") == "a"
+    assert display_path("/") == "/"

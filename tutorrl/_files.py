@@ -1,0 +1,46 @@
+"""File-system primitives shared by everything that writes (bundles, run records, evidence).
+
+Each writer needs the same two guarantees -- a file that already exists is
+never overwritten, and what was written survives a crash before it is
+published by a rename or link -- so they live here once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create ``path`` (refusing an existing file), write all of ``data``, fsync.
+
+    The mode is set explicitly afterwards so the umask cannot make two writers
+    of the same content produce different files.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the entries of folder ``path`` (a rename, a new file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the current folder when it is below it, else as given."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
