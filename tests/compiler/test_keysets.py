@@ -21,20 +21,33 @@ from tutorrl.compiler import keysets as ks
 from tutorrl.compiler.keys_commands import register_keys
 from tutorrl.errors import InputError, TutorrlError
 
-# (fsdp, megatron) key counts; independently cross-checked against the
-# reference extraction in the project's shared notes.
+# (fsdp, megatron) key counts. 0.2.0.post2, 0.3.0.post1 and 0.4.1-0.9.1 are
+# independently cross-checked against the reference extraction in the
+# project's shared notes (same keys, same defaults); 0.3.0.post0, 0.4.0,
+# 0.6.0 and 0.7.0 have no reference and are checked by re-derivation only.
 EXPECTED_COUNTS = {
+    "0.2.0.post2": (141, 133),
+    "0.3.0.post0": (157, 158),
+    "0.3.0.post1": (157, 158),
+    "0.4.0": (225, 258),
     "0.4.1": (278, 320),
     "0.5.0": (306, 352),
+    "0.6.0": (448, 460),
     "0.6.1": (472, 478),
+    "0.7.0": (537, 590),
     "0.7.1": (605, 634),
     "0.8.0": (770, 816),
     "0.9.0": (838, 921),
     "0.9.1": (899, 943),
 }
-RELEASES = list(EXPECTED_COUNTS)
-PAIRS = [(r, v) for r in RELEASES for v in ("fsdp", "megatron")]
 KEYSET_DIR = Path(ks.__file__).parent / "keysets"
+# Enumerated from the committed files, not from the key map: a key set may be
+# committed before the map targets its release.
+PAIRS = sorted(
+    ((m["release"], m["variant"]) for m in map(ks._FILE_RE.match, (p.name for p in KEYSET_DIR.iterdir())) if m),
+    key=lambda rv: (ks.release_sort_key(rv[0]), rv[1]),
+)
+RELEASES = list(dict.fromkeys(r for r, _ in PAIRS))
 
 
 def installed_config_dir() -> Path:
@@ -55,6 +68,8 @@ def installed():
 
 def test_every_release_is_packaged():
     assert ks.available_keysets() == PAIRS
+    # every committed release has both variants and a reviewed key count
+    assert PAIRS == [(r, v) for r in EXPECTED_COUNTS for v in ks.VARIANTS]
 
 
 @pytest.mark.parametrize(("release", "variant"), PAIRS)
@@ -76,7 +91,10 @@ def test_packaged_keyset_loads(release, variant):
 @pytest.mark.parametrize(
     ("release", "config_name", "overrides"),
     [
+        ("0.2.0.post2", "ppo_megatron_trainer", []),
+        ("0.3.0.post1", "ppo_megatron_trainer", []),
         ("0.4.1", "ppo_megatron_trainer", []),
+        ("0.7.0", "ppo_megatron_trainer", []),
         ("0.7.1", "ppo_megatron_trainer", []),
         ("0.8.0", "ppo_trainer", ["model_engine=megatron"]),
         ("0.9.1", "ppo_trainer", ["model_engine=megatron"]),
@@ -243,6 +261,38 @@ def test_keys_list_prints_every_keyset(capsys):
 def test_main_reports_errors_without_traceback(capsys):
     assert ki.main(["import", "not-a-version", "--dest", "x"]) == 2
     assert "not a verl release number" in capsys.readouterr().err
+
+
+# -- every committed key set, re-derived from its release's wheel -------------
+
+
+@pytest.fixture(scope="module")
+def wheel_config_dirs(tmp_path_factory):
+    """release -> verl/trainer/config extracted from the release's wheel.
+
+    Wheels come from the shared wheel cache (~/.cache/tutorrl/wheels or
+    $TUTORRL_WHEEL_CACHE), downloaded by pip on first use; composing all of
+    them takes a few seconds.
+    """
+    found: dict[str, Path] = {}
+
+    def get(release: str) -> Path:
+        if release not in found:
+            try:
+                wheel = ki.fetch_wheel(release)
+            except ki.KeysetImportError as exc:
+                pytest.fail(f"verl {release} wheel unavailable (needs the package index or a cached wheel): {exc}")
+            found[release] = ki.extract_config(wheel, tmp_path_factory.mktemp(f"verl-{release}"))
+        return found[release]
+
+    return get
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_committed_keyset_is_rederived_from_its_wheel(release, wheel_config_dirs):
+    for keyset in ki.keysets_from_config_dir(wheel_config_dirs(release), release):
+        committed = KEYSET_DIR / f"verl-{release}-{keyset.variant}.json"
+        assert ki.encode_keyset(keyset) == committed.read_bytes(), f"{committed.name} is not what the wheel composes"
 
 
 # -- a real download ---------------------------------------------------------
