@@ -304,3 +304,84 @@ def test_real_wheel_download_matches_committed(tmp_path):
     assert list((tmp_path / "cache").glob("verl-0.4.1-*.whl"))
     for path in written:
         assert path.read_bytes() == (KEYSET_DIR / path.name).read_bytes()
+
+
+# -- pass-through dicts and undeclared keys (keymap/passthrough.toml) -----------
+
+PASSTHROUGH_FILE = KEYSET_DIR.parent / "keymap" / "passthrough.toml"
+
+
+def _passthrough_entries():
+    import tomllib
+
+    doc = tomllib.loads(PASSTHROUGH_FILE.read_text())
+    assert doc.pop("schema") == "tutorrl.passthrough/1"
+    assert set(doc) <= {"passthrough", "undeclared"}, set(doc)
+    return [(kind, e) for kind in ("passthrough", "undeclared") for e in doc.get(kind, [])]
+
+
+def _in_range(spec: str) -> list[str]:
+    first, sep, last = spec.partition("..")
+    assert sep, f"releases {spec!r}: expected 'A..' or 'A..B'"
+    assert first in RELEASES and (not last or last in RELEASES), f"releases {spec!r}: not committed key sets"
+    key = ks.release_sort_key
+    out = [r for r in RELEASES if key(first) <= key(r) and (not last or key(r) <= key(last))]
+    assert out, spec
+    return out
+
+
+def _read_by(entry) -> tuple[str, str, str]:
+    path, function, code = (part.strip() for part in entry["read_by"].split(": ", 2))
+    assert path.startswith("verl/") and path.endswith(".py") and function.isidentifier() and code, entry
+    return path, function, code
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.replace("'", '"').split())
+
+
+PASSTHROUGH = _passthrough_entries()
+
+
+def test_passthrough_file_structure():
+    allowed = {"key", "releases", "variants", "read_by", "note", "whole"}
+    seen = set()
+    for kind, e in PASSTHROUGH:
+        assert {"key", "releases", "read_by"} <= set(e) <= allowed, e
+        assert set(e.get("variants", ks.VARIANTS)) <= set(ks.VARIANTS), e
+        assert "whole" not in e or kind == "undeclared", e
+        _in_range(e["releases"])
+        _read_by(e)
+        ident = (kind, e["key"], e["releases"], e["read_by"])
+        assert ident not in seen, ident
+        seen.add(ident)
+
+
+@pytest.mark.parametrize(("kind", "entry"), PASSTHROUGH, ids=[f"{k}:{e['key']}@{e['releases']}" for k, e in PASSTHROUGH])
+def test_passthrough_keys_against_keysets(kind, entry):
+    key = entry["key"]
+    for release in _in_range(entry["releases"]):
+        for variant in entry.get("variants", ks.VARIANTS):
+            keyset = ks.load_keyset(release, variant)
+            where = f"{key} in verl {release} ({variant})"
+            if kind == "passthrough":  # declared, as a dict (empty or with defaults)
+                info = keyset.keys.get(key)
+                assert (info is not None and info.type == "dict") or keyset.is_prefix(key), f"{where}: no such dict"
+            else:  # not declared: Hydra needs `+`
+                assert not keyset.has(key) and not keyset.is_prefix(key), f"{where}: declared after all"
+                parent = key.rpartition(".")[0]
+                assert keyset.is_prefix(parent) or keyset.keys.get(parent), f"{where}: parent {parent} missing"
+
+
+@pytest.mark.parametrize(("kind", "entry"), PASSTHROUGH, ids=[f"{k}:{e['key']}@{e['releases']}" for k, e in PASSTHROUGH])
+def test_passthrough_read_by_is_in_the_wheels(kind, entry):
+    """The cited file, function and code are in each release's wheel (the cached wheels)."""
+    path, function, code = _read_by(entry)
+    for release in _in_range(entry["releases"]):
+        with zipfile.ZipFile(ki.fetch_wheel(release)) as zf:
+            try:
+                text = zf.read(path).decode()
+            except KeyError:
+                pytest.fail(f"verl {release}: {path} is not in the wheel")
+        assert f"def {function}(" in text, f"verl {release}: {path} has no function {function}"
+        assert _norm(code) in _norm(text), f"verl {release}: {path} does not contain {code!r}"
