@@ -9,7 +9,9 @@ For one release this
    ``python -m verl.trainer.main_ppo`` would with no overrides -- once for the
    FSDP variant (``ppo_trainer``) and once for Megatron (``ppo_megatron_trainer``
    in releases without a ``model_engine/megatron.yaml`` group option,
-   ``ppo_trainer`` + ``model_engine=megatron`` in those with one);
+   ``ppo_trainer`` + ``model_engine=megatron`` in those with one). Every
+   release from 0.2.0.post2 to 0.9.1 composes this way from its own config
+   folder alone (no Hydra search path; both trainer configs shipped);
 4. flattens the composed config to dotted keys (see :mod:`tutorrl.compiler.keysets`)
    and writes ``verl-<release>-<variant>.json``, byte-for-byte deterministic,
    one key per line so that a review diff shows one line per changed key.
