@@ -19,11 +19,12 @@ import msgspec
 import tomli_w
 
 from tutorrl import __version__, _files
-from tutorrl.compiler.keymap import ReleaseMap
+from tutorrl.compiler import spelling as spellings
+from tutorrl.compiler.keymap import Lock
 from tutorrl.compiler.resolve import Resolved
 from tutorrl.compiler.spec import Spec, to_builtins
 from tutorrl.compiler.templates import render_template
-from tutorrl.errors import BundleError
+from tutorrl.errors import BundleError, Problem
 
 SCHEMA = "tutorrl.bundle/1"
 ID_LENGTH = 16
@@ -33,14 +34,6 @@ MANIFEST = "manifest.json"
 # Appended after compilation; outside the digest.
 APPENDED_DIRS = ("runs", "evidence")
 DIGEST_FIELD = "tutorrl_bundle"
-
-# verl asks Ray for no GPUs on its reward workers, and Ray hides every GPU
-# from a worker that asked for none. A simulator reward needs the card set
-# aside for it, so Ray must leave CUDA_VISIBLE_DEVICES alone -- in the workers,
-# which is why this travels in the job's runtime_env and not only in the
-# driver's environment.
-_REWARD_GPU_ENV = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
-
 
 class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``manifest.json``: what the bundle is and what each file must hash to."""
@@ -53,6 +46,8 @@ class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     variant: str
     keymap_digest: str
     files: dict[str, str]
+    # The reward plug-in that filled the spec, "name version" ("" for none).
+    reward_plugin: str = ""
 
     @property
     def id(self) -> str:
@@ -62,6 +57,8 @@ class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class CompiledBundle(msgspec.Struct, frozen=True):
     files: dict[str, bytes]
     manifest: Manifest
+    # Rules verl does not enforce that the spec breaks (never hashed).
+    warnings: tuple[Problem, ...] = ()
 
     @property
     def id(self) -> str:
@@ -98,28 +95,27 @@ def compute_digest(files: dict[str, bytes], job: dict) -> str:
     return "sha256:" + sha256(canonical_json(identity))
 
 
-def assemble(spec: Spec, resolved: Resolved, rmap: ReleaseMap) -> CompiledBundle:
+def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Problem, ...] = ()) -> CompiledBundle:
     """Every file of the bundle for a normalised spec and its resolved overrides."""
-    experiment = spec.experiment.name
-    worker_env = dict(spec.env.set)
-    if spec.resources.reward_gpus:
-        worker_env.update(_REWARD_GPU_ENV)
-    worker_env = dict(sorted(worker_env.items()))
-
-    spec_toml = ("# The normalised spec this bundle was compiled from (every default filled in).\n"
-                 + tomli_w.dumps(to_builtins(spec))).encode()
+    experiment = spec.experiment.name or "unnamed"
+    worker_env = dict(sorted(spec.env.set.items()))
+    spec_toml = render_spec_toml(spec, lock).encode()
     # Overrides whose value launch.sh computes (the reward module's file before
     # verl 0.7.1), each held in a shell variable.
     runtime_vars = {i: f"reward_module_file_{n}" if n else "reward_module_file"
                     for n, i in enumerate(i for i, o in enumerate(resolved.overrides) if o.runtime)}
+    head = ["--config-name", resolved.config_name]
+    if resolved.config_path is not None:
+        head = ["--config-path", resolved.config_path] + head
     launch = render_template(
         "launch.sh.j2",
-        experiment=experiment, verl=rmap.release, variant=rmap.variant,
-        config_name=shlex.quote(resolved.config_name),
+        experiment=experiment, verl=lock.release, variant=lock.variant,
+        config_args=" ".join(shlex.quote(a) for a in head),
         passthrough=spec.env.passthrough,
         imports_tutorrl=any(o.setting == "trainer.evidence_callback" for o in resolved.overrides),
         overrides=[f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text)
                    for i, o in enumerate(resolved.overrides)],
+        module_program=shlex.quote(spellings.launch_program(lock.release)) if runtime_vars else "",
         module_files=[(runtime_vars[i], shlex.quote(("+" if o.append else "") + o.key), shlex.quote(str(o.value)))
                       for i, o in enumerate(resolved.overrides) if i in runtime_vars],
     ).encode()
@@ -136,8 +132,8 @@ def assemble(spec: Spec, resolved: Resolved, rmap: ReleaseMap) -> CompiledBundle
         "runtime_env": {"env_vars": worker_env},
         "metadata": {
             "tutorrl_experiment": experiment,
-            "tutorrl_project": spec.experiment.project,
-            "tutorrl_verl": rmap.release,
+            "tutorrl_project": spec.experiment.project or "",
+            "tutorrl_verl": lock.release,
             "tutorrl_passthrough": ",".join(spec.env.passthrough),
         },
         # The driver only orchestrates: verl's own actors must get the GPUs,
@@ -145,13 +141,80 @@ def assemble(spec: Spec, resolved: Resolved, rmap: ReleaseMap) -> CompiledBundle
         "entrypoint_num_cpus": 1,
         "entrypoint_num_gpus": 0,
     }
+    plugin = ""
+    if spec.reward.plugin is not None:
+        from tutorrl.compiler.rewards import load_plugin
+
+        plugin = f"{spec.reward.plugin} {load_plugin(spec.reward.plugin).version}"
     files = {"bundle.env": env_file, "launch.sh": launch, "spec.toml": spec_toml}
-    return _seal(files, job, experiment=experiment, verl=rmap.release, variant=rmap.variant,
-                 keymap_digest=rmap.digest())
+    compiled = _seal(files, job, experiment=experiment, verl=lock.release, variant=lock.variant,
+                     keymap_digest=lock.digest(), reward_plugin=plugin)
+    return msgspec.structs.replace(compiled, warnings=warnings)
+
+
+def render_spec_toml(spec: Spec, lock: Lock) -> str:
+    """The normalised spec, then verl's default for every setting it leaves unset."""
+    from tutorrl.compiler.settings import NOT_SETTINGS
+
+    out = ["# The normalised spec this bundle was compiled from.\n", tomli_w.dumps(to_builtins(spec))]
+    defaults = []
+    for setting in spec_settings():
+        if setting in NOT_SETTINGS or _is_set(spec, setting):
+            continue
+        target = lock.targets.get(setting)
+        if target is None or target.kind == "table":
+            continue
+        if target.interpolation:
+            text = f"{setting} = {_toml_value(target.interpolation)}  (follows another setting)"
+        elif target.default is None:
+            text = f"{setting}: unset (no default)"
+        else:
+            text = f"{setting} = {_toml_value(target.default)}"
+        defaults.append("# " + text)
+    if defaults:
+        out.append(f"\n# Not set here, so verl {lock.release}'s own defaults apply ({lock.variant}):\n")
+        out.append("\n".join(defaults) + "\n")
+    return "".join(out)
+
+
+def _is_set(spec: Spec, setting: str) -> bool:
+    from tutorrl.compiler.spec import get_field
+
+    return get_field(spec, setting) is not None
+
+
+def _toml_value(value) -> str:
+    """One value on one line (a comment cannot span lines)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
+
+
+def spec_settings() -> list[str]:
+    """Every setting name the spec can express, in declaration order."""
+    return _spec_settings()
+
+
+def _spec_settings(cls=Spec, prefix: str = "") -> list[str]:
+    import typing
+
+    from tutorrl.compiler.load import _struct_in, _struct_info
+
+    hints, fields = _struct_info(cls)
+    out = []
+    for name, info in fields.items():
+        sub = _struct_in(hints[info.name])
+        if sub is not None:
+            out += _spec_settings(sub, prefix + name + ".")
+        else:
+            out.append(prefix + name)
+    return out
 
 
 def _seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, variant: str,
-          keymap_digest: str) -> CompiledBundle:
+          keymap_digest: str, reward_plugin: str = "") -> CompiledBundle:
     """Digest the launch files, name the digest in the job, and write the manifest."""
     files = dict(files)
     job = {**job, "metadata": {k: v for k, v in job["metadata"].items() if k != DIGEST_FIELD}}
@@ -161,7 +224,7 @@ def _seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, var
     manifest = Manifest(
         schema=SCHEMA, digest=digest, compiler=f"tutorrl {__version__}", experiment=experiment,
         verl=verl, variant=variant, keymap_digest=keymap_digest,
-        files={name: sha256(files[name]) for name in CONTENT_FILES},
+        files={name: sha256(files[name]) for name in CONTENT_FILES}, reward_plugin=reward_plugin,
     )
     files[MANIFEST] = canonical_json(manifest)
     return CompiledBundle(files=files, manifest=manifest)
@@ -181,7 +244,8 @@ def reseal(compiled: CompiledBundle, **replaced: bytes) -> CompiledBundle:
         files[names[key]] = data
     job = msgspec.json.decode(files.pop("ray-job.json"))
     m = compiled.manifest
-    return _seal(files, job, experiment=m.experiment, verl=m.verl, variant=m.variant, keymap_digest=m.keymap_digest)
+    return _seal(files, job, experiment=m.experiment, verl=m.verl, variant=m.variant, keymap_digest=m.keymap_digest,
+                 reward_plugin=m.reward_plugin)
 
 
 class WriteResult(msgspec.Struct, frozen=True):

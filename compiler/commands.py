@@ -32,6 +32,9 @@ def _compile(args) -> int:
     from tutorrl.compiler import compile_spec, write_bundle
 
     compiled = compile_spec(args.spec)
+    for warning in compiled.warnings:
+        # Rules verl itself does not enforce: said, never refused.
+        print(f"warning: {warning.render()}", file=sys.stderr)
     result = write_bundle(compiled, args.out)
     m = compiled.manifest
     state = "wrote" if result.created else "unchanged, already at"

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tutorrl.compiler.bundle import CompiledBundle, assemble
-from tutorrl.compiler.keymap import load_keymap, release_map
+from tutorrl.compiler.keymap import load_lock
 from tutorrl.compiler.load import parse_spec, read_spec_bytes
 from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve, variant_of
+from tutorrl.compiler.resolve import resolve
+from tutorrl.compiler.rules import Finding, check_rules
+from tutorrl.compiler.settings import variant_of
 from tutorrl.errors import SpecError
 
 
@@ -18,22 +20,39 @@ def compile_spec(path: str | Path, *, display_name: str | None = None) -> Compil
 
 
 def compile_bytes(raw: bytes, name: str) -> CompiledBundle:
-    """Compile spec bytes; ``name`` only labels error messages (never hashed)."""
+    """Compile spec bytes; ``name`` only labels error messages (never hashed).
+
+    Every problem is reported in one round: rule findings, the plug-in's
+    findings, settings the release lacks and bad ``extra_overrides`` together.
+    """
     spec, locate = parse_spec(raw, name)
+    try:
+        lock = load_lock(spec.experiment.verl, variant_of(spec))
+    except SpecError as exc:
+        raise SpecError([locate(("experiment", "verl"), p.message, p.hint) for p in exc.problems]) from None
     spec = normalize(spec)
-    release = spec.experiment.verl
-    supported = load_keymap().releases
-    if release not in supported:
-        raise SpecError([locate(("experiment", "verl"),
-                                f"verl {release} is not supported",
-                                f"supported releases: {', '.join(supported)}")])
-    rmap = release_map(release, variant_of(spec))
+    findings: list[Finding] = check_rules(spec, lock)
+    if spec.reward.plugin is not None:
+        from tutorrl.compiler.rewards import load_plugin
+
+        plugin = load_plugin(spec.reward.plugin)
+        options = _options(plugin, spec)
+        findings += [Finding(*f) for f in plugin.rules(spec, options)]
     keyset = None
     if spec.verl.extra_overrides:
         from tutorrl.compiler.keysets import load_keyset
 
-        keyset = load_keyset(release, rmap.variant)
-    resolved, findings = resolve(spec, rmap, keyset)
-    if findings:
-        raise SpecError([locate(key.split("."), message, hint) for key, message, hint in findings])
-    return assemble(spec, resolved, rmap)
+        keyset = load_keyset(lock.release, lock.variant)
+    resolved, problems = resolve(spec, lock, keyset)
+    findings += [Finding(*p) for p in problems]
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        raise SpecError([locate(f.key.split("."), f.message, f.hint) for f in errors])
+    warnings = tuple(locate(f.key.split("."), f.message, f.hint) for f in findings if f.severity == "warning")
+    return assemble(spec, resolved, lock, warnings=warnings)
+
+
+def _options(plugin, spec):
+    import msgspec
+
+    return msgspec.convert(spec.reward.options or {}, plugin.Options)

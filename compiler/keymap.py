@@ -1,27 +1,46 @@
-"""The verl key map: which verl keys each tutorrl setting is written to, per release.
+"""The verl key map: where each spec setting lives in verl's config, per release.
 
-The map itself is data (``keymap/verl.toml``); this module gives it types,
-answers "where does setting S live in release R", and digests the part of the
-map a bundle was compiled with so a manifest can say exactly which mapping
-produced it.
+Two layers, both data:
+
+* ``keymap/verl.toml`` (schema ``tutorrl.keymap/2``) -- what a person reviews.
+  One *timeline* per setting: ``since."R" = key`` entries that hold until the
+  next entry, so a verl release that moves nothing needs no edit beyond the
+  ``releases`` list. Entries may be restricted to a variant (FSDP or Megatron),
+  carry a value *spelling*, end a timeline (``absent = "why"``), or state that
+  verl reads a key no yaml declares (``undeclared = "why"``). Whether Hydra
+  needs ``+`` is not written there: it follows from the release's key set.
+  ``[[passthrough]]`` lists the dicts verl hands on whole (so keys appended
+  under them are read), ``[[ignored]]`` the keys a release accepts and never
+  reads.
+* ``keymap/lock/verl-<release>-<variant>.json`` -- generated from the map and
+  the key sets by :func:`build_lock` (``tutorrl keys lock``), committed, and
+  checked by a test. A compile reads one lock and nothing else; its digest is
+  the ``keymap_digest`` a manifest records.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Union
 
 import msgspec
 
 from tutorrl.errors import Problem, SpecError
 
 Variant = Literal["fsdp", "megatron"]
+VARIANTS: tuple[Variant, ...] = ("fsdp", "megatron")
 # plain: the value; pkg: "pkg://<module>"; module-file: the module's file,
-# found by launch.sh with the job's Python (see templates/launch.sh.j2).
-Spelling = Literal["plain", "pkg", "module-file"]
+# found by launch.sh with the job's Python; evidence-callback: true -> the
+# class verl calls after every save (see compiler/spelling.py).
+Spelling = Literal["plain", "pkg", "module-file", "evidence-callback"]
+Kind = Literal["value", "table"]
+
+_HERE = Path(__file__).parent
+LOCK_SCHEMA = "tutorrl.lock/1"
 
 
 def release_tuple(release: str) -> tuple[int, ...]:
@@ -30,41 +49,90 @@ def release_tuple(release: str) -> tuple[int, ...]:
     return tuple(int(p) for p in main.split(".")) + (int(post or 0),)
 
 
-def in_range(release: str, spec: str) -> bool:
+def in_range(release: str, span: str) -> bool:
     """Whether ``release`` falls in a range written ``A``, ``A..B``, ``A..`` or ``..B``."""
-    if ".." not in spec:
-        return release_tuple(release) == release_tuple(spec)
-    low, high = spec.split("..", 1)
+    if ".." not in span:
+        return release_tuple(release) == release_tuple(span)
+    low, high = span.split("..", 1)
     r = release_tuple(release)
     return (not low or release_tuple(low) <= r) and (not high or r <= release_tuple(high))
 
 
-class At(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    releases: str
-    keys: list[str]
-    append: bool = False
+# ------------------------------------------------------------------ the map
+
+
+class Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One point of a setting's timeline."""
+
+    key: str | None = None
     spelling: Spelling = "plain"
-    variants: tuple[Variant, ...] = ("fsdp", "megatron")
-
-
-class Absent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Why a setting has no home in some releases (shown in errors and migrations)."""
-
-    releases: str
-    why: str
-    variants: tuple[Variant, ...] = ("fsdp", "megatron")
+    variants: tuple[Variant, ...] = VARIANTS
+    # verl reads the key although no yaml declares it: Hydra needs `+`.
+    undeclared: str = ""
+    # The timeline ends here: the setting has no key from this release on.
+    absent: str | None = None
 
 
 class Setting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    at: list[At]
-    absent: tuple[Absent, ...] = ()
+    since: dict[str, Union[str, Entry, list[Entry]]]
+    kind: Kind = "value"
+    # Why the setting has no key before its first entry (errors, migrate).
+    before: str = ""
+
+    def entries(self) -> list[tuple[str, Entry]]:
+        out = []
+        for release, value in self.since.items():
+            items = value if isinstance(value, list) else [value]
+            out += [(release, Entry(key=i) if isinstance(i, str) else i) for i in items]
+        return sorted(out, key=lambda pair: release_tuple(pair[0]))
+
+    def at(self, release: str, variant: Variant) -> Entry | None:
+        """The entry in force for ``release`` and ``variant`` (None: no home)."""
+        chosen = None
+        for since, entry in self.entries():
+            if release_tuple(since) <= release_tuple(release) and variant in entry.variants:
+                chosen = entry
+        return None if chosen is None or chosen.absent is not None else chosen
+
+
+class Fact(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A fact read from verl's code (keymap/passthrough.toml), with where it is read."""
+
+    key: str
+    releases: str
+    read_by: str
+    variants: tuple[Variant, ...] = VARIANTS
+    note: str = ""
+    # [[undeclared]] only: verl hands the undeclared dict on whole.
+    whole: bool = False
+
+    def holds(self, release: str, variant: Variant) -> bool:
+        return in_range(release, self.releases) and variant in self.variants
+
+
+class Facts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    schema: str
+    passthrough: tuple[Fact, ...] = ()
+    undeclared: tuple[Fact, ...] = ()
 
 
 class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Keys a release accepts and never reads. ``keys`` are exact, or a subtree ``a.b.**``."""
+
+    keys: tuple[str, ...]
     releases: str
-    prefix: str
     reason: str
-    instead: str = ""
+    # Old prefix -> new prefix, for the advice.
+    instead: dict[str, str] = {}
+
+    def match(self, key: str) -> bool:
+        return any(key == k or (k.endswith(".**") and key.startswith(k[:-2])) for k in self.keys)
+
+    def advice(self, key: str) -> str | None:
+        for old, new in self.instead.items():
+            if key.startswith(old):
+                return f"use '{new}{key[len(old):]}'"
+        return None
 
 
 class VariantSelect(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -72,62 +140,196 @@ class VariantSelect(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     select: tuple[str, ...] = ()
 
 
+class VariantTimeline(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    since: dict[str, VariantSelect]
+
+
 class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schema: str
     releases: list[str]
-    variant: dict[Variant, dict[str, VariantSelect]]
+    variant: dict[Variant, VariantTimeline]
     setting: dict[str, Setting]
     ignored: tuple[Ignored, ...] = ()
+    # From keymap/passthrough.toml: dicts verl reads whole, keys it reads undeclared.
+    facts: Facts = Facts("tutorrl.passthrough/1")
+
+    def variant_select(self, release: str, variant: Variant) -> VariantSelect | None:
+        chosen = None
+        for since, sel in sorted(self.variant[variant].since.items(), key=lambda p: release_tuple(p[0])):
+            if release_tuple(since) <= release_tuple(release):
+                chosen = sel
+        return chosen
 
 
-class Target(msgspec.Struct, frozen=True):
+@functools.cache
+def load_keymap() -> KeyMap:
+    data = tomllib.loads((_HERE / "keymap" / "verl.toml").read_text())
+    data["facts"] = tomllib.loads((_HERE / "keymap" / "passthrough.toml").read_text())
+    return msgspec.convert(data, KeyMap)
+
+
+def supported_releases() -> list[str]:
+    """The releases tutorrl compiles for: the locks that exist (no TOML parse on the compile path)."""
+    return _lock_index()[0]
+
+
+@functools.cache
+def _lock_index() -> tuple[list[str], frozenset]:
+    pairs = set()
+    for path in (_HERE / "keymap" / "lock").glob("verl-*.json"):
+        stem = path.name[len("verl-"):-len(".json")]
+        release, _, variant = stem.rpartition("-")
+        pairs.add((release, variant))
+    releases = sorted({r for r, _ in pairs}, key=release_tuple)
+    return releases, frozenset(pairs)
+
+
+# ----------------------------------------------------------------- the lock
+
+
+class Target(msgspec.Struct, frozen=True, omit_defaults=True):
     """Where one setting is written for one release and variant."""
 
-    keys: tuple[str, ...]
-    append: bool
-    spelling: str
+    key: str
+    plus: bool = False
+    spelling: Spelling = "plain"
+    kind: Kind = "value"
+    # verl's default for the key (value kinds), as composed; `interpolation`
+    # holds the raw ${...} when the default is one.
+    default: Any = None
+    interpolation: str = ""
+    # Table kinds: sub-keys the release declares, sub-tables that are open
+    # (empty dicts, so Hydra takes `+` entries), and whether verl reads the
+    # table whole (then any entry is read).
+    declared: tuple[str, ...] = ()
+    open: tuple[str, ...] = ()
+    passthrough: bool = False
 
 
-class ReleaseMap(msgspec.Struct, frozen=True):
-    """The key map cut down to one release and variant: what a compile uses."""
+class Lock(msgspec.Struct, frozen=True):
+    """The key map cut down to one release and variant: all a compile needs."""
 
+    schema: str
     release: str
     variant: Variant
     config_name: str
     select: tuple[str, ...]
     targets: dict[str, Target]
+    # Settings with no key here, and why (when the map says).
+    absent: dict[str, str]
+    passthrough: tuple[str, ...]
     ignored: tuple[Ignored, ...]
 
     def digest(self) -> str:
         return "sha256:" + hashlib.sha256(msgspec.json.encode(self, order="sorted")).hexdigest()
 
-    def target(self, setting: str) -> Target | None:
-        """The target of ``setting``; ``reward.kwargs.<name>`` resolves through its ``*`` entry."""
-        if setting in self.targets:
-            return self.targets[setting]
-        head, _, tail = setting.rpartition(".")
-        wild = self.targets.get(head + ".*")
-        if wild is None:
-            return None
-        return Target(tuple(k.replace("*", tail) for k in wild.keys), wild.append, wild.spelling)
-
     def ignored_by(self, key: str) -> Ignored | None:
-        return next((i for i in self.ignored if key.startswith(i.prefix)), None)
+        return next((i for i in self.ignored if i.match(key)), None)
+
+    def passthrough_above(self, key: str) -> str | None:
+        return next((p for p in self.passthrough if key.startswith(p + ".")), None)
+
+
+def lock_path(release: str, variant: Variant) -> Path:
+    return _HERE / "keymap" / "lock" / f"verl-{release}-{variant}.json"
 
 
 @functools.cache
-def load_keymap() -> KeyMap:
-    # Package data sits beside the module in every install; reading it
-    # directly skips importlib.resources, which costs the compile path ~8 ms.
-    data = (Path(__file__).parent / "keymap" / "verl.toml").read_bytes()
-    return msgspec.convert(tomllib.loads(data.decode()), KeyMap)
+def load_lock(release: str, variant: Variant) -> Lock:
+    """The committed lock; raises :class:`SpecError` for an unsupported release."""
+    try:
+        data = lock_path(release, variant).read_bytes()
+    except FileNotFoundError:
+        releases = supported_releases()
+        raise SpecError([Problem(
+            f"verl {release} is not supported" + ("" if release not in releases else f" with {variant}"),
+            key="experiment.verl", hint=f"supported releases: {', '.join(releases)}")]) from None
+    return msgspec.json.decode(data, type=Lock)
+
+
+class LockError(Exception):
+    """The map says something the release's key set contradicts."""
+
+
+def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, keyset=None) -> Lock:
+    """Derive the lock of ``release``/``variant`` from the map and the release's key set."""
+    from tutorrl.compiler.keysets import load_keyset
+
+    keymap = keymap or load_keymap()
+    keyset = keyset or load_keyset(release, variant)
+    sel = keymap.variant_select(release, variant)
+    if sel is None:
+        raise LockError(f"verl {release}: no {variant} config in the key map")
+    facts = keymap.facts
+    passthrough = tuple(sorted({f.key for f in facts.passthrough + tuple(u for u in facts.undeclared if u.whole)
+                                if f.holds(release, variant)}))
+    undeclared = {f.key for f in facts.undeclared if f.holds(release, variant)}
+    problems: list[str] = []
+    targets: dict[str, Target] = {}
+    absent: dict[str, str] = {}
+    for name, setting in keymap.setting.items():
+        entry = setting.at(release, variant)
+        if entry is None:
+            why = _absent_why(setting, release, variant)
+            if why:
+                absent[name] = why
+            continue
+        key = entry.key
+        if setting.kind == "table":
+            children = sorted(k[len(key) + 1:] for k in keyset.keys if k.startswith(key + "."))
+            opened = sorted(k[len(key) + 1:] if k != key else "" for k, info in keyset.keys.items()
+                            if info.open and (k == key or k.startswith(key + ".")))
+            reads_whole = key in passthrough or any(key.startswith(p + ".") for p in passthrough)
+            if not (children or opened or reads_whole or entry.undeclared or keyset.has(key) or key in undeclared):
+                problems.append(f"{name}: verl {release} ({variant}) has no table '{key}' and the map "
+                                "gives no reason verl reads it")
+            targets[name] = Target(key=key, plus=not keyset.has(key) and not children, spelling=entry.spelling,
+                                   kind="table", declared=tuple(c for c in children
+                                                                 if not keyset.keys[f"{key}.{c}"].open),
+                                   open=tuple(opened), passthrough=reads_whole or bool(entry.undeclared))
+            continue
+        info = keyset.keys.get(key)
+        if info is not None and not info.open:
+            targets[name] = Target(key=key, spelling=entry.spelling, default=info.default,
+                                   interpolation=info.interpolation or "")
+        elif (entry.undeclared or key in undeclared or keyset.open_parent(key)
+              or any(key.startswith(p + ".") for p in passthrough)):
+            targets[name] = Target(key=key, plus=True, spelling=entry.spelling)
+        else:
+            problems.append(f"{name}: verl {release} ({variant}) declares no '{key}' and no open table or "
+                            "pass-through dict above it")
+    if problems:
+        raise LockError("\n".join(problems))
+    ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases))
+    return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
+                passthrough, ignored)
+
+
+def _absent_why(setting: Setting, release: str, variant: Variant) -> str:
+    chosen = None
+    for since, entry in setting.entries():
+        if release_tuple(since) <= release_tuple(release) and variant in entry.variants:
+            chosen = entry
+    if chosen is not None and chosen.absent:
+        return chosen.absent
+    return setting.before if chosen is None else ""
+
+
+def encode_lock(lock: Lock) -> bytes:
+    """Canonical JSON of a lock (sorted keys, one target per line)."""
+    data = msgspec.to_builtins(lock, order="sorted")
+    targets = data.pop("targets")
+    head = json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1)
+    body = ",\n".join(f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, sort_keys=True, ensure_ascii=False)}"
+                      for k, v in sorted(targets.items()))
+    return (head[:-2] + ',\n "targets": {\n' + body + "\n }\n}\n").encode()
+
+
+# ----------------------------------------------------------- map questions
 
 
 def describe_releases(releases: list[str], keymap: KeyMap | None = None) -> str:
-    """``["0.7.1", "0.8.0", "0.9.0", "0.9.1"]`` -> ``"from verl 0.7.1"``, in words a user reads.
-
-    Consecutive supported releases collapse into ranges.
-    """
+    """``["0.7.1", "0.8.0", "0.9.0", "0.9.1"]`` -> ``"from verl 0.7.1"``, in words a user reads."""
     order = (keymap or load_keymap()).releases
     if not releases:
         return "in no supported verl release"
@@ -152,61 +354,22 @@ def describe_releases(releases: list[str], keymap: KeyMap | None = None) -> str:
     return "in verl " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
 
 
-def absent_reason(setting: str, release: str, variant: Variant, keymap: KeyMap | None = None) -> str | None:
-    """The map's explanation of why ``setting`` has no key in ``release``, if it gives one."""
-    entry = (keymap or load_keymap()).setting.get(setting)
-    if entry is None:
-        return None
-    return next((a.why for a in entry.absent if in_range(release, a.releases) and variant in a.variants), None)
-
-
-def settings_writing(key: str, keymap: KeyMap | None = None) -> list[str]:
-    """The settings that write ``key`` in some release and variant (``*`` entries match one segment)."""
-    keymap = keymap or load_keymap()
-    found = []
-    for name, entry in keymap.setting.items():
-        for at in entry.at:
-            if any(_key_matches(pattern, key) for pattern in at.keys):
-                found.append(name)
-                break
-    return found
-
-
-def _key_matches(pattern: str, key: str) -> bool:
-    if "*" not in pattern:
-        return pattern == key
-    head, _, tail = pattern.partition("*")
-    rest = key[len(head):] if key.startswith(head) else None
-    return bool(rest) and not tail and "." not in rest
-
-
 def releases_with(setting: str, variant: Variant, keymap: KeyMap | None = None) -> list[str]:
-    """The releases of the map in which ``setting`` exists for ``variant``."""
+    """The releases of the map in which ``setting`` has a key for ``variant``."""
     keymap = keymap or load_keymap()
     entry = keymap.setting.get(setting)
     if entry is None:
         return []
-    return [r for r in keymap.releases
-            if any(in_range(r, at.releases) and variant in at.variants for at in entry.at)]
+    return [r for r in keymap.releases if entry.at(r, variant) is not None]
 
 
-@functools.cache
-def release_map(release: str, variant: Variant) -> ReleaseMap:
-    """The map for one release; raises :class:`SpecError` for an unsupported release."""
-    keymap = load_keymap()
-    if release not in keymap.releases:
-        raise SpecError([Problem(
-            f"verl {release} is not supported; supported releases: {', '.join(keymap.releases)}",
-            key="experiment.verl")])
-    chosen = next((sel for span, sel in keymap.variant[variant].items() if in_range(release, span)), None)
-    if chosen is None:
-        raise SpecError([Problem(f"verl {release} has no {variant} variant in the key map",
-                                 key="experiment.verl")])
-    targets: dict[str, Target] = {}
+def settings_writing(key: str, keymap: KeyMap | None = None) -> list[str]:
+    """The settings that write ``key`` in some release and variant (tables match their entries)."""
+    keymap = keymap or load_keymap()
+    found = []
     for name, setting in keymap.setting.items():
-        for at in setting.at:
-            if in_range(release, at.releases) and variant in at.variants:
-                targets[name] = Target(tuple(at.keys), at.append, at.spelling)
+        for _, entry in setting.entries():
+            if entry.key and (entry.key == key or (setting.kind == "table" and key.startswith(entry.key + "."))):
+                found.append(name)
                 break
-    ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases))
-    return ReleaseMap(release, variant, chosen.config_name, tuple(chosen.select), targets, ignored)
+    return found

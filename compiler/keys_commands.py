@@ -20,6 +20,12 @@ def _run_list(args: argparse.Namespace) -> int:
     return cmd_list(args)
 
 
+def _run_lock(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.lockgen import cmd_lock
+
+    return cmd_lock(args)
+
+
 def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
     """Add the ``import`` and ``list`` verbs to ``parser``."""
     verbs = parser.add_subparsers(dest="keys_command", metavar="VERB", required=True)
@@ -48,6 +54,19 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
 
     lst = verbs.add_parser("list", help="list the packaged key sets")
     lst.set_defaults(handler=_run_list)
+
+    lock = verbs.add_parser(
+        "lock",
+        help="regenerate the per-release locks from the key map and key sets",
+        description=(
+            "Derive keymap/lock/verl-RELEASE-VARIANT.json for every release of the key map from "
+            "keymap/verl.toml and the key sets (Hydra's '+' computed from each key set). Fails naming "
+            "every setting whose key a release lacks: those need a timeline entry. --check writes "
+            "nothing and exits 1 when a committed lock differs."
+        ),
+    )
+    lock.add_argument("--check", action="store_true", help="compare with the committed locks; write nothing")
+    lock.set_defaults(handler=_run_lock)
 
 
 def _run_migrate(args: argparse.Namespace) -> int:

@@ -20,7 +20,6 @@ from typing import Any, Literal, Union
 import msgspec
 
 from tutorrl.compiler import spec as spec_module
-from tutorrl.compiler.rules import check_rules
 from tutorrl.compiler.spec import Spec
 from tutorrl.compiler.toml_positions import key_positions
 from tutorrl.errors import Problem, SpecError
@@ -79,13 +78,26 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     problems = list(_check_struct(data, Spec, (), locate))
     problems += [locate(p, "control characters other than tab cannot travel through the launch script")
                  for p in _control_chars(data, ())]
+    problems += list(_check_plugin_options(data, locate))
     if problems:
         raise SpecError(problems)
-    spec = msgspec.convert(data, Spec)
-    problems = [locate(key.split("."), message, hint) for key, message, hint in check_rules(spec)]
-    if problems:
-        raise SpecError(problems)
-    return spec, locate
+    return msgspec.convert(data, Spec), locate
+
+
+def _check_plugin_options(data: dict, locate: "Locator"):
+    """``[reward.options]`` against the plug-in's own struct, located like the core spec."""
+    reward = data.get("reward")
+    if not isinstance(reward, dict) or not isinstance(reward.get("plugin"), str):
+        return
+    from tutorrl.compiler.rewards import load_plugin
+
+    try:
+        plugin = load_plugin(reward["plugin"])
+    except SpecError as exc:
+        for problem in exc.problems:
+            yield locate(("reward", "plugin"), problem.message, problem.hint)
+        return
+    yield from _check_struct(reward.get("options", {}), plugin.Options, ("reward", "options"), locate)
 
 
 def _syntax_problem(exc: tomllib.TOMLDecodeError, name: str) -> Problem:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import msgspec
 
+from tutorrl.compiler import spelling as spellings
 from tutorrl.compiler.hydra import render_value
-from tutorrl.compiler.keymap import (ReleaseMap, Target, absent_reason, describe_releases, load_keymap,
-                                     release_map, releases_with)
-from tutorrl.compiler.resolve import DERIVED, map_name, resolve, settings, spec_field, variant_of
+from tutorrl.compiler.keymap import Lock, Target, describe_releases, load_lock, releases_with, supported_releases
+from tutorrl.compiler.resolve import resolve
+from tutorrl.compiler.settings import flatten_table, settings, variant_of
 from tutorrl.compiler.spec import Spec
 from tutorrl.errors import Problem, SpecError
 
@@ -68,50 +69,38 @@ class Migration(msgspec.Struct, frozen=True):
         return not self.blockers
 
 
-def _override_texts(setting: str, value: object, target: Target, release: str) -> list[str]:
-    plus = "+" if target.append else ""
+def _override_texts(value: object, target: Target) -> list[str]:
+    plus = "+" if target.plus else ""
+    if target.kind == "table":
+        return [f"{'+' if sub not in target.declared else ''}{target.key}.{sub}={render_value(v)}"
+                for sub, v in flatten_table(value)]
     if target.spelling == "module-file":
-        return [f"{plus}{key}=<file of module {value}, found by launch.sh with the job's Python>"
-                for key in target.keys]
-    if target.spelling == "pkg":
-        value = f"pkg://{value}"
-    return [f"{plus}{key}={render_value(value)}" for key in target.keys]
+        return [f"{plus}{target.key}=<file of module {value}, found by launch.sh with the job's Python>"]
+    value = spellings.spell(value, target.spelling)
+    if spellings.skipped(value):
+        return []
+    return [f"{plus}{target.key}={render_value(value)}"]
 
 
-def _place(setting: str, value: object, rmap: ReleaseMap) -> Place | None:
-    target = rmap.target(setting)
+def _place(setting: str, value: object, lock: Lock) -> Place | None:
+    target = lock.targets.get(setting)
     if target is None:
         return None
-    return Place(list(target.keys), target.append, target.spelling,
-                 _override_texts(setting, value, target, rmap.release))
+    return Place([target.key], target.plus, target.spelling, _override_texts(value, target))
 
 
-_SPELLING_WORDS = {
-    "plain": "the value as written",
-    "pkg": "pkg://<module> (verl imports the module)",
-    "module-file": "the module's file path (launch.sh looks it up with the job's Python)",
-}
-
-
-def _compare(setting: str, before: Place | None, after: Place | None, source: ReleaseMap,
-             target: ReleaseMap) -> Change:
-    field = spec_field(setting)
-    name = map_name(setting)
+def _compare(setting: str, before: Place | None, after: Place | None, source: Lock, target: Lock) -> Change:
     if before is None and after is None:
-        return Change(setting, field, "same", [])
+        return Change(setting, setting, "same", [])
     if after is None:
-        where = describe_releases(releases_with(name, target.variant))
-        why = absent_reason(name, target.release, target.variant) or ""
-        if setting in DERIVED:
-            return Change(setting, field, "dropped",
-                          [f"verl {target.release} has no key for it; tutorrl derives it from {field} "
-                           f"and leaves it out (it exists {where})"], before, None, why)
-        return Change(setting, field, "lost",
+        where = describe_releases(releases_with(setting, target.variant))
+        why = target.absent.get(setting, "")
+        return Change(setting, setting, "lost",
                       [f"verl {target.release} has no key for it (it exists {where}): "
-                       f"remove {field} from the spec or target another release"], before, None, why)
+                       f"remove {setting} from the spec or target another release"], before, None, why)
     if before is None:
-        why = absent_reason(name, source.release, source.variant) or ""
-        return Change(setting, field, "gained",
+        why = source.absent.get(setting, "")
+        return Change(setting, setting, "gained",
                       [f"verl {source.release} has no key for it; verl {target.release} reads "
                        f"{', '.join(after.keys)}"], None, after, why)
     changes: list[str] = []
@@ -125,23 +114,23 @@ def _compare(setting: str, before: Place | None, after: Place | None, source: Re
                 changes.append(f"the old key is a trap in verl {target.release}: {ignored.reason}")
     if before.spelling != after.spelling:
         status = "respelled" if status == "same" else status
-        changes.append(f"value: {_SPELLING_WORDS[before.spelling]} -> {_SPELLING_WORDS[after.spelling]}")
+        changes.append(f"value: {spellings.WORDS[before.spelling]} -> {spellings.WORDS[after.spelling]}")
     if before.append != after.append:
         status = "plus-changed" if status == "same" else status
         changes.append("now declared by verl: drop the '+'" if before.append
                        else "no longer declared by verl: needs '+'")
-    return Change(setting, field, status, changes, before, after)
+    return Change(setting, setting, status, changes, before, after)
 
 
 def migrate_spec(spec: Spec, source: str, target: str) -> Migration:
     """Compare ``spec`` compiled for ``source`` with it compiled for ``target``."""
-    supported = load_keymap().releases
+    supported = supported_releases()
     for release, flag in ((source, "--from"), (target, "--to")):
         if release not in supported:
             raise SpecError([Problem(f"{flag} {release}: verl {release} is not supported",
                                      hint=f"supported releases: {', '.join(supported)}")])
     variant = variant_of(spec)
-    before_map, after_map = release_map(source, variant), release_map(target, variant)
+    before_map, after_map = load_lock(source, variant), load_lock(target, variant)
     changes = []
     for setting, value in settings(spec):
         changes.append(_compare(setting, _place(setting, value, before_map), _place(setting, value, after_map),
@@ -151,9 +140,10 @@ def migrate_spec(spec: Spec, source: str, target: str) -> Migration:
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
     _, findings = resolve(retargeted, after_map, load_keyset(target, variant))
     blockers = [Blocker(field, message, hint or "") for field, message, hint in findings]
+    config_name = spec.experiment.config_name
     return Migration(source, target, variant,
-                     Selection(before_map.config_name, list(before_map.select)),
-                     Selection(after_map.config_name, list(after_map.select)),
+                     Selection(config_name or before_map.config_name, list(before_map.select)),
+                     Selection(config_name or after_map.config_name, list(after_map.select)),
                      changes, blockers)
 
 

@@ -1,38 +1,58 @@
-"""Filling the defaults that depend on other fields.
+"""Normalising a spec: the reward plug-in fills its fields, and order that carries no meaning is removed.
 
-After this, a spec says everything it launches: ``spec.toml`` in the bundle is
-the normalised spec, so a reviewer sees the checkpoint folder, the reward
-module and every chess-reward constant even when the author left them out.
+After this, the spec says everything the plug-in decided (the bundle's
+``spec.toml`` is the normalised spec), and reordering a spec's tables or
+environment names changes nothing.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from tutorrl.compiler.spec import CHESS_REWARD_DEFAULTS, DEFAULT_REWARD_MODULES, Env, Megatron, Spec
+from tutorrl.compiler.spec import Env, Spec
 
 
 def normalize(spec: Spec) -> Spec:
-    trainer = spec.trainer
-    if not trainer.output_dir:
-        trainer = msgspec.structs.replace(
-            trainer, output_dir=f"checkpoints/{spec.experiment.project}/{spec.experiment.name}")
-
-    actor = spec.actor
-    if actor.strategy == "megatron" and actor.megatron is None:
-        actor = msgspec.structs.replace(actor, megatron=Megatron())
-
-    reward = spec.reward
-    if reward.kind in DEFAULT_REWARD_MODULES:
-        changes = {name: value for name, value in CHESS_REWARD_DEFAULTS.items() if getattr(reward, name) is None}
-        if not reward.module:
-            changes["module"] = DEFAULT_REWARD_MODULES[reward.kind]
-        reward = msgspec.structs.replace(reward, **changes)
-    elif reward.custom is not None:
-        custom = msgspec.structs.replace(reward.custom, kwargs=dict(sorted(reward.custom.kwargs.items())))
-        reward = msgspec.structs.replace(reward, custom=custom)
-
-    # Order carries no meaning in either: sort so reordering changes nothing.
+    if spec.reward.plugin is not None:
+        spec = _apply_plugin(spec)
     env = Env(set=dict(sorted(spec.env.set.items())), passthrough=sorted(spec.env.passthrough))
+    return _sorted_tables(msgspec.structs.replace(spec, env=env))
 
-    return msgspec.structs.replace(spec, trainer=trainer, actor=actor, reward=reward, env=env)
+
+def _apply_plugin(spec: Spec) -> Spec:
+    from tutorrl.compiler.rewards import load_plugin
+
+    plugin = load_plugin(spec.reward.plugin)
+    options = msgspec.convert(spec.reward.options or {}, plugin.Options)
+    reward = msgspec.structs.replace(spec.reward, options=msgspec.to_builtins(options))
+    env = spec.env
+    resources = spec.resources
+    for field, value in plugin.normalize(spec, options).items():
+        section, _, name = field.partition(".")
+        if section == "reward":
+            if getattr(reward, name) is None:  # what the user set wins
+                reward = msgspec.structs.replace(reward, **{name: value})
+        elif field == "env.set":
+            env = msgspec.structs.replace(env, set={**value, **env.set})
+        else:
+            raise ValueError(f"reward plug-in {plugin.name} may not fill {field}")
+    return msgspec.structs.replace(spec, reward=reward, env=env, resources=resources)
+
+
+def _sorted_tables(struct):
+    changes = {}
+    for name in struct.__struct_fields__:
+        value = getattr(struct, name)
+        if isinstance(value, msgspec.Struct):
+            new = _sorted_tables(value)
+            if new is not value:
+                changes[name] = new
+        elif isinstance(value, dict):
+            changes[name] = _sort_dict(value)
+    return msgspec.structs.replace(struct, **changes) if changes else struct
+
+
+def _sort_dict(value):
+    if isinstance(value, dict):
+        return {k: _sort_dict(value[k]) for k in sorted(value)}
+    return value

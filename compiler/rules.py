@@ -1,24 +1,44 @@
-"""Cross-field rules of a spec: what each field allows given the others.
+"""Cross-field rules: no stricter than verl.
 
-Pure: ``check_rules(spec)`` returns ``(dotted key, message, hint)`` triples and
-the loader attaches file positions. Each rule exists because verl (or Ray)
-would otherwise fail late -- after minutes of start-up on a GPU cluster -- or,
-worse, silently do something else.
+Pure: ``check_rules(spec, lock)`` returns :class:`Finding` s with a severity.
+A rule is an **error** only where verl (or Megatron) refuses the same launch
+at start-up -- each such rule names the module and function that enforce it,
+so the user learns now what a GPU cluster would tell them after minutes of
+start-up. A rule verl does not enforce is a **warning**: the launch is still
+compiled. tutorrl's own safety rules (secrets, reserved names) are errors.
+
+Values the spec leaves unset are verl's defaults for the target release (the
+lock carries them), so a rule sees what verl will see.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
-from tutorrl.compiler.spec import Spec
+import msgspec
 
-Finding = tuple[str, str, "str | None"]
+from tutorrl.compiler.keymap import Lock
+from tutorrl.compiler.spec import Spec, get_field
+
+Severity = Literal["error", "warning"]
+
+
+class Finding(msgspec.Struct, frozen=True):
+    key: str
+    message: str
+    hint: str | None = None
+    severity: Severity = "error"
+
 
 # Advantage estimators that compare several responses to the same prompt.
 GROUP_ESTIMATORS = frozenset({
     "grpo", "rloo", "grpo_passk", "gpg", "opo", "rloo_vectorized", "grpo_vectorized", "gdpo",
 })
-_SECRET = re.compile(r"(_KEY|_TOKEN)$|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+# Names whose values are credentials: token, key, pass(word), pat, secret,
+# credential(s) -- as whole words of an environment name, in any case.
+_SECRET = re.compile(r"(^|_)(API_?KEY|APIKEY|KEY|TOKEN|PASS|PASSWD|PASSWORD|PAT|SECRET|CREDENTIALS?)(_|$)",
+                     re.IGNORECASE)
 RESERVED_ENV_PREFIX = "TUTORRL_"
 
 
@@ -26,112 +46,163 @@ def looks_secret(name: str) -> bool:
     return bool(_SECRET.search(name))
 
 
-def trainer_world(spec: Spec) -> int:
-    return spec.resources.nodes * spec.resources.trainer_gpus_per_node
+class Effective:
+    """A setting's value as verl will see it: the spec's, else the release's default."""
+
+    def __init__(self, spec: Spec, lock: Lock):
+        self.spec = spec
+        self.lock = lock
+
+    def __call__(self, setting: str):
+        value = get_field(self.spec, setting)
+        if value is not None:
+            return value
+        target = self.lock.targets.get(setting)
+        if target is None:
+            return None
+        if target.interpolation:
+            return self.interpolate(target.interpolation)
+        return target.default
+
+    def interpolate(self, text: str):
+        """Resolve plain ``${a.b}`` references to other mapped keys (verl's defaults such as
+        ``checkpoints/${trainer.project_name}/${trainer.experiment_name}``); None when one cannot be."""
+        by_key = {t.key: name for name, t in self.lock.targets.items()}
+        failed = False
+
+        def sub(match: "re.Match") -> str:
+            nonlocal failed
+            setting = by_key.get(match.group(1))
+            value = self(setting) if setting else None
+            if value is None or isinstance(value, (dict, list)):
+                failed = True
+                return ""
+            return str(value)
+
+        whole = re.fullmatch(r"\$\{([A-Za-z0-9_.]+)\}", text)
+        if whole:
+            setting = by_key.get(whole.group(1))
+            return self(setting) if setting else None
+        out = re.sub(r"\$\{([A-Za-z0-9_.]+)\}", sub, text)
+        return None if failed or "${" in out else out
 
 
-def data_parallel_size(spec: Spec) -> int:
-    """Ranks that split a mini-batch: model-parallel groups count once."""
-    world = trainer_world(spec)
-    mg = spec.actor.megatron
-    if spec.actor.strategy == "megatron" and mg is not None:
-        return max(1, world // (mg.tensor_parallel * mg.pipeline_parallel * mg.context_parallel))
-    return world
+def effective(spec: Spec) -> Effective:
+    """Values as verl will see them for a (normalised) spec, defaults from its release's lock."""
+    from tutorrl.compiler.keymap import load_lock
+    from tutorrl.compiler.settings import variant_of
+
+    return Effective(spec, load_lock(spec.experiment.verl, variant_of(spec)))
 
 
-def check_rules(spec: Spec) -> list[Finding]:
+def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
+    value = Effective(spec, lock)
     out: list[Finding] = []
-    out += _batches(spec)
-    out += _parallel_layout(spec)
+    out += _batches(spec, value)
+    out += _parallel_layout(spec, value)
     out += _reward(spec)
     out += _env(spec)
     out += _trainer(spec)
     return out
 
 
-def _batches(spec: Spec) -> list[Finding]:
+def _int(x) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def _batches(spec: Spec, value: Effective) -> list[Finding]:
     out: list[Finding] = []
-    train = spec.data.train_batch_size
-    mini = spec.actor.ppo_mini_batch_size
-    micro = spec.actor.ppo_micro_batch_size_per_gpu
-    n = spec.rollout.n
-    if train % mini:
-        out.append(("actor.ppo_mini_batch_size",
-                    f"{mini} does not divide data.train_batch_size ({train})",
-                    "verl splits each training batch into whole mini-batches"))
+    train, mini = _int(value("data.train_batch_size")), _int(value("actor.ppo_mini_batch_size"))
+    n = _int(value("rollout.n")) or 1
+    nodes, per_node = _int(value("resources.nodes")) or 1, _int(value("resources.trainer_gpus_per_node")) or 1
+    n_gpus = nodes * per_node
+    dynamic = bool(value("actor.use_dynamic_bsz"))
+    for role in ("actor.ppo", "rollout.log_prob", "ref.log_prob", "critic.ppo"):
+        section, _, stem = role.partition(".")
+        if get_field(spec, f"{section}.{stem}_micro_batch_size") is not None and \
+                get_field(spec, f"{section}.{stem}_micro_batch_size_per_gpu") is not None:
+            # verl/utils/config.py validate_config: check_mutually_exclusive.
+            out.append(Finding(f"{section}.{stem}_micro_batch_size",
+                               f"{section}.{stem}_micro_batch_size and {stem}_micro_batch_size_per_gpu are both set",
+                               "verl refuses both at start (verl/utils/config.py, check_mutually_exclusive); keep the per-GPU one"))
+    if dynamic or train is None or mini is None:
         return out
-    dp = data_parallel_size(spec)
-    sequences = mini * n
-    if sequences % dp:
-        out.append(("actor.ppo_mini_batch_size",
-                    f"a mini-batch of {mini} prompts x rollout.n {n} = {sequences} sequences "
-                    f"does not split evenly over {dp} data-parallel GPUs", None))
-    elif (sequences // dp) % micro:
-        out.append(("actor.ppo_micro_batch_size_per_gpu",
-                    f"{micro} does not divide the {sequences // dp} sequences each GPU gets per mini-batch "
-                    f"({mini} prompts x rollout.n {n} / {dp} GPUs)", None))
+    if train < mini:
+        # verl/workers/config/actor.py: ActorConfig.validate.
+        out.append(Finding("actor.ppo_mini_batch_size",
+                           f"{mini} is more than data.train_batch_size ({train})",
+                           "verl refuses this at start (verl/workers/config/actor.py, ActorConfig.validate)"))
+    elif train % mini:
+        out.append(Finding("actor.ppo_mini_batch_size", f"{mini} does not divide data.train_batch_size ({train})",
+                           "the last mini-batch of each step is smaller", "warning"))
+    if spec.actor.strategy != "megatron":
+        # verl/utils/config.py validate_config: real_train_batch_size % minimal_bsz.
+        if (train * n) % n_gpus:
+            out.append(Finding("data.train_batch_size",
+                               f"{train} prompts x rollout.n {n} = {train * n} sequences do not split over the {n_gpus} GPUs",
+                               "verl refuses this at start (verl/utils/config.py, validate_config)"))
+        micro = _int(value("actor.ppo_micro_batch_size_per_gpu"))
+        if micro and (mini * n) % n_gpus == 0 and ((mini * n) // n_gpus) % micro:
+            out.append(Finding("actor.ppo_micro_batch_size_per_gpu",
+                               f"{micro} does not divide the {(mini * n) // n_gpus} sequences each GPU gets per mini-batch",
+                               "verl's FSDP worker asserts this when it builds the actor", "warning"))
     if spec.algorithm.adv_estimator in GROUP_ESTIMATORS and n < 2:
-        out.append(("rollout.n", f"{spec.algorithm.adv_estimator} compares responses to the same prompt and needs n >= 2",
-                    "set rollout.n, e.g. 8"))
+        out.append(Finding("rollout.n", f"{spec.algorithm.adv_estimator} compares responses to the same prompt; with n = {n} "
+                           "every advantage is zero", "set rollout.n, e.g. 8", "warning"))
     return out
 
 
-def _parallel_layout(spec: Spec) -> list[Finding]:
+def _parallel_layout(spec: Spec, value: Effective) -> list[Finding]:
     out: list[Finding] = []
-    world = trainer_world(spec)
-    per_node = spec.resources.trainer_gpus_per_node
-    mg = spec.actor.megatron
-    if mg is not None and spec.actor.strategy != "megatron":
-        out.append(("actor.megatron", f"a megatron layout needs actor.strategy = \"megatron\" (it is \"{spec.actor.strategy}\")",
-                    "remove [actor.megatron] or switch the strategy"))
+    per_node = _int(value("resources.trainer_gpus_per_node")) or 1
+    world = (_int(value("resources.nodes")) or 1) * per_node
+    for role in ("actor", "ref", "critic"):
+        section = getattr(spec, role)
+        if section.megatron is not None and spec.actor.strategy != "megatron" and getattr(section, "strategy", None) != "megatron":
+            out.append(Finding(f"{role}.megatron", "a Megatron layout needs actor.strategy = \"megatron\"",
+                               f"remove [{role}.megatron] or switch the strategy"))
     if spec.actor.strategy == "megatron":
-        if mg is not None:
-            model_parallel = mg.tensor_parallel * mg.pipeline_parallel * mg.context_parallel
-            if world % model_parallel:
-                out.append(("actor.megatron",
-                            f"tensor x pipeline x context parallel = {model_parallel} does not divide the {world} trainer GPUs", None))
-            elif (world // (mg.tensor_parallel * mg.pipeline_parallel)) % mg.expert_parallel:
-                out.append(("actor.megatron.expert_parallel",
-                            f"{mg.expert_parallel} does not divide the {world // (mg.tensor_parallel * mg.pipeline_parallel)} "
-                            "GPUs left after tensor and pipeline parallelism", None))
-            if mg.tensor_parallel > per_node:
-                out.append(("actor.megatron.tensor_parallel",
-                            f"{mg.tensor_parallel} is more than the {per_node} GPUs of one node", None))
-        if spec.model.lora.rank:
-            out.append(("model.lora.rank", "LoRA is mapped for the FSDP strategies only",
-                        "use actor.strategy = \"fsdp\" or \"fsdp2\", or set rank = 0"))
-    if per_node % spec.rollout.tensor_parallel:
-        out.append(("rollout.tensor_parallel",
-                    f"{spec.rollout.tensor_parallel} does not divide the {per_node} trainer GPUs per node", None))
+        tp = _int(value("actor.megatron.tensor_parallel")) or 1
+        pp = _int(value("actor.megatron.pipeline_parallel")) or 1
+        cp = _int(value("actor.megatron.context_parallel")) or 1
+        ep = _int(value("actor.megatron.expert_parallel")) or 1
+        etp = _int(value("actor.megatron.expert_tensor_parallel")) or tp
+        if world % (tp * pp * cp):
+            # verl/utils/config.py validate_config; megatron/core/parallel_state.py initialize_model_parallel.
+            out.append(Finding("actor.megatron",
+                               f"tensor x pipeline x context parallel = {tp * pp * cp} does not divide the {world} trainer GPUs",
+                               "verl and Megatron refuse this at start (verl/utils/config.py validate_config; "
+                               "megatron/core/parallel_state.py initialize_model_parallel)"))
+        elif world % (etp * ep * pp):
+            # megatron/core/parallel_state.py: the expert layout divides the
+            # world by expert-tensor x expert x pipeline parallelism.
+            out.append(Finding("actor.megatron.expert_parallel",
+                               f"expert-tensor {etp} x expert {ep} x pipeline {pp} parallel = {etp * ep * pp} "
+                               f"does not divide the {world} trainer GPUs",
+                               "Megatron refuses this at start (megatron/core/parallel_state.py initialize_model_parallel)"))
+        if tp > per_node:
+            out.append(Finding("actor.megatron.tensor_parallel",
+                               f"{tp} is more than the {per_node} GPUs of one node; tensor parallelism across nodes is slow",
+                               None, "warning"))
+    rollout_tp = _int(value("rollout.tensor_parallel"))
+    if rollout_tp and world % rollout_tp:
+        out.append(Finding("rollout.tensor_parallel",
+                           f"{rollout_tp} does not divide the {world} trainer GPUs, so engines cannot tile them",
+                           "verl builds world_size // tensor_parallel engines (verl/workers/rollout/replica.py)", "warning"))
     return out
 
 
 def _reward(spec: Spec) -> list[Finding]:
     out: list[Finding] = []
-    reward = spec.reward
-    sections = {"simulator": reward.simulator, "prompted": reward.prompted, "custom": reward.custom}
-    for name, section in sections.items():
-        if name == reward.kind and section is None:
-            out.append((f"reward.{name}", f"kind = \"{reward.kind}\" needs a [reward.{name}] table", None))
-        elif name != reward.kind and section is not None:
-            out.append((f"reward.{name}", f"[reward.{name}] does not apply to kind = \"{reward.kind}\"",
-                        f"remove it or set kind = \"{name}\""))
-    chess = {"table": reward.table, "mate_clip_cp": reward.mate_clip_cp,
-             "scale_cp": reward.scale_cp, "illegal_reward": reward.illegal_reward}
-    if reward.kind == "custom":
-        if not reward.module:
-            out.append(("reward.module", "a custom reward needs the module that exports its function", None))
-        for name, value in chess.items():
-            if value is not None:
-                out.append((f"reward.{name}", "applies to the simulator and prompted kinds only",
-                            "give a custom reward its arguments in [reward.custom] kwargs"))
-    elif reward.table is None:
-        out.append(("reward.table", f"kind = \"{reward.kind}\" needs the chess reward table", None))
-    if reward.simulator is not None and reward.kind == "simulator":
-        if reward.simulator.device.startswith("cuda") and spec.resources.reward_gpus < 1:
-            out.append(("resources.reward_gpus",
-                        f"the simulator runs on {reward.simulator.device} but no GPU is set aside for it",
-                        "set reward_gpus = 1 (or device = \"cpu\")"))
+    r = spec.reward
+    if r.module is not None and r.path is not None:
+        out.append(Finding("reward.path", "reward.module and reward.path both name the reward's code",
+                           "keep one: a module installed where the job runs, or a file"))
+    if r.options is not None and r.plugin is None:
+        out.append(Finding("reward.options", "options are for a reward plug-in, and reward.plugin is not set", None))
+    if r.kwargs is not None and r.module is None and r.path is None and r.plugin is None:
+        out.append(Finding("reward.kwargs", "keyword arguments without a reward function to receive them",
+                           "set reward.module (or reward.path)", "warning"))
     return out
 
 
@@ -141,19 +212,19 @@ def _env(spec: Spec) -> list[Finding]:
     for index, name in enumerate(spec.env.passthrough):
         key = f"env.passthrough.{index}"
         if name in seen:
-            out.append((key, f"{name} is listed twice", None))
+            out.append(Finding(key, f"{name} is listed twice"))
         seen.add(name)
         if name in spec.env.set:
-            out.append((f"env.set.{name}", f"{name} is passed through and must not also have a literal value",
-                        "remove it from env.set"))
+            out.append(Finding(f"env.set.{name}", f"{name} is passed through and must not also have a literal value",
+                               "remove it from env.set"))
         if name.startswith(RESERVED_ENV_PREFIX):
-            out.append((key, f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself", None))
+            out.append(Finding(key, f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
     for name in spec.env.set:
         if name.startswith(RESERVED_ENV_PREFIX):
-            out.append((f"env.set.{name}", f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself", None))
+            out.append(Finding(f"env.set.{name}", f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
         elif looks_secret(name) and name not in seen:
-            out.append((f"env.set.{name}", f"{name} looks like a secret and would be written into the bundle",
-                        "list it in env.passthrough instead; its value is then read from your environment at run time"))
+            out.append(Finding(f"env.set.{name}", f"{name} looks like a secret and would be written into the bundle",
+                               "list it in env.passthrough instead; its value is then read from your environment at run time"))
     return out
 
 
@@ -161,8 +232,11 @@ def _trainer(spec: Spec) -> list[Finding]:
     out: list[Finding] = []
     for name in ("save_freq", "test_freq"):
         if getattr(spec.trainer, name) == 0:
-            out.append((f"trainer.{name}", "0 is ambiguous", "use a positive number of steps, or -1 for never"))
-    loggers = spec.trainer.loggers
+            out.append(Finding(f"trainer.{name}", "0 means never in verl", "-1 says never plainly", "warning"))
+    loggers = spec.trainer.loggers or []
     if len(set(loggers)) != len(loggers):
-        out.append(("trainer.loggers", "a logger is listed twice", None))
+        out.append(Finding("trainer.loggers", "a logger is listed twice", None, "warning"))
+    if spec.trainer.resume_from is not None and spec.trainer.resume_mode not in (None, "resume_path"):
+        out.append(Finding("trainer.resume_from", "verl reads resume_from only with resume_mode = \"resume_path\"",
+                           "set trainer.resume_mode = \"resume_path\"", "warning"))
     return out

@@ -1,31 +1,62 @@
 """The experiment spec: one TOML file per experiment, as msgspec structs.
 
-Each field is documented where it is declared (the text travels into the JSON
-Schema that ``tutorrl schema`` emits). Defaults are filled in where verl or the
-team's launcher has a sensible one; fields whose silent default would be wrong
-(model and data paths, target verl release, rollout engine) are required.
+The spec speaks verl's own vocabulary, grouped in sections people review
+(`[data]`, `[actor]`, `[rollout]`, `[critic]`, `[reward]`, ...). Each field is
+documented where it is declared; the text travels into the JSON Schema that
+``tutorrl schema`` emits.
 
-``None`` means "not set and not applicable" (e.g. the megatron section of an
-FSDP run); :func:`tutorrl.compiler.normalize.normalize` fills every default
-that depends on other fields, so a normalised spec is explicit about
-everything it launches.
+One promise shapes every field: **a launch is exactly what the spec says.**
+Every verl setting is optional and ``None`` means *not set*: nothing is
+emitted and verl's own default for the target release applies (the bundle's
+``spec.toml`` states that default, read from the release's key set). Only the
+target release is required. Where a field writes a dict that verl reads whole
+(Megatron's transformer-config overrides, reward keyword arguments, engine
+kwargs), it is a *table*: each entry becomes one verl key.
+
+Which verl key each field is written to, per release, is data:
+``keymap/verl.toml``. A field's dotted path here is its setting name there.
+Team-specific reward logic is a plug-in (:mod:`tutorrl.compiler.rewards`),
+configured under ``[reward.options]`` with its own typed options.
 """
 
 # No `from __future__ import annotations`: evaluated annotations spare
 # msgspec and the loader re-parsing every type string on each compile.
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 from msgspec import Meta, Struct, field
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-_RELEASE = r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$"
-_IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
-_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+# `\Z`, not `$`: `$` also matches before a trailing newline.
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z"
+_RELEASE = r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?\Z"
+_IDENT = r"^[A-Za-z_][A-Za-z0-9_]*\Z"
+_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z"
 
-PositiveInt = Annotated[int, Meta(ge=1)]
+# verl's integers are Python ints that end up in torch and C++ (int64).
+_I64 = 2**63 - 1
+Int = Annotated[int, Meta(ge=-_I64, le=_I64)]
+PosInt = Annotated[int, Meta(ge=1, le=_I64)]
+NonNegInt = Annotated[int, Meta(ge=0, le=_I64)]
+# Steps/frequencies where verl uses -1 for "never" or "all".
+StepInt = Annotated[int, Meta(ge=-1, le=_I64)]
+# Bounded both ways so that inf and nan (valid TOML) are refused: verl and
+# Hydra cannot take them back.
+Float = Annotated[float, Meta(ge=-1e300, le=1e300)]
+NonNegFloat = Annotated[float, Meta(ge=0.0, le=1e300)]
+PosFloat = Annotated[float, Meta(gt=0.0, le=1e300)]
+Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
 Probability = Annotated[float, Meta(gt=0.0, le=1.0)]
+Text = Annotated[str, Meta(min_length=1)]
+# A dict verl reads whole; nested tables become dotted keys.
+Table = dict[Annotated[str, Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*\Z")], Any]
+Files = Union[Text, Annotated[list[Text], Meta(min_length=1)]]
+
+
+def opt(tp, doc: str):
+    """An optional field: ``None`` (unset) keeps verl's default."""
+    return Annotated[Union[tp, None], Meta(description=doc)]
+
 
 AdvEstimator = Literal[
     "gae", "grpo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo",
@@ -33,147 +64,286 @@ AdvEstimator = Literal[
     "optimal_token_baseline", "tir_optimal_token_baseline", "gdpo",
 ]
 KlType = Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"]
-Logger = Literal["console", "wandb", "tensorboard", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio"]
-# A keyword argument handed to a custom reward function. Nested tables are not
-# allowed: verl passes reward_kwargs through Hydra, one key per override.
-KwargValue = Union[str, int, float, bool, list[Union[str, int, float, bool]]]
+Logger = Literal["console", "wandb", "tensorboard", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio", "file"]
+LossAgg = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 
-class _Section(Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=False):
-    pass
+class Section(Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of every spec section (and of reward plug-in options)."""
 
 
-class Experiment(_Section):
-    name: Annotated[str, Meta(pattern=_NAME, max_length=128, description=(
-        "Experiment name; also verl's trainer.experiment_name and the default checkpoint folder name."))]
+class Experiment(Section):
     verl: Annotated[str, Meta(pattern=_RELEASE, description=(
         "Target verl release, e.g. \"0.9.1\". Selects the key map; launch.sh refuses any other installed release."))]
-    project: Annotated[str, Meta(pattern=_NAME, max_length=128, description=(
-        "Project name; verl's trainer.project_name (the tracker project)."))] = "tutorrl"
+    name: opt(Annotated[str, Meta(pattern=_NAME, max_length=128)],
+              "Experiment name (verl's trainer.experiment_name); also names the bundle in listings.") = None
+    project: opt(Annotated[str, Meta(pattern=_NAME, max_length=128)],
+                 "Project name (verl's trainer.project_name, the tracker project).") = None
+    config_name: opt(Annotated[str, Meta(pattern=_NAME)], (
+        "Another trainer config to compose (verl's --config-name), e.g. a multi-turn config of your own. "
+        "Unset: verl's ppo_trainer (or its Megatron config with actor.strategy = \"megatron\").")) = None
+    config_path: opt(Text, (
+        "Folder holding config_name (verl's --config-path), relative to where the job runs; ship it with the job. "
+        "Keys are still checked against the release's own trainer config.")) = None
 
 
-class Data(_Section):
-    train: Annotated[str, Meta(min_length=1, description="Training prompts (parquet file, or a list of files in verl's syntax).")]
-    val: Annotated[str, Meta(min_length=1, description="Validation prompts (parquet).")]
-    seed: Annotated[int, Meta(ge=0, description="Seed that orders the data (verl's data.seed).")] = 1
-    train_batch_size: Annotated[PositiveInt, Meta(description="Prompts per training step.")] = 1024
-    max_prompt_length: Annotated[PositiveInt, Meta(description="Longest prompt in tokens; longer prompts are filtered or truncated by verl.")] = 512
-    max_response_length: Annotated[PositiveInt, Meta(description="Longest generated response in tokens.")] = 512
+class Data(Section):
+    train: opt(Files, "Training data: a parquet file, or a list of files (verl's data.train_files).") = None
+    val: opt(Files, "Validation data: a file or a list of files (verl's data.val_files).") = None
+    prompt_key: opt(Text, "Column holding the prompt.") = None
+    train_batch_size: opt(PosInt, "Prompts per training step.") = None
+    val_batch_size: opt(PosInt, "Prompts per validation batch (unset: the whole set at once).") = None
+    max_prompt_length: opt(PosInt, "Longest prompt in tokens.") = None
+    max_response_length: opt(PosInt, "Longest generated response in tokens.") = None
+    truncation: opt(Literal["error", "left", "right", "middle"], "What to do with a prompt over max_prompt_length.") = None
+    filter_overlong_prompts: opt(bool, "Drop prompts longer than max_prompt_length before training.") = None
+    filter_overlong_prompts_workers: opt(PosInt, "Processes used to filter overlong prompts.") = None
+    return_raw_chat: opt(bool, "Hand the raw chat to the rollout (needed by multi-turn and agent loops).") = None
+    return_full_prompt: opt(bool, "Also return the prompt with its chat template applied.") = None
+    shuffle: opt(bool, "Shuffle the training data.") = None
+    seed: opt(NonNegInt, "Seed of the data sampler.") = None
+    dataloader_num_workers: opt(NonNegInt, "Data loader worker processes.") = None
+    image_key: opt(Text, "Column holding images (vision-language data).") = None
+    trust_remote_code: opt(bool, "Let the tokenizer/processor run code from the model repository.") = None
 
 
-class Lora(_Section):
-    rank: Annotated[int, Meta(ge=0, description=(
-        "LoRA rank; 0 trains the full model, and then alpha and target_modules are not emitted."))] = 0
-    alpha: Annotated[PositiveInt, Meta(description="LoRA alpha (scaling numerator).")] = 16
-    target_modules: Annotated[Union[str, list[str]], Meta(description=(
-        "Modules that get adapters: \"all-linear\" or a list of module names."))] = "all-linear"
+class Lora(Section):
+    rank: opt(NonNegInt, "LoRA rank; 0 trains the full model.") = None
+    alpha: opt(PosInt, "LoRA alpha (scaling numerator).") = None
+    target_modules: opt(Union[str, list[Text]], "Modules that get adapters: \"all-linear\" or a list of module names.") = None
 
 
-class Model(_Section):
-    path: Annotated[str, Meta(min_length=1, description="The policy's starting checkpoint (a Hugging Face model folder or hub id).")]
-    attn_implementation: Annotated[Union[Literal["flash_attention_2", "sdpa", "eager"], None], Meta(description=(
-        "Attention kernel. Unset keeps verl's default (FlashAttention 2); \"sdpa\" for machines without flash-attn."))] = None
-    lora: Annotated[Lora, Meta(description="LoRA adapter on the policy.")] = field(default_factory=Lora)
+class Model(Section):
+    path: opt(Text, "The policy's starting checkpoint (a Hugging Face model folder or hub id).") = None
+    attn_implementation: opt(Literal["flash_attention_2", "sdpa", "eager"], (
+        "Attention kernel, written into the model's override_config; \"sdpa\" for machines without flash-attn.")) = None
+    use_remove_padding: opt(bool, "Pack sequences without padding (needs flash-attn).") = None
+    enable_gradient_checkpointing: opt(bool, "Recompute activations in the backward pass to save memory.") = None
+    enable_activation_offload: opt(bool, "Offload activations to the CPU.") = None
+    use_fused_kernels: opt(bool, "Use verl's fused log-prob/entropy kernels.") = None
+    use_shm: opt(bool, "Load the model through shared memory.") = None
+    trust_remote_code: opt(bool, "Let the model repository run its own code.") = None
+    external_lib: opt(Text, "A Python module imported before the model is built (custom architectures).") = None
+    override_config: opt(Table, "Entries merged into the Hugging Face model config (verl's model.override_config).") = None
+    lora: opt(Lora, "LoRA adapter on the policy.") = None
 
 
-class Algorithm(_Section):
-    adv_estimator: Annotated[AdvEstimator, Meta(description="Advantage estimator (verl's algorithm.adv_estimator).")] = "grpo"
-    use_kl_in_reward: Annotated[bool, Meta(description="Apply the KL penalty inside the reward.")] = False
+class KlCtrl(Section):
+    type: opt(Literal["fixed", "adaptive"], "KL controller of the in-reward KL penalty.") = None
+    kl_coef: opt(NonNegFloat, "Initial KL coefficient of the in-reward penalty.") = None
+    target_kl: opt(NonNegFloat, "Target KL of the adaptive controller.") = None
+    horizon: opt(PosInt, "Horizon of the adaptive controller.") = None
 
 
-class Megatron(_Section):
-    tensor_parallel: Annotated[PositiveInt, Meta(description="Megatron tensor-parallel size of the actor.")] = 1
-    pipeline_parallel: Annotated[PositiveInt, Meta(description="Megatron pipeline-parallel size of the actor.")] = 1
-    context_parallel: Annotated[PositiveInt, Meta(description="Megatron context-parallel size of the actor.")] = 1
-    expert_parallel: Annotated[PositiveInt, Meta(description="Megatron expert-parallel size of the actor (MoE models).")] = 1
+class Algorithm(Section):
+    adv_estimator: opt(AdvEstimator, "Advantage estimator.") = None
+    use_kl_in_reward: opt(bool, "Apply the KL penalty inside the reward.") = None
+    gamma: opt(Fraction, "Discount factor.") = None
+    lam: opt(Fraction, "GAE lambda.") = None
+    norm_adv_by_std_in_grpo: opt(bool, "Divide GRPO advantages by the group's standard deviation.") = None
+    kl_ctrl: opt(KlCtrl, "The in-reward KL controller.") = None
 
 
-class Actor(_Section):
-    strategy: Annotated[Literal["fsdp", "fsdp2", "megatron"], Meta(description=(
-        "Training backend. \"megatron\" selects verl's Megatron config and allows [actor.megatron]."))] = "fsdp"
-    lr: Annotated[float, Meta(gt=0.0, le=1.0, description="Actor learning rate.")] = 1e-6
-    ppo_mini_batch_size: Annotated[PositiveInt, Meta(description=(
-        "Prompts per PPO update; must divide data.train_batch_size."))] = 256
-    ppo_micro_batch_size_per_gpu: Annotated[PositiveInt, Meta(description=(
-        "Sequences per GPU per forward pass; also used for the rollout and reference log-prob passes."))] = 4
-    use_kl_loss: Annotated[bool, Meta(description="Add a KL loss against the reference policy (GRPO-style).")] = False
-    kl_loss_type: Annotated[KlType, Meta(description="KL estimator for the KL loss (emitted only with use_kl_loss).")] = "low_var_kl"
-    kl_loss_coef: Annotated[float, Meta(ge=0.0, description="Weight of the KL loss (emitted only with use_kl_loss).")] = 0.001
-    entropy_coeff: Annotated[float, Meta(ge=0.0, description="Entropy bonus weight.")] = 0.0
-    megatron: Annotated[Union[Megatron, None], Meta(description="Megatron parallel layout; only with strategy = \"megatron\".")] = None
+class MegatronLayout(Section):
+    tensor_parallel: opt(PosInt, "Megatron tensor-parallel size.") = None
+    pipeline_parallel: opt(PosInt, "Megatron pipeline-parallel size.") = None
+    virtual_pipeline: opt(PosInt, "Virtual pipeline stages per pipeline rank (interleaved schedule).") = None
+    context_parallel: opt(PosInt, "Megatron context-parallel size.") = None
+    expert_parallel: opt(PosInt, "Expert-parallel size (MoE models).") = None
+    expert_tensor_parallel: opt(PosInt, "Tensor parallelism inside each expert (MoE); unset: Megatron uses tensor_parallel.") = None
+    sequence_parallel: opt(bool, "Megatron sequence parallelism (with tensor parallelism).") = None
+    use_dist_checkpointing: opt(bool, "Load weights from a Megatron distributed checkpoint.") = None
+    dist_checkpointing_path: opt(Text, "Where that distributed checkpoint is.") = None
+    transformer_overrides: opt(Table, (
+        "Entries passed whole into Megatron's TransformerConfig (verl's override_transformer_config), "
+        "e.g. MoE routing, fusions, recomputation.")) = None
 
 
-class Rollout(_Section):
-    engine: Annotated[Literal["sglang", "vllm"], Meta(description="Rollout engine (verl's actor_rollout_ref.rollout.name).")]
-    n: Annotated[PositiveInt, Meta(description="Responses sampled per prompt (GRPO needs at least 2).")] = 1
-    temperature: Annotated[float, Meta(ge=0.0, description="Sampling temperature.")] = 1.0
-    top_p: Annotated[Probability, Meta(description="Nucleus sampling mass.")] = 1.0
-    top_k: Annotated[int, Meta(ge=-1, description="Top-k sampling; -1 disables it.")] = -1
-    gpu_memory_utilization: Annotated[Probability, Meta(description="Fraction of GPU memory the engine may take.")] = 0.5
-    tensor_parallel: Annotated[PositiveInt, Meta(description=(
-        "Rollout tensor-parallel size; must divide the trainer GPUs."))] = 1
+class Actor(Section):
+    strategy: opt(Literal["fsdp", "fsdp2", "megatron"], (
+        "Training backend. \"megatron\" selects verl's Megatron config and allows [actor.megatron]; unset: FSDP.")) = None
+    lr: opt(Annotated[float, Meta(gt=0.0, le=1.0)], "Actor learning rate.") = None
+    lr_warmup_steps_ratio: opt(Fraction, "Share of the steps spent warming up the learning rate.") = None
+    lr_warmup_steps: opt(StepInt, "Warm-up steps (-1: use lr_warmup_steps_ratio).") = None
+    warmup_style: opt(Literal["constant", "cosine"], "Learning-rate schedule after warm-up.") = None
+    weight_decay: opt(NonNegFloat, "AdamW weight decay.") = None
+    ppo_mini_batch_size: opt(PosInt, "Prompts per PPO update; divides data.train_batch_size.") = None
+    ppo_micro_batch_size_per_gpu: opt(PosInt, "Sequences per GPU per forward/backward pass.") = None
+    ppo_micro_batch_size: opt(PosInt, "Legacy global micro-batch (verl divides it by the GPUs); prefer the per-GPU field.") = None
+    use_dynamic_bsz: opt(bool, "Pack micro-batches by token count instead of sequence count.") = None
+    ppo_max_token_len_per_gpu: opt(PosInt, "Token budget per GPU per micro-batch with dynamic batch sizes.") = None
+    ppo_epochs: opt(PosInt, "Passes over each batch.") = None
+    use_kl_loss: opt(bool, "Add a KL loss against the reference policy (GRPO-style).") = None
+    kl_loss_type: opt(KlType, "KL estimator of the KL loss.") = None
+    kl_loss_coef: opt(NonNegFloat, "Weight of the KL loss.") = None
+    entropy_coeff: opt(Float, "Entropy bonus weight.") = None
+    clip_ratio: opt(NonNegFloat, "PPO clip range.") = None
+    clip_ratio_low: opt(NonNegFloat, "Lower clip range (DAPO's clip-higher).") = None
+    clip_ratio_high: opt(NonNegFloat, "Upper clip range (DAPO's clip-higher).") = None
+    clip_ratio_c: opt(NonNegFloat, "Dual-clip constant.") = None
+    loss_agg_mode: opt(LossAgg, "How token losses are aggregated.") = None
+    policy_loss: opt(Text, "Policy loss function (verl's policy_loss.loss_mode), e.g. \"vanilla\", \"gspo\".") = None
+    grad_clip: opt(NonNegFloat, "Gradient-norm clipping.") = None
+    ulysses_sequence_parallel_size: opt(PosInt, "Ulysses sequence parallelism (FSDP).") = None
+    param_offload: opt(bool, "Offload parameters to the CPU (FSDP's fsdp_config, or Megatron's).") = None
+    optimizer_offload: opt(bool, "Offload optimizer state to the CPU (FSDP's fsdp_config, or Megatron's).") = None
+    grad_offload: opt(bool, "Offload gradients to the CPU (Megatron).") = None
+    fsdp_size: opt(Annotated[int, Meta(ge=-1, le=_I64)], "FSDP shard group size (-1: all GPUs).") = None
+    mixed_precision: opt(Table, "FSDP mixed precision (param_dtype, reduce_dtype, buffer_dtype), read whole by verl.") = None
+    megatron: opt(MegatronLayout, "Megatron parallel layout of the actor; only with strategy = \"megatron\".") = None
 
 
-class Trainer(_Section):
-    total_steps: Annotated[PositiveInt, Meta(description="Training steps (verl's trainer.total_training_steps).")]
-    save_freq: Annotated[int, Meta(ge=-1, description="Save a checkpoint every N steps; -1 never (then no evidence is recorded).")] = 50
-    test_freq: Annotated[int, Meta(ge=-1, description="Validate every N steps; -1 never.")] = -1
-    output_dir: Annotated[str, Meta(description=(
-        "Checkpoint folder (verl's trainer.default_local_dir). Empty: checkpoints/<project>/<name>. "
-        "Relative paths are relative to the folder `tutorrl run` is started in (its embedded Ray head runs "
-        "verl's workers there); a real run on an existing cluster needs an absolute path or a URI."))] = ""
-    loggers: Annotated[list[Logger], Meta(min_length=1, description=(
-        "Trackers; verl's default adds wandb, which fails without an account, so the default is console only."))] = field(
-        default_factory=lambda: ["console"])
-    evidence_callback: Annotated[bool, Meta(description=(
-        "Record checkpoint evidence at every save from inside verl (verl 0.9.1+, trainer.checkpoint_callback_class); "
-        "the job's Python must then import tutorrl. Off, or on older releases, `tutorrl run` records checkpoints after the run."))] = True
-    resume: Annotated[str, Meta(min_length=1, description=(
-        "\"auto\" resumes from the latest checkpoint in output_dir, \"disable\" starts fresh, anything else is a checkpoint path to resume from."))] = "auto"
+class Ref(Section):
+    strategy: opt(Literal["fsdp", "fsdp2"], "Backend of the reference policy (FSDP runs).") = None
+    log_prob_micro_batch_size_per_gpu: opt(PosInt, "Sequences per GPU per reference log-prob pass.") = None
+    log_prob_micro_batch_size: opt(PosInt, "Legacy global micro-batch of the reference pass.") = None
+    log_prob_max_token_len_per_gpu: opt(PosInt, "Token budget per GPU with dynamic batch sizes.") = None
+    log_prob_use_dynamic_bsz: opt(bool, "Dynamic batch sizes for the reference pass.") = None
+    param_offload: opt(bool, "Offload the reference model's parameters to the CPU.") = None
+    ulysses_sequence_parallel_size: opt(PosInt, "Ulysses sequence parallelism of the reference pass.") = None
+    megatron: opt(MegatronLayout, "Megatron layout of the reference model (Megatron runs).") = None
 
 
-class Resources(_Section):
-    nodes: Annotated[PositiveInt, Meta(description="Machines for the trainer.")] = 1
-    trainer_gpus_per_node: Annotated[PositiveInt, Meta(description="GPUs per machine that verl's trainer and rollout use.")] = 8
-    reward_gpus: Annotated[int, Meta(ge=0, description=(
-        "GPUs set aside for the reward (the student simulator), outside verl's trainer pool."))] = 0
+class RolloutVal(Section):
+    temperature: opt(NonNegFloat, "Sampling temperature during validation.") = None
+    top_p: opt(Probability, "Nucleus mass during validation.") = None
+    top_k: opt(Annotated[int, Meta(ge=-1, le=_I64)], "Top-k during validation; -1 disables it.") = None
+    n: opt(PosInt, "Responses per validation prompt.") = None
+    do_sample: opt(bool, "Sample during validation (false: greedy).") = None
 
 
-class Simulator(_Section):
-    adapter: Annotated[str, Meta(min_length=1, description="The student simulator's adapter checkpoint.")]
-    heads_checkpoint: Annotated[str, Meta(min_length=1, description="Checkpoint of the simulator's prediction heads.")]
-    heads_metrics: Annotated[str, Meta(min_length=1, description="Calibration metrics of the heads.")]
-    device: Annotated[str, Meta(pattern=r"^(cpu|cuda(:[0-9]+)?)$", description="Device the simulator runs on inside the reward worker.")] = "cuda"
-    alpha_style: Annotated[float, Meta(ge=0.0, description="Decay rate of the style gate.")] = 0.5
-    alpha_perception: Annotated[float, Meta(ge=0.0, description="Decay rate of the perception gate.")] = 0.5
-    style_preferred: Annotated[str, Meta(description="Preferred style for the style gate; empty: no preference (not emitted).")] = ""
+class MultiTurn(Section):
+    enable: opt(bool, "Multi-turn rollouts with tools or interactions.") = None
+    max_assistant_turns: opt(PosInt, "Most assistant turns per conversation.") = None
+    max_user_turns: opt(PosInt, "Most user turns per conversation.") = None
+    tool_config_path: opt(Text, "Tool configuration file.") = None
+    interaction_config_path: opt(Text, "Interaction configuration file.") = None
+    format: opt(Text, "Chat format of tool calls, e.g. \"hermes\".") = None
 
 
-class Prompted(_Section):
-    student_model: Annotated[str, Meta(min_length=1, description="The model prompted to act as the student.")]
+class Agent(Section):
+    num_workers: opt(PosInt, "Agent-loop workers.") = None
+    default_agent_loop: opt(Text, "Agent loop used when a sample names none.") = None
+    agent_loop_config_path: opt(Text, "Agent-loop configuration file.") = None
 
 
-class Custom(_Section):
-    kwargs: Annotated[dict[Annotated[str, Meta(pattern=_IDENT)], KwargValue], Meta(description=(
-        "Keyword arguments passed to the reward function, verbatim."))] = field(default_factory=dict)
+class Rollout(Section):
+    engine: opt(Literal["sglang", "vllm", "hf"], "Rollout engine (verl's rollout.name).") = None
+    mode: opt(Literal["sync", "async"], "Rollout mode (async: server-based, needed by agent loops).") = None
+    n: opt(PosInt, "Responses sampled per prompt (group estimators need at least 2).") = None
+    temperature: opt(NonNegFloat, "Sampling temperature.") = None
+    top_p: opt(Probability, "Nucleus sampling mass.") = None
+    top_k: opt(Annotated[int, Meta(ge=-1, le=_I64)], "Top-k sampling; -1 disables it.") = None
+    do_sample: opt(bool, "Sample (false: greedy).") = None
+    dtype: opt(Literal["bfloat16", "float16", "float32"], "Engine weight dtype.") = None
+    gpu_memory_utilization: opt(Probability, "Fraction of GPU memory the engine may take.") = None
+    tensor_parallel: opt(PosInt, "Rollout tensor-parallel size (one engine may span nodes).") = None
+    data_parallel: opt(PosInt, "Rollout data-parallel size inside one engine.") = None
+    expert_parallel: opt(PosInt, "Rollout expert-parallel size (MoE).") = None
+    log_prob_micro_batch_size_per_gpu: opt(PosInt, "Sequences per GPU when recomputing old log-probs.") = None
+    log_prob_micro_batch_size: opt(PosInt, "Legacy global micro-batch of the old log-prob pass.") = None
+    log_prob_max_token_len_per_gpu: opt(PosInt, "Token budget per GPU for the log-prob pass with dynamic batch sizes.") = None
+    log_prob_use_dynamic_bsz: opt(bool, "Dynamic batch sizes for the log-prob pass.") = None
+    enable_chunked_prefill: opt(bool, "Chunked prefill in the engine.") = None
+    max_num_batched_tokens: opt(PosInt, "Most tokens the engine batches at once.") = None
+    max_num_seqs: opt(PosInt, "Most sequences the engine runs at once.") = None
+    max_model_len: opt(PosInt, "Context length the engine allocates for.") = None
+    enforce_eager: opt(bool, "Disable CUDA graphs.") = None
+    free_cache_engine: opt(bool, "Free the KV cache between rollouts.") = None
+    load_format: opt(Text, "How the engine loads weights (e.g. \"dummy_dtensor\", \"safetensors\").") = None
+    calculate_log_probs: opt(bool, "Let the engine return log-probs of what it sampled.") = None
+    update_weights_bucket_megabytes: opt(PosInt, "Bucket size when pushing trained weights to the engine.") = None
+    engine_kwargs: opt(Table, "Engine arguments passed whole (e.g. { vllm = { swap_space = 32 } }).") = None
+    val: opt(RolloutVal, "Sampling during validation (verl's rollout.val_kwargs).") = None
+    multi_turn: opt(MultiTurn, "Multi-turn rollouts, tools and interactions.") = None
+    agent: opt(Agent, "Agent loops.") = None
 
 
-class Reward(_Section):
-    kind: Annotated[Literal["simulator", "prompted", "custom"], Meta(description=(
-        "simulator: a trained student simulator on its own GPU; prompted: a prompted student model; custom: any module with free kwargs."))]
-    module: Annotated[str, Meta(description=(
-        "Installed Python module exporting the reward function. Empty: the chess tutor's entry for simulator/prompted; required for custom."))] = ""
-    function: Annotated[str, Meta(pattern=_IDENT, description="Name of the reward function in the module.")] = "compute_score"
-    table: Annotated[Union[Annotated[str, Meta(min_length=1)], None], Meta(description="Chess reward table (simulator and prompted kinds).")] = None
-    mate_clip_cp: Annotated[Union[Annotated[int, Meta(ge=1)], None], Meta(description="Centipawn value mates are clipped to (simulator and prompted kinds).")] = None
-    scale_cp: Annotated[Union[Annotated[float, Meta(gt=0.0)], None], Meta(description="Centipawn scale of the reward (simulator and prompted kinds).")] = None
-    illegal_reward: Annotated[Union[float, None], Meta(description="Reward for an illegal move (simulator and prompted kinds).")] = None
-    simulator: Annotated[Union[Simulator, None], Meta(description="Settings of kind = \"simulator\".")] = None
-    prompted: Annotated[Union[Prompted, None], Meta(description="Settings of kind = \"prompted\".")] = None
-    custom: Annotated[Union[Custom, None], Meta(description="Settings of kind = \"custom\".")] = None
+class Critic(Section):
+    strategy: opt(Literal["fsdp", "fsdp2", "megatron"], "Backend of the critic.") = None
+    model_path: opt(Text, "The critic's starting checkpoint.") = None
+    lr: opt(Annotated[float, Meta(gt=0.0, le=1.0)], "Critic learning rate.") = None
+    lr_warmup_steps_ratio: opt(Fraction, "Share of the steps spent warming up the critic's learning rate.") = None
+    weight_decay: opt(NonNegFloat, "AdamW weight decay of the critic.") = None
+    ppo_mini_batch_size: opt(PosInt, "Prompts per critic update.") = None
+    ppo_micro_batch_size_per_gpu: opt(PosInt, "Sequences per GPU per critic pass.") = None
+    ppo_micro_batch_size: opt(PosInt, "Legacy global micro-batch of the critic.") = None
+    ppo_max_token_len_per_gpu: opt(PosInt, "Token budget per GPU with dynamic batch sizes.") = None
+    use_dynamic_bsz: opt(bool, "Dynamic batch sizes for the critic.") = None
+    ppo_epochs: opt(PosInt, "Critic passes over each batch.") = None
+    cliprange_value: opt(NonNegFloat, "Value-function clip range.") = None
+    grad_clip: opt(NonNegFloat, "Gradient-norm clipping of the critic.") = None
+    use_remove_padding: opt(bool, "Pack the critic's sequences without padding.") = None
+    enable_gradient_checkpointing: opt(bool, "Gradient checkpointing in the critic.") = None
+    param_offload: opt(bool, "Offload the critic's parameters to the CPU.") = None
+    optimizer_offload: opt(bool, "Offload the critic's optimizer state to the CPU.") = None
+    grad_offload: opt(bool, "Offload the critic's gradients to the CPU (Megatron).") = None
+    ulysses_sequence_parallel_size: opt(PosInt, "Ulysses sequence parallelism of the critic.") = None
+    megatron: opt(MegatronLayout, "Megatron layout of the critic.") = None
 
 
-class Env(_Section):
+class Trainer(Section):
+    total_epochs: opt(PosInt, "Passes over the training data (verl computes the steps).") = None
+    total_steps: opt(PosInt, "Training steps; wins over total_epochs (verl's trainer.total_training_steps).") = None
+    save_freq: opt(StepInt, "Save a checkpoint every N steps; -1 never.") = None
+    test_freq: opt(StepInt, "Validate every N steps; -1 never.") = None
+    val_before_train: opt(bool, "Validate once before the first step.") = None
+    val_only: opt(bool, "Only validate, never train.") = None
+    critic_warmup: opt(NonNegInt, "Steps that train only the critic.") = None
+    output_dir: opt(Text, (
+        "Checkpoint folder (verl's trainer.default_local_dir). Relative paths are relative to where the job runs "
+        "(the folder `tutorrl run` is started in, on its embedded Ray head).")) = None
+    loggers: opt(Annotated[list[Logger], Meta(min_length=1)], "Trackers (verl's trainer.logger).") = None
+    log_val_generations: opt(NonNegInt, "Validation generations logged per validation.") = None
+    resume_mode: opt(Literal["auto", "disable", "resume_path"], "Resume from the latest checkpoint, start fresh, or from resume_from.") = None
+    resume_from: opt(Text, "Checkpoint to resume from with resume_mode = \"resume_path\".") = None
+    max_actor_ckpt_to_keep: opt(PosInt, "Actor checkpoints kept (older ones are deleted).") = None
+    max_critic_ckpt_to_keep: opt(PosInt, "Critic checkpoints kept.") = None
+    balance_batch: opt(bool, "Balance sequence lengths across data-parallel ranks.") = None
+    device: opt(Literal["cuda", "npu", "cpu"], "Accelerator kind.") = None
+    rollout_data_dir: opt(Text, "Dump rollouts here.") = None
+    validation_data_dir: opt(Text, "Dump validation generations here.") = None
+    evidence_callback: opt(bool, (
+        "tutorrl's checkpoint-evidence hook inside verl (verl 0.9.1+, trainer.checkpoint_callback_class); the job's "
+        "Python must then import tutorrl. Unset or false: `tutorrl run` records checkpoints after the run.")) = None
+
+
+class Resources(Section):
+    nodes: opt(PosInt, "Machines for verl's trainer (verl's trainer.nnodes).") = None
+    trainer_gpus_per_node: opt(PosInt, "GPUs per machine for verl's trainer and rollout (verl's trainer.n_gpus_per_node).") = None
+    reward_gpus: opt(NonNegInt, (
+        "GPUs kept out of verl's pool for the reward (e.g. a reward model of a plug-in); tutorrl's preflight counts them.")) = None
+
+
+class RewardModel(Section):
+    enable: opt(bool, "Score responses with a reward model.") = None
+    path: opt(Text, "The reward model's checkpoint.") = None
+    micro_batch_size_per_gpu: opt(PosInt, "Sequences per GPU per reward-model pass.") = None
+    use_dynamic_bsz: opt(bool, "Dynamic batch sizes for the reward model.") = None
+    max_length: opt(PosInt, "Longest sequence the reward model scores.") = None
+    param_offload: opt(bool, "Offload the reward model's parameters to the CPU.") = None
+    use_remove_padding: opt(bool, "Pack the reward model's sequences without padding.") = None
+
+
+class Reward(Section):
+    module: opt(Annotated[str, Meta(pattern=_MODULE)], (
+        "Installed Python module exporting the reward function (a dotted name such as \"my_rewards.gsm8k\"). "
+        "Unset (and no path): verl's default reward for the data source.")) = None
+    path: opt(Text, "A Python file exporting the reward function (verl's custom_reward_function.path as a file).") = None
+    function: opt(Annotated[str, Meta(pattern=_IDENT)], "Name of the reward function.") = None
+    kwargs: opt(Table, "Keyword arguments passed to the reward function, verbatim.") = None
+    workers: opt(PosInt, "Reward workers (verl's reward.num_workers).") = None
+    manager: opt(Text, "Reward manager, e.g. \"naive\", \"dapo\", \"prime\", \"batch\".") = None
+    manager_kwargs: opt(Table, "Arguments of the reward manager (e.g. DAPO's overlong_buffer_cfg).") = None
+    launch_reward_fn_async: opt(bool, "Compute rewards asynchronously with the next rollout (verl before 0.7.1).") = None
+    model: opt(RewardModel, "A reward model.") = None
+    plugin: opt(Annotated[str, Meta(pattern=_NAME)], (
+        "A reward plug-in (Python entry point in group tutorrl.rewards) that fills module, function, kwargs "
+        "and more from its own [reward.options].")) = None
+    options: opt(dict[str, Any], "Options of the reward plug-in, checked against the plug-in's own schema.") = None
+
+
+class Env(Section):
     set: Annotated[dict[Annotated[str, Meta(pattern=_ENV_NAME)], str], Meta(description=(
         "Environment the job (and verl's Ray workers) see, as literal values. Never secrets: pass those through."))] = field(
         default_factory=dict)
@@ -182,46 +352,63 @@ class Env(_Section):
         default_factory=list)
 
 
-class Verl(_Section):
+class Verl(Section):
     extra_overrides: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(description=(
-        "Raw Hydra overrides for what the machine dictates, appended last; each key is still checked against the release."))] = field(
+        "Raw Hydra overrides for what the spec has no field for, appended last; each key is still checked against the release."))] = field(
         default_factory=list)
 
 
-class Spec(_Section):
+class Spec(Section):
     """One experiment."""
 
     experiment: Annotated[Experiment, Meta(description="What this run is called and which verl release it targets.")]
-    data: Annotated[Data, Meta(description="Prompt data and batch sizes.")]
-    model: Annotated[Model, Meta(description="The policy model and its adapters.")]
-    rollout: Annotated[Rollout, Meta(description="How responses are sampled.")]
-    trainer: Annotated[Trainer, Meta(description="Training length, checkpoints, logging and resumption.")]
-    reward: Annotated[Reward, Meta(description="Where the reward comes from.")]
-    algorithm: Annotated[Algorithm, Meta(description="Advantage estimation.")] = field(default_factory=Algorithm)
-    actor: Annotated[Actor, Meta(description="The policy update: backend, optimiser, batches, KL and entropy.")] = field(
+    data: Annotated[Data, Meta(description="Prompt data and batch sizes.")] = field(default_factory=Data)
+    model: Annotated[Model, Meta(description="The policy model.")] = field(default_factory=Model)
+    algorithm: Annotated[Algorithm, Meta(description="Advantage estimation and the in-reward KL.")] = field(
+        default_factory=Algorithm)
+    actor: Annotated[Actor, Meta(description="The policy update: backend, optimiser, batches, losses, offload.")] = field(
         default_factory=Actor)
-    resources: Annotated[Resources, Meta(description="GPUs and machines the run needs.")] = field(default_factory=Resources)
+    ref: Annotated[Ref, Meta(description="The reference policy's log-prob pass.")] = field(default_factory=Ref)
+    rollout: Annotated[Rollout, Meta(description="How responses are sampled, and the engine that samples them.")] = field(
+        default_factory=Rollout)
+    critic: Annotated[Critic, Meta(description="The critic (PPO with GAE).")] = field(default_factory=Critic)
+    trainer: Annotated[Trainer, Meta(description="Length, checkpoints, validation, logging and resumption.")] = field(
+        default_factory=Trainer)
+    resources: Annotated[Resources, Meta(description="Machines and GPUs.")] = field(default_factory=Resources)
+    reward: Annotated[Reward, Meta(description="Where the reward comes from.")] = field(default_factory=Reward)
     env: Annotated[Env, Meta(description="Environment of the job and of verl's Ray workers.")] = field(default_factory=Env)
-    verl: Annotated[Verl, Meta(description="Escape hatch: raw overrides the machine dictates.")] = field(default_factory=Verl)
+    verl: Annotated[Verl, Meta(description="Escape hatch: raw overrides, still checked against the release.")] = field(
+        default_factory=Verl)
 
 
-# The chess tutor's reward entries, used when [reward] module is left empty.
-DEFAULT_REWARD_MODULES = {
-    "simulator": "studentsim.tutor_rl._reward_entry",
-    "prompted": "studentsim.tutor_rl._prompted_reward_entry",
-}
-# Defaults of the chess reward's shaping kwargs (simulator and prompted kinds).
-CHESS_REWARD_DEFAULTS = {"mate_clip_cp": 1000, "scale_cp": 400.0, "illegal_reward": -1.0}
+def to_builtins(spec: Struct) -> dict:
+    """The spec as plain data with unset (``None``) fields and empty sections left out."""
+    return _drop_empty(msgspec.to_builtins(spec))
 
 
-def to_builtins(spec: Spec) -> dict:
-    """The spec as plain data with unset (``None``) fields left out."""
-    return _drop_none(msgspec.to_builtins(spec))
-
-
-def _drop_none(value):
+def _drop_empty(value):
     if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+        out = {}
+        for k, v in value.items():
+            v = _drop_empty(v)
+            if v is None or (isinstance(v, dict) and not v and k not in _KEEP_EMPTY):
+                continue
+            out[k] = v
+        return out
     if isinstance(value, list):
-        return [_drop_none(v) for v in value]
+        return [_drop_empty(v) for v in value]
+    return value
+
+
+# Tables whose emptiness is itself a value the user wrote.
+_KEEP_EMPTY = frozenset()
+
+
+def get_field(spec: Struct, path: str):
+    """The value at a dotted field path, or ``None`` where a section is unset."""
+    value: Any = spec
+    for part in path.split("."):
+        if value is None:
+            return None
+        value = getattr(value, part)
     return value

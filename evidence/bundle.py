@@ -18,13 +18,18 @@ class BundleInfo(msgspec.Struct, frozen=True):
     path: Path
     digest: str
     verl: str
-    output_dir: str  # as written in the spec: may be relative to the run's cwd
+    # As written in the spec, or verl's default resolved against it: may be
+    # relative to the run's cwd.
+    output_dir: str
     model_path: str
 
 
 def load_bundle(path: Path) -> BundleInfo:
+    from tutorrl.compiler.rules import effective
+
     loaded = verify_bundle(path)
+    value = effective(loaded.spec)
     return BundleInfo(
         path=Path(loaded.path), digest=loaded.manifest.digest, verl=loaded.manifest.verl,
-        output_dir=loaded.spec.trainer.output_dir, model_path=loaded.spec.model.path,
+        output_dir=str(value("trainer.output_dir") or ""), model_path=str(value("model.path") or ""),
     )

@@ -16,7 +16,7 @@ import msgspec
 
 from tutorrl.compiler import keymap as keymap_module
 from tutorrl.compiler.bundle import CONTENT_FILES
-from tutorrl.compiler.resolve import settings
+from tutorrl.compiler.settings import settings
 from tutorrl.compiler.spec import Spec, to_builtins
 from tutorrl.errors import SpecError
 from tutorrl.review.sides import Side
@@ -125,7 +125,7 @@ class _Keys:
         self.release = side.manifest.verl
         self.variant = side.manifest.variant
         try:
-            self.rmap = keymap_module.release_map(self.release, self.variant)
+            self.rmap = keymap_module.load_lock(self.release, self.variant)
         except SpecError:
             # A bundle compiled for a release this tutorrl no longer maps (or
             # not yet): its values still compare, its keys cannot be named.
@@ -134,10 +134,10 @@ class _Keys:
     def target(self, setting: str) -> _Target | None:
         if self.rmap is None:
             return None
-        t = self.rmap.target(setting)
+        t = self.rmap.targets.get(setting)
         if t is None:
             return None
-        return tuple(("+" if t.append else "") + k for k in t.keys), t.spelling
+        return (("+" if t.plus else "") + t.key + (".*" if t.kind == "table" else ""),), t.spelling
 
     def keys(self, setting: str) -> list[str]:
         t = self.target(setting)
@@ -185,9 +185,10 @@ def _setting_changes(old: Side, new: Side, ok: _Keys, nk: _Keys) -> list[Setting
     return out
 
 
-def _total_gpus(spec: Spec) -> int:
+def _total_gpus(spec: Spec) -> int | None:
     r = spec.resources
-    return r.nodes * r.trainer_gpus_per_node + r.reward_gpus
+    # Unset means verl's defaults (one node of eight GPUs in every release).
+    return (r.nodes or 1) * (r.trainer_gpus_per_node or 8) + (r.reward_gpus or 0)
 
 
 def _resource_changes(old: Side, new: Side, ok: _Keys, nk: _Keys) -> list[SettingChange]:
@@ -206,9 +207,15 @@ def _resource_changes(old: Side, new: Side, ok: _Keys, nk: _Keys) -> list[Settin
             for name, x, y, setting, note in rows if not _same(x, y)]
 
 
-def _reward_kind_change(old: Side, new: Side) -> list[SettingChange]:
-    a, b = old.spec.reward.kind, new.spec.reward.kind
-    return [] if a == b else [SettingChange("reward.kind", "changed", a, b)]
+def _reward_plugin_change(old: Side, new: Side) -> list[SettingChange]:
+    out = []
+    for name in ("plugin", "options"):
+        a, b = getattr(old.spec.reward, name), getattr(new.spec.reward, name)
+        if not _same(a, b):
+            out.append(SettingChange(f"reward.{name}", "changed" if a is not None and b is not None
+                                     else ("added" if a is None else "removed"), a, b,
+                                     note="tutorrl's reward plug-in; what it fills is listed with the other settings"))
+    return out
 
 
 def _env_changes(old: Side, new: Side) -> list[EnvChange]:
@@ -275,20 +282,18 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 # Spec fields the sections above speak for, even though no setting bears their name.
-_COVERED_PREFIXES = ("experiment.verl", "actor.strategy", "reward.kind", "resources.", "env.", "verl.")
+_COVERED_PREFIXES = ("experiment.verl", "actor.strategy", "reward.plugin", "reward.options", "resources.", "env.",
+                     "verl.")
 
 
 def _spec_only(old: Side, new: Side, explained: set[str]) -> list[SettingChange]:
     a, b = _flatten(to_builtins(old.spec)), _flatten(to_builtins(new.spec))
-    reward_explained = any(s.startswith("reward.") for s in explained)
     out = []
     for name in list(a) + [n for n in b if n not in a]:
         if name in a and name in b and _same(a[name], b[name]):
             continue
-        if name in explained or name.startswith(_COVERED_PREFIXES):
-            continue
-        # The reward's fields reach verl as reward_kwargs under other names.
-        if name.startswith("reward.") and reward_explained:
+        if name in explained or name.startswith(_COVERED_PREFIXES) or any(
+                name.startswith(e + ".") for e in explained):
             continue
         change: Change = "changed" if name in a and name in b else ("removed" if name in a else "added")
         out.append(SettingChange(name, change, a.get(name), b.get(name), note="not passed to verl"))
@@ -329,7 +334,7 @@ def diff_sides(old: Side, new: Side) -> Diff:
         info(old), info(new), same=False,
         experiment=groups["experiment"],
         resources=_resource_changes(old, new, ok, nk),
-        reward=_reward_kind_change(old, new) + groups["reward"],
+        reward=_reward_plugin_change(old, new) + groups["reward"],
         environment=_env_changes(old, new),
         release=_release_change(old, new, ok, nk),
         extra_overrides=_override_changes(old, new),

@@ -40,8 +40,12 @@ class _Refused(RefusedError):
         return str(self)
 
 
-def split_verl_list(value: str) -> list[str]:
-    """verl's data.train/val: one path, or ``[a,b]`` (Hydra list syntax)."""
+def split_verl_list(value) -> list[str]:
+    """verl's data.train/val: unset, one path, a list, or ``[a,b]`` written as one string."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return list(value)
     text = value.strip()
     if text.startswith("[") and text.endswith("]"):
         items = [i.strip().strip("'\"") for i in text[1:-1].split(",")]
@@ -57,7 +61,8 @@ def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -
     for key in ("train", "val"):
         for item in split_verl_list(getattr(spec.data, key)):
             entries.append((f"data.{key}", item, False))
-    entries.append(("model.path", spec.model.path, True))
+    if spec.model.path is not None:
+        entries.append(("model.path", spec.model.path, True))
     for key, raw, may_be_hub in entries:
         if _URI.match(raw):
             findings.notes.append(f"{key} = {raw!r} is remote; not checked here")
@@ -81,13 +86,16 @@ def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -
 def spec_paths(spec) -> list[tuple[str, str]]:
     """(dotted key, value) of every path verl or its reward workers read."""
     out = [(f"data.{k}", item) for k in ("train", "val") for item in split_verl_list(getattr(spec.data, k))]
-    out += [("model.path", spec.model.path), ("trainer.output_dir", spec.trainer.output_dir)]
-    reward = spec.reward
-    if reward.table:
-        out.append(("reward.table", reward.table))
-    if reward.simulator is not None:
-        out += [(f"reward.simulator.{k}", getattr(reward.simulator, k))
-                for k in ("adapter", "heads_checkpoint", "heads_metrics")]
+    out += [(key, value) for key, value in (("model.path", spec.model.path),
+                                            ("trainer.output_dir", spec.trainer.output_dir),
+                                            ("reward.path", spec.reward.path)) if value is not None]
+    if spec.reward.plugin is not None:
+        import msgspec
+
+        from tutorrl.compiler.rewards import load_plugin
+
+        plugin = load_plugin(spec.reward.plugin)
+        out += plugin.paths(msgspec.convert(spec.reward.options or {}, plugin.Options))
     return out
 
 
@@ -137,9 +145,18 @@ def check_passthrough(names: list[str], findings: Findings) -> None:
         )
 
 
+def gpu_layout(spec) -> tuple[int, int, int]:
+    """(nodes, trainer GPUs per node, reward GPUs), verl's defaults where the spec says nothing."""
+    from tutorrl.compiler.rules import effective
+
+    value = effective(spec)
+    return (int(value("resources.nodes") or 1), int(value("resources.trainer_gpus_per_node") or 1),
+            int(spec.resources.reward_gpus or 0))
+
+
 def needed_gpus(spec) -> int:
-    r = spec.resources
-    return int(r.nodes) * int(r.trainer_gpus_per_node) + int(r.reward_gpus)
+    nodes, per_node, reward = gpu_layout(spec)
+    return nodes * per_node + reward
 
 
 def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, findings: Findings) -> None:
@@ -152,15 +169,15 @@ def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, find
     if dry_run:
         findings.notes.append(f"dry run: GPU check skipped (a real run needs {need} GPU, {where} has {have:g})")
     elif have < need:
-        r = spec.resources
+        nodes, per_node, reward = gpu_layout(spec)
         findings.problems.append(
-            f"the spec needs {need} GPU (resources.nodes {r.nodes} x trainer_gpus_per_node "
-            f"{r.trainer_gpus_per_node} + reward_gpus {r.reward_gpus}), but {where} has {have:g} GPU "
+            f"the spec needs {need} GPU (resources.nodes {nodes} x trainer_gpus_per_node "
+            f"{per_node} + reward_gpus {reward}), but {where} has {have:g} GPU "
             f"over {resources.alive_nodes} ALIVE node(s)"
         )
-    elif resources.alive_nodes < int(spec.resources.nodes):
+    elif resources.alive_nodes < gpu_layout(spec)[0]:
         findings.problems.append(
-            f"the spec needs {spec.resources.nodes} nodes, but {where} has {resources.alive_nodes} ALIVE node(s)"
+            f"the spec needs {gpu_layout(spec)[0]} nodes, but {where} has {resources.alive_nodes} ALIVE node(s)"
         )
     # The entrypoint itself must fit on one node, or Ray leaves it PENDING.
     wants: dict[str, float] = dict(job.get("entrypoint_resources") or {})

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# tutorrl launch script: experiment "chess-tutor-prompted", verl 0.9.1 (fsdp).
+# Generated from spec.toml by tutorrl. Edit the spec and recompile rather than
+# this file: `tutorrl verify` refuses a bundle whose files were changed.
+# Arguments given to this script (e.g. `--cfg job`) are passed to verl first.
+set -euo pipefail
+
+bundle_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$bundle_dir/bundle.env"
+
+
+python_bin="${TUTORRL_PYTHON:-python}"
+installed="$("$python_bin" -c 'import importlib.metadata as m; print(m.version("verl"))' 2>/dev/null)" || installed="no verl"
+if [ "$installed" != "0.9.1" ]; then
+  echo "tutorrl: this bundle targets verl 0.9.1, but the job's Python ($python_bin) has ${installed}" >&2
+  exit 3
+fi
+# verl calls tutorrl's checkpoint-evidence class after every save; fail now
+# rather than at the first save, hours in.
+if ! "$python_bin" -c 'import tutorrl.evidence.callback' 2>/dev/null; then
+  echo "tutorrl: the job's Python ($python_bin) cannot import tutorrl.evidence.callback; install tutorrl where the job runs, or set trainer.evidence_callback = false" >&2
+  exit 3
+fi
+
+exec "$python_bin" -m verl.trainer.main_ppo --config-name ppo_trainer "$@" \
+  'trainer.experiment_name="chess-tutor-prompted"' \
+  'trainer.project_name="chess-tutor"' \
+  'data.train_files="data/chess/playground_train.parquet"' \
+  'data.val_files="data/chess/playground_val.parquet"' \
+  data.train_batch_size=64 \
+  data.max_prompt_length=512 \
+  data.max_response_length=512 \
+  data.seed=1 \
+  'actor_rollout_ref.model.path="models/tutor-sft-merged"' \
+  '+actor_rollout_ref.model.override_config.attn_implementation="sdpa"' \
+  actor_rollout_ref.model.lora_rank=0 \
+  'algorithm.adv_estimator="grpo"' \
+  algorithm.use_kl_in_reward=false \
+  actor_rollout_ref.actor.optim.lr=1e-06 \
+  actor_rollout_ref.actor.ppo_mini_batch_size=32 \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \
+  actor_rollout_ref.actor.use_kl_loss=true \
+  'actor_rollout_ref.actor.kl_loss_type="low_var_kl"' \
+  actor_rollout_ref.actor.kl_loss_coef=0.001 \
+  actor_rollout_ref.actor.entropy_coeff=0.0 \
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 \
+  'actor_rollout_ref.rollout.name="sglang"' \
+  actor_rollout_ref.rollout.n=4 \
+  actor_rollout_ref.rollout.temperature=1.0 \
+  actor_rollout_ref.rollout.top_p=1.0 \
+  actor_rollout_ref.rollout.top_k=-1 \
+  actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \
+  trainer.total_training_steps=100 \
+  trainer.save_freq=25 \
+  trainer.test_freq=-1 \
+  'trainer.default_local_dir="checkpoints/chess-tutor/chess-tutor-prompted"' \
+  'trainer.logger=["console"]' \
+  'trainer.checkpoint_callback_class="tutorrl.evidence.callback.EvidenceCallback"' \
+  trainer.nnodes=1 \
+  trainer.n_gpus_per_node=8 \
+  'reward.custom_reward_function.path="pkg://studentsim.tutor_rl._prompted_reward_entry"' \
+  'reward.custom_reward_function.name="compute_score"' \
+  +reward.custom_reward_function.reward_kwargs.illegal_reward=-2.0 \
+  +reward.custom_reward_function.reward_kwargs.mate_clip_cp=1000 \
+  '+reward.custom_reward_function.reward_kwargs.reward_table="data/chess/reward_table.json"' \
+  +reward.custom_reward_function.reward_kwargs.scale_cp=400.0 \
+  '+reward.custom_reward_function.reward_kwargs.student_model="Qwen/Qwen2.5-7B-Instruct"' \
+  reward.num_workers=1
+

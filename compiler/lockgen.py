@@ -1,0 +1,49 @@
+"""``tutorrl keys lock``: regenerate (or check) the committed per-release locks."""
+
+from __future__ import annotations
+
+import sys
+
+from tutorrl.compiler.keymap import VARIANTS, LockError, build_lock, encode_lock, load_keymap, lock_path
+from tutorrl.errors import InputError, Problem
+
+
+def expected_locks() -> dict:
+    """Every lock the key map implies, as ``{path: bytes}``; raises InputError naming each contradiction."""
+    keymap = load_keymap()
+    out, problems = {}, []
+    for release in keymap.releases:
+        for variant in VARIANTS:
+            try:
+                out[lock_path(release, variant)] = encode_lock(build_lock(release, variant, keymap))
+            except LockError as exc:
+                problems += [Problem(line, file="keymap/verl.toml") for line in str(exc).splitlines()]
+    if problems:
+        raise InputError(problems, summary=f"{len(problems)} settings need a key-map entry")
+    return out
+
+
+def cmd_lock(args) -> int:
+    locks = expected_locks()
+    folder = next(iter(locks)).parent
+    stale = sorted(p.name for p in folder.glob("verl-*.json") if p not in locks)
+    changed = []
+    for path, data in sorted(locks.items()):
+        old = path.read_bytes() if path.exists() else None
+        if old != data:
+            changed.append(path.name)
+            if not args.check:
+                path.write_bytes(data)
+    if not args.check:
+        for name in stale:
+            (folder / name).unlink()
+    for name in changed:
+        print(f"{'stale' if args.check else 'wrote'}  {name}")
+    for name in stale:
+        print(f"{'extra' if args.check else 'removed'}  {name}")
+    if args.check and (changed or stale):
+        print("locks are out of date: run `tutorrl keys lock`", file=sys.stderr)
+        return 1
+    if not changed and not stale:
+        print(f"{len(locks)} locks up to date")
+    return 0

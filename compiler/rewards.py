@@ -1,0 +1,80 @@
+"""The reward plug-in seam.
+
+The core spec speaks verl's reward vocabulary only (module, function, kwargs,
+workers, manager, reward model). Anything a team builds on top -- a reward
+model on a GPU of its own, a prompted judge, domain constants -- is a
+*plug-in*: a Python object registered under the entry-point group
+``tutorrl.rewards``, selected with ``[reward] plugin = "<name>"`` and
+configured under ``[reward.options]``, which are checked against the
+plug-in's own msgspec struct with the same located errors as the core spec.
+
+A plug-in only ever *fills in the spec*: its :meth:`RewardPlugin.normalize`
+returns core fields (reward module, function, kwargs, workers, environment),
+so the bundle's normalised ``spec.toml`` shows everything it decided, and the
+plug-in's name and version are recorded in the manifest.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from tutorrl.errors import Problem, SpecError
+
+GROUP = "tutorrl.rewards"
+
+Finding = tuple[str, str, "str | None"]
+
+
+@runtime_checkable
+class RewardPlugin(Protocol):
+    """What a reward plug-in provides. Paths in findings are relative to ``reward.options``."""
+
+    name: str
+    version: str
+    Options: type[msgspec.Struct]
+
+    def normalize(self, spec, options) -> dict:
+        """Core spec fields to fill, as ``{"reward.module": ..., "reward.kwargs": {...}, "env.set": {...}}``.
+
+        Fields the user set win; the plug-in only fills what is unset.
+        """
+
+    def rules(self, spec, options) -> list[Finding]:
+        """Cross-field problems, as ``(dotted key from the spec root, message, hint)``."""
+
+    def paths(self, options) -> list[tuple[str, str]]:
+        """Local files the reward reads, as ``(dotted key, path)``, for the run preflight."""
+
+
+@functools.cache
+def _entry_points() -> dict[str, object]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def available() -> list[str]:
+    return sorted(_entry_points())
+
+
+@functools.cache
+def load_plugin(name: str) -> RewardPlugin:
+    """The plug-in registered as ``name``; a clear error when none is."""
+    entry = _entry_points().get(name)
+    if entry is None:
+        import difflib
+
+        near = difflib.get_close_matches(name, available(), n=1, cutoff=0.5)
+        raise SpecError([Problem(
+            f"no reward plug-in named '{name}' is installed (entry-point group {GROUP})",
+            key="reward.plugin",
+            hint=f"did you mean '{near[0]}'?" if near else (
+                f"installed: {', '.join(available())}" if available() else "install the package that provides it"))])
+    plugin = entry.load()
+    if not isinstance(plugin, RewardPlugin):
+        raise SpecError([Problem(f"the entry point '{name}' ({entry.value}) is not a tutorrl reward plug-in",
+                                 key="reward.plugin")])
+    return plugin

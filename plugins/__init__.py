@@ -1,0 +1,1 @@
+"""Reward plug-ins shipped with tutorrl (entry-point group ``tutorrl.rewards``)."""
