@@ -286,7 +286,8 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
             targets[name] = Target(key=key, plus=not keyset.has(key) and not children, spelling=entry.spelling,
                                    kind="table", declared=tuple(c for c in children
                                                                  if not keyset.keys[f"{key}.{c}"].open),
-                                   open=tuple(opened), passthrough=reads_whole or bool(entry.undeclared))
+                                   open=tuple(opened),
+                                   passthrough=reads_whole or bool(entry.undeclared) or key in undeclared)
             continue
         info = keyset.keys.get(key)
         if info is not None and not info.open:

@@ -15,6 +15,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from tutorrl import __version__
+from tutorrl.compiler.keymap import release_tuple
 
 _DEVICE = r"^(cpu|cuda(:[0-9]+)?)\Z"
 
@@ -63,10 +64,12 @@ class _Chess:
             "reward.module": self.module,
             "reward.function": "compute_score",
             "reward.kwargs": self._kwargs(options),
-            # One reward worker per GPU set aside: verl's default of eight
-            # workers would put eight simulators on one card.
-            "reward.workers": max(1, reward_gpus),
         }
+        if release_tuple(spec.experiment.verl) >= (0, 7, 1, 0):
+            # One reward worker per GPU set aside: verl's default of eight
+            # workers would put eight simulators on one card. Before 0.7.1
+            # verl has no reward worker pool to size.
+            fill["reward.workers"] = max(1, reward_gpus)
         if reward_gpus:
             fill["env.set"] = dict(_REWARD_GPU_ENV)
         return fill

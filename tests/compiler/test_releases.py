@@ -22,69 +22,88 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from tutorrl.compiler import keyset_import as ki
-from tutorrl.compiler.bundle import write_bundle
+from tutorrl.compiler.bundle import spec_settings, write_bundle
 from tutorrl.compiler.compile import compile_bytes
-from tutorrl.compiler.keymap import load_keymap, release_map
-from tutorrl.compiler.keysets import load_keyset
+from tutorrl.compiler.keymap import VARIANTS, build_lock, encode_lock, load_keymap, load_lock, lock_path, release_tuple
+from tutorrl.compiler.keysets import available_keysets, load_keyset
 from tutorrl.compiler.load import parse_spec
 from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve, variant_of
+from tutorrl.compiler.resolve import resolve
+from tutorrl.compiler.settings import NOT_SETTINGS, variant_of
 from tutorrl.errors import SpecError
 
-RELEASES = ["0.4.1", "0.5.0", "0.6.1", "0.7.1", "0.8.0", "0.9.0", "0.9.1"]
-VARIANTS = ["fsdp", "megatron"]
+RELEASES = load_keymap().releases
 PAIRS = [(r, v) for r in RELEASES for v in VARIANTS]
 
-# Keys verl reads (with .get) but no yaml declares, so the key set cannot
-# vouch for them: each with the releases and the reason.
-UNDECLARED_BUT_READ = {
-    "data.seed": ("0.4.1..0.5.0", "main_ppo seeds the sampler with data_config.get('seed', 1)"),
-    "custom_reward_function.reward_kwargs.*": (
-        "0.4.1..0.6.1", "trainer/ppo/reward.py passes reward_fn_config.get('reward_kwargs', {}) to the function"),
-    "reward.custom_reward_function.reward_kwargs.*": (
-        "0.7.1..0.9.1", "trainer/ppo/reward.py passes reward_fn_config.get('reward_kwargs', {}) to the function"),
-}
 
-
-def test_the_map_covers_every_release():
-    assert load_keymap().releases == RELEASES
+def test_every_release_with_a_key_set_is_mapped():
+    assert sorted(RELEASES, key=release_tuple) == RELEASES
+    assert set(PAIRS) == set(available_keysets())
 
 
 @pytest.mark.parametrize("release,variant", PAIRS)
-def test_every_mapped_key_exists_in_its_release(release, variant):
-    from tutorrl.compiler.keymap import in_range
+def test_committed_lock_is_what_the_map_and_key_set_derive(release, variant):
+    assert lock_path(release, variant).read_bytes() == encode_lock(build_lock(release, variant))
 
+
+@pytest.mark.parametrize("release,variant", PAIRS)
+def test_every_locked_key_is_read_by_its_release(release, variant):
+    """Plain keys are declared; `+` keys are not, and each has a reason verl reads it."""
+    keymap = load_keymap()
     keyset = load_keyset(release, variant)
-    rmap = release_map(release, variant)
-    assert (rmap.config_name, list(rmap.select)) == (keyset.config_name, keyset.overrides)
-    for setting, target in rmap.targets.items():
-        for pattern in target.keys:
-            key = pattern.replace("*", "some_name")
-            assert rmap.ignored_by(key) is None, (setting, key)
-            if not target.append:
-                assert keyset.has(key), f"{setting}: {key} is not in verl {release} ({variant})"
-                assert not keyset.keys[key].open, f"{setting}: {key} is an open table"
-                continue
-            assert not keyset.has(key), f"{setting}: {key} exists in verl {release}; drop the '+'"
-            documented = UNDECLARED_BUT_READ.get(pattern)
-            if documented and in_range(release, documented[0]):
-                continue
-            assert keyset.open_parent(key), f"{setting}: +{key} has no open table above it in verl {release}"
+    lock = load_lock(release, variant)
+    assert (lock.config_name, list(lock.select)) == (keyset.config_name, keyset.overrides)
+    undeclared = {f.key for f in keymap.facts.undeclared if f.holds(release, variant)}
+    for setting, target in lock.targets.items():
+        assert lock.ignored_by(target.key) is None, (setting, target.key)
+        if target.kind == "table":
+            for sub in target.declared:
+                assert keyset.has(f"{target.key}.{sub}")
+            assert target.passthrough or target.open or target.declared or keyset.has(target.key), setting
+            continue
+        if not target.plus:
+            assert keyset.has(target.key) and not keyset.keys[target.key].open, (setting, target.key)
+            continue
+        assert not keyset.has(target.key), f"{setting}: {target.key} exists in verl {release}; no '+'"
+        entry = keymap.setting[setting].at(release, variant)
+        assert (target.key in undeclared or entry.undeclared or keyset.open_parent(target.key)
+                or lock.passthrough_above(target.key)), f"{setting}: +{target.key} is read by nothing in {release}"
 
 
 @pytest.mark.parametrize("release,variant", PAIRS)
 def test_ignored_keys_are_declared_where_they_are_ignored(release, variant):
     keyset = load_keyset(release, variant)
-    for ignored in release_map(release, variant).ignored:
-        assert any(k.startswith(ignored.prefix) for k in keyset.keys), ignored
+    for ignored in load_lock(release, variant).ignored:
+        assert any(ignored.match(k) for k in keyset.keys), ignored
 
 
-def test_every_spec_setting_is_in_the_map():
-    from tutorrl.compiler.resolve import map_name, settings
+def test_the_map_and_the_spec_name_the_same_settings():
+    fields = {s for s in spec_settings() if s not in NOT_SETTINGS and not s.startswith(("env.", "verl."))}
+    assert fields == set(load_keymap().setting)
 
-    spec = _spec(FSDP_CUSTOM)
-    names = {map_name(s) for s, _ in settings(spec)} | {map_name(s) for s, _ in settings(_spec(MEGATRON))}
-    assert names <= set(load_keymap().setting)
+
+def test_table_settings_are_dict_fields():
+    from tutorrl.compiler.spec import Spec, get_field
+
+    tables = {name for name, s in load_keymap().setting.items() if s.kind == "table"}
+    assert tables == {"model.override_config", "actor.mixed_precision", "actor.megatron.transformer_overrides",
+                      "ref.megatron.transformer_overrides", "critic.megatron.transformer_overrides",
+                      "rollout.engine_kwargs", "reward.kwargs", "reward.manager_kwargs"}
+
+
+def test_a_release_that_moves_nothing_needs_only_the_release_list():
+    """The map's shape: a copy of the newest release's key set under a new name, added to
+    `releases`, locks with every setting where it was (open-ended since entries)."""
+    import msgspec
+
+    keymap = load_keymap()
+    newest = keymap.releases[-1]
+    for variant in VARIANTS:
+        keyset = load_keyset(newest, variant)
+        future = msgspec.structs.replace(keyset, release="9.9.9")
+        grown = msgspec.structs.replace(keymap, releases=keymap.releases + ["9.9.9"])
+        a, b = build_lock(newest, variant, keymap), build_lock("9.9.9", variant, grown, future)
+        assert a.targets == b.targets and a.passthrough == b.passthrough
 
 
 # -- example specs ---------------------------------------------------------
@@ -113,9 +132,9 @@ total_steps = 100
 trainer_gpus_per_node = 7
 reward_gpus = 1
 [reward]
-kind = "simulator"
+plugin = "chess-simulator"
+[reward.options]
 table = "/data/chess/reward_table.json"
-[reward.simulator]
 adapter = "/models/sim/adapter"
 heads_checkpoint = "/models/sim/heads.pt"
 heads_metrics = "/models/sim/heads_metrics.json"
@@ -151,15 +170,14 @@ engine = "vllm"
 n = 2
 [trainer]
 total_steps = 3
-resume = "/ckpt/x"
+resume_mode = "resume_path"
+resume_from = "/ckpt/x"
 loggers = ["console", "tensorboard"]
 [resources]
 trainer_gpus_per_node = 2
 [reward]
-kind = "custom"
 module = "tutorrl_test_reward.rewards"
 function = "score"
-[reward.custom]
 kwargs = { a = 1, b = "x y", c = [1, 2], d = true }
 [verl]
 extra_overrides = ["trainer.val_before_train=false"]
@@ -254,8 +272,8 @@ def compose(config_dir: Path, argv: list[str]):
 def _expected(spec, release, site: Path):
     """(key, value) the composed config must hold, from the resolver's own overrides."""
 
-    rmap = release_map(release, variant_of(spec))
-    resolved, findings = resolve(spec, rmap, load_keyset(release, rmap.variant))
+    lock = load_lock(release, variant_of(spec))
+    resolved, findings = resolve(spec, lock, load_keyset(release, lock.variant))
     assert not findings
     for o in resolved.overrides:
         if o.raw is not None:
@@ -280,6 +298,14 @@ def _check_composed(cfg, expected):
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_example_launches_and_composes(release, example, config_dirs, launcher, tmp_path):
     text = _retarget(EXAMPLES[example], release)
+    if release_tuple(release) < (0, 4, 0, 0):
+        # verl 0.2/0.3 pass no keyword arguments to a reward function (and 0.2
+        # loads none from the command line): refused, naming where it exists.
+        with pytest.raises(SpecError) as err:
+            compile_bytes(text.encode(), "t.toml")
+        assert all(re.search(r"exists (from|in|up to) verl \d", p.message) for p in err.value.problems), \
+            err.value.render()
+        return
     compiled = compile_bytes(text.encode(), "t.toml")
     bundle = write_bundle(compiled, tmp_path).path
     proc, argv = launcher(bundle, release)
@@ -288,7 +314,7 @@ def test_example_launches_and_composes(release, example, config_dirs, launcher, 
     cfg = compose(config_dirs(release), argv)
     _check_composed(cfg, _expected(_spec(text), release, launcher.site))
     # The spec's reward module lands where this release reads it.
-    key = "custom_reward_function" if release in ("0.4.1", "0.5.0", "0.6.1") else "reward.custom_reward_function"
+    key = "custom_reward_function" if release_tuple(release) < (0, 7, 1, 0) else "reward.custom_reward_function"
     from omegaconf import OmegaConf
 
     path = OmegaConf.select(cfg, key + ".path")
@@ -307,8 +333,8 @@ def test_attn_implementation_is_refused_where_verl_ignores_it():
         compile_bytes(text.encode(), "t.toml")
 
 
-def test_derived_reward_workers_are_left_out_before_071():
-    for release in ("0.4.1", "0.5.0", "0.6.1"):
+def test_chess_plugin_sizes_reward_workers_only_where_verl_has_a_pool():
+    for release in ("0.4.1", "0.5.0", "0.6.1", "0.7.0"):
         launch = compile_bytes(_retarget(CHESS, release).encode(), "t.toml").files["launch.sh"].decode()
         assert "num_workers" not in launch
     launch = compile_bytes(_retarget(CHESS, "0.7.1").encode(), "t.toml").files["launch.sh"].decode()
@@ -360,7 +386,8 @@ _TEXT = st.text(st.sampled_from(list("ab Z09 $'\"\\{},=#~é/")), min_size=1, max
 
 @st.composite
 def random_specs(draw):
-    release = draw(st.sampled_from(RELEASES))
+    # Reward keyword arguments exist from 0.4.0; older releases are covered by the examples' refusals.
+    release = draw(st.sampled_from([r for r in RELEASES if release_tuple(r) >= (0, 4, 0, 0)]))
     strategy = draw(st.sampled_from(["fsdp", "fsdp2", "megatron"]))
     lines = [
         "[experiment]", f'name = "{draw(st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True))}"',
@@ -381,10 +408,10 @@ def random_specs(draw):
         lines += ["[actor.megatron]", "tensor_parallel = 1"]
     lines += ["[rollout]", f'engine = "{draw(st.sampled_from(["sglang", "vllm"]))}"', "n = 2",
               f"temperature = {draw(st.floats(0.1, 2.0))!r}",
-              "[trainer]", "total_steps = 2", f'resume = {json.dumps(draw(st.sampled_from(["auto", "disable", "/c k/p"])))}',
+              "[trainer]", "total_steps = 2", f'resume_mode = {json.dumps(draw(st.sampled_from(["auto", "disable"])))}',
               "[resources]", "trainer_gpus_per_node = 2",
-              "[reward]", 'kind = "custom"', 'module = "tutorrl_test_reward.rewards"',
-              "[reward.custom]", f"kwargs = {{ k = {json.dumps(draw(_TEXT))}, n = {draw(st.integers(-5, 5))} }}"]
+              "[reward]", 'module = "tutorrl_test_reward.rewards"',
+              f"kwargs = {{ k = {json.dumps(draw(_TEXT))}, n = {draw(st.integers(-5, 5))} }}"]
     return release, "\n".join(lines) + "\n", attn
 
 
@@ -394,7 +421,7 @@ def test_random_specs_compose_in_random_releases(case, config_dirs, launcher, tm
     release, text, attn = case
     spec = _spec(text)
     variant = variant_of(spec)
-    reads_attn = (variant == "fsdp" and release not in ("0.4.1", "0.5.0")) or release in ("0.8.0", "0.9.0", "0.9.1")
+    reads_attn = (variant == "fsdp" and release_tuple(release) >= (0, 6, 1, 0)) or release_tuple(release) >= (0, 8, 0, 0)
     if attn and not reads_attn:
         with pytest.raises(SpecError, match="model.attn_implementation' exists from verl"):
             compile_bytes(text.encode(), "t.toml")
@@ -425,7 +452,8 @@ def test_committed_example_compiles_and_composes_or_is_refused_clearly(spec_path
             # The message names the releases where the setting exists.
             assert problem.key and problem.line, problem.render()
             assert re.search(r"(exists|declared) (from|up to|in|only in) verl \d", problem.message), problem.render()
-        assert release != "0.9.1", "the examples are written for verl 0.9.1"
+        assert release_tuple(release) < (0, 4, 0, 0) or "attn_implementation" in err.value.render() or \
+            "reward.workers" in err.value.render(), err.value.render()
         return
     spec = normalize(parse_spec(text.encode(), spec_path.name)[0])
     site = tmp_path / "site"  # the spec's reward module, importable where the job runs
