@@ -30,7 +30,9 @@ def _compile(args) -> int:
 
     from tutorrl._files import display_path
     from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.compiler.verify import refuse_bundle_as_spec
 
+    refuse_bundle_as_spec(args.spec)
     compiled = compile_spec(args.spec)
     result = write_bundle(compiled, args.out)
     m = compiled.manifest

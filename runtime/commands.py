@@ -7,12 +7,18 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.verify import require_bundle_folder
+
+    require_bundle_folder(args.bundle)  # a spec given by mistake is named as one, before Ray loads
     from tutorrl.runtime.run import run_command
 
     return run_command(args)
 
 
 def _runs(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.verify import require_bundle_folder
+
+    require_bundle_folder(args.bundle)
     from tutorrl.runtime.run import runs_command
 
     return runs_command(args)
