@@ -122,6 +122,24 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
     return report
 
 
+def report_json(report: CheckReport) -> str:
+    """The report as JSON: what a CI step or an editor integration reads."""
+    import msgspec
+
+    doc = {
+        "ok": report.exit_code == 0,
+        "exit_code": report.exit_code,
+        "specs": [{"spec": r.spec, "bundle": r.bundle or None, "state": r.state if r.diff is None else "stale",
+                   "message": r.message or None,
+                   "diff": msgspec.to_builtins(r.diff) if r.diff is not None else None}
+                  for r in report.specs],
+        "orphans": [{"bundle": b, "what": what} for b, what in report.orphans],
+        "bundle_errors": [{"bundle": b, "message": m} for b, m in report.bundle_errors],
+        "fix": list(report.fix),
+    }
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+
+
 def format_report(report: CheckReport, color: bool = False) -> str:
     from tutorrl.review.render import render
 
