@@ -30,10 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check", help="fail when a committed bundle is stale, missing or orphaned",
         description="Recompile every spec under --specs (in memory) and compare with the bundles under "
-                    "--bundles. Exit 0 when every spec's bundle is committed and no other bundle is, "
+                    "--bundles; with --staged, both as staged in the git index. Exit 0 when every spec's bundle is committed and no other bundle is, "
                     "1 when a bundle is stale, missing or orphaned, 2 on error.")
     p.add_argument("--specs", default="specs", metavar="DIR", help="spec folder (default: specs)")
     p.add_argument("--bundles", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
+    p.add_argument("--staged", action="store_true",
+                   help="check what is being committed: specs and bundles as staged in the git index, "
+                        "not the work tree (the pre-commit hook)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
     add_format_option(p, help="output format: text, or json (every spec's state, orphans, errors and the "
                               "commands that fix them) (default: text)")
@@ -81,7 +84,7 @@ def _check(args) -> int:
     from tutorrl.review.check import format_report, run_check
     from tutorrl.review.render import use_color
 
-    report = run_check(args.specs, args.bundles)
+    report = run_check(args.specs, args.bundles, staged=args.staged)
     if args.format == "json":
         from tutorrl.review.check import report_json
 
