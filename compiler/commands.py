@@ -18,6 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a bundle (and its evidence) against its manifest",
                        description="Exit 0 when every file matches the manifest and every evidence record holds.")
     p.add_argument("bundle", help="the bundle folder")
+    from tutorrl._formats import add_format_option
+
+    add_format_option(p, help="output format: text or json ({\"ok\", \"bundle\", \"digest\", \"evidence_records\", "
+                      "\"problems\"}, also on failure) (default: text)")
     p.set_defaults(handler=_verify)
 
     from tutorrl.compiler.keys_commands import register_keys
@@ -30,7 +34,9 @@ def _compile(args) -> int:
 
     from tutorrl._files import display_path
     from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.compiler.verify import refuse_bundle_as_spec
 
+    refuse_bundle_as_spec(args.spec)
     compiled = compile_spec(args.spec)
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.
@@ -44,14 +50,28 @@ def _compile(args) -> int:
 
 
 def _verify(args) -> int:
+    import json
+
     from tutorrl._files import display_path
     from tutorrl.compiler import verify_bundle
     from tutorrl.errors import BundleError
     from tutorrl.evidence import verify_evidence
 
-    bundle = verify_bundle(args.bundle)
+    def report(ok: bool, digest: str | None, records: int | None, problems: list[str]) -> None:
+        if args.format == "json":
+            print(json.dumps({"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
+                              "evidence_records": records, "problems": problems}, indent=2))
+
+    try:
+        bundle = verify_bundle(args.bundle)
+    except BundleError as exc:
+        report(False, None, None, [str(exc)])
+        raise
     problems = list(verify_evidence(bundle.path, bundle_digest=bundle.digest))
+    records = len(list((bundle.path / "evidence").glob("[0-9]*.json")))
+    report(not problems, bundle.digest, records, problems)
     if problems:
         raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
-    print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest}")
+    if args.format != "json":
+        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest}")
     return 0

@@ -53,6 +53,9 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
     imp.set_defaults(handler=_run_import)
 
     lst = verbs.add_parser("list", help="list the packaged key sets")
+    from tutorrl._formats import add_format_option
+
+    add_format_option(lst, help="output format: text (one line per key set) or json (default: text)")
     lst.set_defaults(handler=_run_list)
 
     lock = verbs.add_parser(
@@ -91,7 +94,9 @@ def register_migrate(subparsers) -> None:
     p.add_argument("--from", dest="source", metavar="RELEASE",
                    help="the release to compare from (default: the spec's experiment.verl)")
     p.add_argument("--to", dest="target", metavar="RELEASE", required=True, help="the release to move to")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    from tutorrl._formats import add_format_option
+
+    add_format_option(p)
     p.set_defaults(handler=_run_migrate)
 
 

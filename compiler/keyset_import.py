@@ -320,10 +320,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    rows = []
     for release, variant in available_keysets():
         ks = load_keyset(release, variant)
-        recipe = " ".join([ks.config_name, *ks.overrides])
-        print(f"{release:<12} {variant:<9} {len(ks.keys):>5} keys  {recipe}")
+        rows.append({"release": release, "variant": variant, "keys": len(ks.keys),
+                     "config_name": ks.config_name, "overrides": list(ks.overrides)})
+    if getattr(args, "format", "text") == "json":
+        import json
+
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        recipe = " ".join([r["config_name"], *r["overrides"]])
+        print(f"{r['release']:<12} {r['variant']:<9} {r['keys']:>5} keys  {recipe}")
     return 0
 
 

@@ -27,14 +27,80 @@ class LoadedBundle(msgspec.Struct, frozen=True):
         return self.manifest.digest
 
 
+def _looks_like_spec(path: Path) -> bool:
+    """A ``.toml`` file, or any small file whose TOML has an ``[experiment]`` table."""
+    if path.suffix == ".toml":
+        return True
+    import tomllib
+
+    try:
+        if path.stat().st_size > 1 << 20:
+            return False
+        return isinstance(tomllib.loads(path.read_text("utf-8")).get("experiment"), dict)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+
+
+def require_bundle_folder(path: str | Path) -> Path:
+    """``path`` if it is a bundle folder; otherwise say what it is and what to do.
+
+    Users hand a spec where a bundle is wanted (``tutorrl run specs/x.toml``),
+    a file inside a bundle, the bundle root, or the spec folder; each gets its
+    own message and the command that gets them going, never a bare "no such
+    bundle folder".
+    """
+    import shlex  # here, not at module level: the compile path imports this module
+
+    shown = str(path)
+    path = Path(path)
+    if path.is_dir():
+        if (path / MANIFEST).exists():
+            return path
+        if any((path / name).exists() for name in CONTENT_FILES):
+            raise BundleError(f"{shown}: no {MANIFEST}; not a tutorrl bundle (or one whose manifest was removed)")
+        children = sorted(p.name for p in path.iterdir() if p.is_dir() and (p / MANIFEST).is_file())
+        if children:
+            listed = ", ".join(str(path / c) for c in children[:3]) + (", ..." if len(children) > 3 else "")
+            raise BundleError(f"{shown} is a folder of bundles, not a bundle folder; give one of them: {listed}")
+        specs = sorted(p for p in path.glob("*.toml") if p.is_file())
+        if specs:
+            raise BundleError(f"{shown} is a folder of spec files, not a bundle folder; compile a spec first: "
+                              f"tutorrl compile {shlex.quote(str(specs[0]))}")
+        raise BundleError(f"{shown}: no {MANIFEST}; not a tutorrl bundle (a bundle folder is what "
+                          "`tutorrl compile SPEC` writes and prints)")
+    if path.exists():
+        if _looks_like_spec(path):
+            raise BundleError(f"{shown} is a spec file, not a bundle folder; compile it first: "
+                              f"tutorrl compile {shlex.quote(shown)}")
+        if (path.parent / MANIFEST).is_file():
+            raise BundleError(f"{shown} is a file inside the bundle folder {path.parent}; "
+                              f"give the folder: {shlex.quote(str(path.parent))}")
+        raise BundleError(f"{shown} is a file, not a bundle folder (a bundle folder is what "
+                          "`tutorrl compile SPEC` writes and prints)")
+    raise BundleError(f"{shown}: no such bundle folder")
+
+
+def refuse_bundle_as_spec(path: str | Path) -> None:
+    """Raise when a bundle folder (or any folder) is given where a spec file is expected."""
+    import shlex
+
+    shown = str(path)
+    path = Path(path)
+    if not path.is_dir():
+        return
+    if (path / MANIFEST).is_file():
+        q = shlex.quote(shown)
+        raise BundleError(f"{shown} is a bundle folder, not a spec file; it is already compiled: "
+                          f"tutorrl verify {q}, tutorrl run {q}")
+    raise BundleError(f"{shown} is a folder, not a spec file; give one spec file (a .toml)")
+
+
 def verify_bundle(path: str | Path) -> LoadedBundle:
     """Read ``path`` and prove it is the bundle its manifest describes.
 
     Raises :class:`BundleError` naming every file that does not match.
     """
-    path = Path(path)
-    if not path.is_dir():
-        raise BundleError(f"{path}: no such bundle folder")
+    path = require_bundle_folder(path)
     try:
         manifest = msgspec.json.decode((path / MANIFEST).read_bytes(), type=Manifest)
     except FileNotFoundError:

@@ -44,7 +44,7 @@ def show(args) -> int:
     # refused before any of its records is shown.
     bundle = load_bundle(Path(args.bundle)).path
     records = read_records(bundle)
-    if args.json:
+    if args.format == "json":
         out = [msgspec.to_builtins(s) if s else {"file": p.name, "malformed": True} for p, s in records]
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
@@ -88,6 +88,10 @@ def add(args) -> int:
     except CheckpointError as exc:
         raise EvidenceInputError(str(exc)) from None
     s = dict(read_records(bundle.path)).get(path)
-    print(summary_line(path.name, s))
+    if args.format == "json":
+        print(json.dumps(msgspec.to_builtins(s) if s else {"file": path.name, "malformed": True},
+                         indent=2, sort_keys=True))
+    else:
+        print(summary_line(path.name, s))
     # 1, like diff: recorded fine, but what it checked does not hold.
     return 1 if s is not None and s.predicate.verdict.status == "fail" else 0

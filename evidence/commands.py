@@ -11,7 +11,10 @@ def register(sub) -> None:
         "checkpoint directory by hand, optionally asking running sglang engines what they serve.",
     )
     p.add_argument("bundle", help="the bundle directory (bundles/<id>)")
-    p.add_argument("--json", action="store_true", help="print every record in full, as a JSON array")
+    from tutorrl._formats import add_format_option
+
+    add_format_option(p, legacy_json=True, help="output format: text (one line per record) or json (every record "
+                      "in full, as an array; with --add, the new record)")
     p.add_argument("--add", metavar="CKPT_DIR",
                    help="record this checkpoint: a global_step_N directory, or the checkpoint root (its newest step)")
     p.add_argument("--engine", metavar="URL", action="append", default=[],

@@ -8,11 +8,12 @@ the staleness and the command that fixes it.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tutorrl._files import display_path
-from tutorrl.compiler.bundle import MANIFEST
+from tutorrl.compiler.bundle import APPENDED_DIRS, MANIFEST
 from tutorrl.errors import TutorrlError
 from tutorrl.review.model import Diff, diff_sides
 from tutorrl.review.sides import Side, bundle_side, spec_side
@@ -36,6 +37,7 @@ class CheckReport:
     orphans: list[tuple[str, str]] = field(default_factory=list)  # (bundle, what it was)
     bundle_errors: list[tuple[str, str]] = field(default_factory=list)
     fix: list[str] = field(default_factory=list)
+    staged: bool = False  # read from the git index rather than the work tree
 
     @property
     def exit_code(self) -> int:
@@ -52,11 +54,8 @@ def _spec_files(root: Path) -> list[Path]:
                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
-def _bundle_dirs(root: Path) -> list[Path]:
-    if not root.is_dir():
-        return []
-    # Dot-folders are a compile in progress (write_bundle's temporary folder).
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+def _is_spec_path(root: Path, path: Path) -> bool:
+    return path.suffix == ".toml" and not any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
 def _size(d: Diff) -> int:
@@ -64,62 +63,228 @@ def _size(d: Diff) -> int:
             + len(d.extra_overrides) + len(d.spec_only) + (d.release is not None))
 
 
-def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_BUNDLES) -> CheckReport:
+class _WorkTree:
+    """Specs and bundles as they are on disk."""
+
+    staged = False
+
+    def __init__(self, specs: Path, bundles: Path):
+        if not specs.is_dir():
+            raise TutorrlError(f"{specs}: no such spec folder (give --specs)")
+        self.specs_root, self.root = specs, bundles
+
+    def specs(self) -> list[tuple[str, bytes]]:
+        return [(display_path(p), p.read_bytes()) for p in _spec_files(self.specs_root)]
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        # Dot-folders are a compile in progress (write_bundle's temporary folder).
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def has_manifest(self, name: str) -> bool:
+        return (self.root / name / MANIFEST).exists()
+
+    def side(self, name: str) -> Side:
+        return bundle_side(self.root / name, display_path(self.root / name))
+
+
+class _Index:
+    """Specs and bundles as staged in the git index: what `git commit` would record."""
+
+    staged = True
+
+    def __init__(self, specs: Path, bundles: Path):
+        from tutorrl.review import gitindex
+
+        gitindex.require_repository()
+        self.git = gitindex
+        self.specs_root, self.root = specs, bundles
+        spec_entries = [e for e in gitindex.staged_entries(specs) if _is_spec_path(specs, Path(e.path))]
+        if not spec_entries and not specs.is_dir():
+            raise TutorrlError(f"{specs}: no such spec folder, and nothing staged under it (give --specs)")
+        self._spec_entries = sorted(spec_entries, key=lambda e: e.path)
+        self._specs: list[tuple[str, bytes]] | None = None
+        self._bundles: dict[str, dict[str, gitindex.IndexEntry]] = {}
+        for e in gitindex.staged_entries(bundles):
+            rel = Path(e.path).relative_to(bundles)
+            if len(rel.parts) > 1 and not rel.parts[0].startswith("."):
+                self._bundles.setdefault(rel.parts[0], {})[str(Path(*rel.parts[1:]))] = e
+
+    def specs(self) -> list[tuple[str, bytes]]:
+        if self._specs is None:
+            blobs = self.git.read_blobs([e.sha for e in self._spec_entries])
+            self._specs = [(e.path, blobs[e.sha]) for e in self._spec_entries]
+        return self._specs
+
+    def names(self) -> list[str]:
+        return sorted(self._bundles)
+
+    def has_manifest(self, name: str) -> bool:
+        return MANIFEST in self._bundles[name]
+
+    def side(self, name: str) -> Side:
+        """Verify the staged files exactly as the work-tree check would: write
+        them to a private folder of the bundle's name and read it back."""
+        import tempfile
+
+        label = display_path(self.root / name)
+        entries = self._bundles[name]
+        odd = [f"{label}/{rel} is staged as {'a symlink' if e.mode == '120000' else 'a submodule'}, not a file"
+               for rel, e in sorted(entries.items()) if e.mode not in self.git.REGULAR_MODES]
+        if odd:
+            raise TutorrlError("; ".join(odd))
+        blobs = self.git.read_blobs([e.sha for e in entries.values()])
+        with tempfile.TemporaryDirectory(prefix="tutorrl-staged-") as tmp:
+            folder = Path(tmp) / name
+            for rel, e in entries.items():
+                target = folder / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(blobs[e.sha])
+            try:
+                return bundle_side(folder, f"{label} (staged)")
+            except TutorrlError as exc:
+                raise TutorrlError(exc.render().removeprefix("error: ").replace(str(folder), f"{label} (staged)")) \
+                    from None
+
+
+def _records_in(folder: Path) -> list[str]:
+    """The appended folders of a work-tree bundle that hold records."""
+    return [d for d in APPENDED_DIRS if (folder / d).is_dir() and any((folder / d).iterdir())]
+
+
+class _Advice:
+    """The commands that fix a finding, with git where the folder is under git."""
+
+    def __init__(self, tree, bundles_root: Path):
+        from tutorrl.review.gitindex import tracked
+
+        self.tree, self.root = tree, bundles_root
+        self.tracked = tracked
+        self.in_git = tree.staged or tracked(".") is not None
+        shown = display_path(bundles_root)
+        self.out_flag = "" if shown == DEFAULT_BUNDLES else f" --out {shlex.quote(shown)}"
+
+    def compile_and_add(self, spec: str, folder: Path) -> str:
+        q, shown = shlex.quote(spec), shlex.quote(display_path(folder))
+        if self.tree.staged:
+            on_disk = Path(spec)
+            staged_bytes = dict(self.tree.specs()).get(spec)
+            if on_disk.is_file() and staged_bytes is not None and on_disk.read_bytes() != staged_bytes:
+                # The work tree holds another version of the spec than the index.
+                return (f"git add {q} && git add \"$(tutorrl compile {q}{self.out_flag})\"   "
+                        "(the spec on disk differs from the staged one; or restage the version you mean)")
+            if (folder / MANIFEST).is_file():
+                return f"git add {shown}   (compiled, but not staged)"
+        command = f"tutorrl compile {q}{self.out_flag}"
+        return f"{command} && git add {shown}" if self.in_git else command
+
+    def remove(self, folder: Path) -> str:
+        shown = shlex.quote(display_path(folder))
+        held = _records_in(folder)
+        if held:
+            kept = " and ".join(f"{d}/" for d in held)
+            untrack = f"git rm -r -q --cached {shown} && " if self.in_git and self.tracked(folder) else ""
+            return (f"keep {shown}: it holds the {kept} records of launches that ran, which deleting it would lose. "
+                    f"Move it out of {display_path(self.root)}/ with its records: {untrack}mv {shown} ARCHIVE/ "
+                    f"(any folder outside {display_path(self.root)}/; `tutorrl verify ARCHIVE/{folder.name}` "
+                    "still checks it and its evidence), or restore a spec that compiles to it")
+        if self.tree.staged or (self.in_git and self.tracked(folder)):
+            return f"git rm -r -q {shown}"
+        return f"rm -r {shown}"
+
+
+def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_BUNDLES, *,
+              staged: bool = False) -> CheckReport:
+    """Compare specs with bundles: on disk, or (``staged``) as staged in the git index."""
     specs_root, bundles_root = Path(specs), Path(bundles)
-    if not specs_root.is_dir():
-        raise TutorrlError(f"{specs}: no such spec folder (give --specs)")
-    report = CheckReport()
-    compiled: list[tuple[Path, Side]] = []
-    for path in _spec_files(specs_root):
+    tree = _Index(specs_root, bundles_root) if staged else _WorkTree(specs_root, bundles_root)
+    advice = _Advice(tree, bundles_root)
+    report = CheckReport(staged=staged)
+    compiled: list[Side] = []
+    for label, raw in tree.specs():
         try:
-            side = spec_side(path.read_bytes(), display_path(path))
+            compiled.append(spec_side(raw, label))
         except TutorrlError as exc:
-            report.specs.append(SpecResult(display_path(path), "", "error", exc.render()))
-            continue
-        compiled.append((path, side))
-    wanted = {side.manifest.id for _, side in compiled}
+            report.specs.append(SpecResult(label, "", "error", exc.render()))
+    wanted = {side.manifest.id for side in compiled}
 
     # Orphans are read once: they are both reported and the likely "before"
     # of a stale spec.
     orphans: list[Side] = []
-    for folder in _bundle_dirs(bundles_root):
-        if folder.name in wanted:
+    for name in tree.names():
+        if name in wanted:
             continue
-        if not (folder / MANIFEST).exists():
+        folder = bundles_root / name
+        if not tree.has_manifest(name):
             report.orphans.append((display_path(folder), "not a bundle (no manifest.json)"))
+            report.fix.append(advice.remove(folder))
             continue
         try:
-            side = bundle_side(folder, display_path(folder))
+            side = tree.side(name)
         except TutorrlError as exc:
             report.bundle_errors.append((display_path(folder), exc.render()))
+            report.fix.append(advice.remove(folder))
             continue
         orphans.append(side)
         report.orphans.append((display_path(folder), f"experiment {side.manifest.experiment}, verl {side.manifest.verl}"))
+        report.fix.append(advice.remove(folder))
 
-    out_flag = "" if display_path(bundles_root) == DEFAULT_BUNDLES else f" --out {display_path(bundles_root)}"
-    for path, side in compiled:
-        folder = bundles_root / side.manifest.id
+    for side in compiled:
+        name = side.manifest.id
+        folder = bundles_root / name
         result = SpecResult(side.label, display_path(folder), "ok")
-        if folder.is_dir():
+        if name in tree.names():
             try:
-                bundle_side(folder, display_path(folder))
+                tree.side(name)
             except TutorrlError as exc:
                 result.state, result.message = "invalid", exc.render()
-                report.fix.append(f"rm -r {display_path(folder)} && tutorrl compile {side.label}{out_flag}")
+                if staged and _verifies(folder):
+                    report.fix.append(f"git add {shlex.quote(display_path(folder))}   (the copy on disk verifies)")
+                else:
+                    report.fix.append(advice.remove(folder))
+                    report.fix.append(advice.compile_and_add(side.label, folder))
         else:
             result.state = "missing"
             before = [o for o in orphans if o.manifest.experiment == side.manifest.experiment]
             if before:
                 diffs = [diff_sides(o, side) for o in before]
                 result.diff = min(diffs, key=_size)
-                result.message = f"the committed {result.diff.old.label} is stale; what changed:"
+                old = result.diff.old.label
+                result.message = f"{old} is stale; what changed:" if staged else \
+                    f"the committed {old} is stale; what changed:"
             else:
-                result.message = "no bundle of this experiment is committed"
-            report.fix.append(f"tutorrl compile {side.label}{out_flag}")
+                result.message = f"no bundle of this experiment is {'staged' if staged else 'committed'}"
+            report.fix.append(advice.compile_and_add(side.label, folder))
         report.specs.append(result)
-    if report.orphans:
-        report.fix.append("rm -r " + " ".join(o for o, _ in report.orphans))
     return report
+
+
+def _verifies(folder: Path) -> bool:
+    try:
+        bundle_side(folder, display_path(folder))
+    except TutorrlError:
+        return False
+    return True
+
+
+def report_json(report: CheckReport) -> str:
+    """The report as JSON: what a CI step or an editor integration reads."""
+    import msgspec
+
+    doc = {
+        "ok": report.exit_code == 0,
+        "exit_code": report.exit_code,
+        "staged": report.staged,
+        "specs": [{"spec": r.spec, "bundle": r.bundle or None, "state": r.state if r.diff is None else "stale",
+                   "message": r.message or None,
+                   "diff": msgspec.to_builtins(r.diff) if r.diff is not None else None}
+                  for r in report.specs],
+        "orphans": [{"bundle": b, "what": what} for b, what in report.orphans],
+        "bundle_errors": [{"bundle": b, "message": m} for b, m in report.bundle_errors],
+        "fix": list(report.fix),
+    }
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
 
 
 def format_report(report: CheckReport, color: bool = False) -> str:
@@ -140,7 +305,8 @@ def format_report(report: CheckReport, color: bool = False) -> str:
             lines += ["  " + line for line in r.message.splitlines()]
         else:
             label = "stale  " if r.diff is not None else "missing"
-            lines.append(f"{paint(label, '31')} {r.spec}: compiles to {r.bundle}, which is missing; {r.message}")
+            where = "is not staged" if report.staged else "is missing"
+            lines.append(f"{paint(label, '31')} {r.spec}: compiles to {r.bundle}, which {where}; {r.message}")
             if r.diff is not None:
                 lines += ["  " + line if line else "" for line in render(r.diff, "text", color).splitlines()]
     for folder, what in report.orphans:
@@ -150,7 +316,8 @@ def format_report(report: CheckReport, color: bool = False) -> str:
         lines += ["  " + line for line in message.splitlines()]
     n = len(report.specs)
     if report.exit_code == 0:
-        lines.append(f"{n} spec{'s' if n != 1 else ''}: every bundle is up to date")
+        what = "staged spec" if report.staged else "spec"
+        lines.append(f"{n} {what}{'s' if n != 1 else ''}: every bundle is {'staged and ' if report.staged else ''}up to date")
     else:
         if report.fix:
             lines.append("")

@@ -10,6 +10,8 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from tutorrl._formats import add_format_option
+
     p = sub.add_parser(
         "diff", help="explain what changes between two launches",
         description="Compare two bundles, two specs, or a spec and a bundle, in terms of settings, verl keys, "
@@ -19,25 +21,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("new", nargs="?", help="a bundle folder or a spec file")
     p.add_argument("--against", metavar="REF",
                    help="compare the spec OLD as committed on git REF with the spec as it is now")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
-                   help="text (coloured on a terminal; NO_COLOR respected), markdown for a pull request, json")
+    add_format_option(p, choices=("text", "markdown", "json"),
+                      help="output format: text (coloured on a terminal; NO_COLOR respected), markdown for a "
+                           "pull request, json (default: text)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
     p.set_defaults(handler=_diff)
 
     p = sub.add_parser(
         "check", help="fail when a committed bundle is stale, missing or orphaned",
         description="Recompile every spec under --specs (in memory) and compare with the bundles under "
-                    "--bundles. Exit 0 when every spec's bundle is committed and no other bundle is, "
+                    "--bundles; with --staged, both as staged in the git index. Exit 0 when every spec's bundle is committed and no other bundle is, "
                     "1 when a bundle is stale, missing or orphaned, 2 on error.")
     p.add_argument("--specs", default="specs", metavar="DIR", help="spec folder (default: specs)")
     p.add_argument("--bundles", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour output")
+    p.add_argument("--staged", action="store_true",
+                   help="check what is being committed: specs and bundles as staged in the git index, "
+                        "not the work tree (the pre-commit hook)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
+    add_format_option(p, help="output format: text, or json (every spec's state, orphans, errors and the "
+                              "commands that fix them) (default: text)")
     p.set_defaults(handler=_check)
 
     p = sub.add_parser(
         "schema", help="print the JSON Schema of spec files (for editors)",
         description="Print a JSON Schema (draft 2020-12) of spec files, e.g. "
                     "`tutorrl schema > tutorrl.schema.json` for Taplo / Even Better TOML.")
+    add_format_option(p, choices=("json",), default="json",
+                      help="output format: json, the only one (accepted so every command spells it the same)")
     p.set_defaults(handler=_schema)
 
 
@@ -74,8 +84,13 @@ def _check(args) -> int:
     from tutorrl.review.check import format_report, run_check
     from tutorrl.review.render import use_color
 
-    report = run_check(args.specs, args.bundles)
-    sys.stdout.write(format_report(report, use_color(sys.stdout, args.color)))
+    report = run_check(args.specs, args.bundles, staged=args.staged)
+    if args.format == "json":
+        from tutorrl.review.check import report_json
+
+        sys.stdout.write(report_json(report))
+    else:
+        sys.stdout.write(format_report(report, use_color(sys.stdout, args.color)))
     return report.exit_code
 
 

@@ -7,14 +7,21 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.verify import require_bundle_folder
+
+    require_bundle_folder(args.bundle)  # a spec given by mistake is named as one, before Ray loads
     from tutorrl.runtime.run import run_command
 
     return run_command(args)
 
 
 def _runs(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.verify import require_bundle_folder
+
+    require_bundle_folder(args.bundle)
     from tutorrl.runtime.run import runs_command
 
+    args.json = args.format == "json"  # what runs_command reads
     return runs_command(args)
 
 
@@ -53,5 +60,7 @@ def register(subparsers) -> None:
     runs = subparsers.add_parser("runs", help="list the runs of a bundle",
                                  description="List the runs recorded under bundles/<id>/runs/.")
     runs.add_argument("bundle", help="bundle directory (bundles/<id>)")
-    runs.add_argument("--json", action="store_true", help="print the run records as JSON")
+    from tutorrl._formats import add_format_option
+
+    add_format_option(runs, legacy_json=True, help="output format: text (a table) or json (every run record in full)")
     runs.set_defaults(handler=_runs)

@@ -9,8 +9,12 @@ of failing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -134,6 +138,151 @@ def check_verl(target: str, findings: Findings, python: str) -> None:
             f"verl {found} is installed for {python}, but the bundle targets verl {target}; install "
             f"verl=={target} or recompile the spec with experiment.verl = \"{found}\""
         )
+
+
+# Run in the job's Python: imports the reward module with its stdout moved to
+# stderr (a module may print on import), then reports on the saved stdout.
+_REWARD_PROBE = r"""
+import importlib, json, os, sys
+out = os.dup(1)
+os.dup2(2, 1)
+module, function = sys.argv[1:3]
+def done(**result):
+    sys.stdout.flush()
+    os.write(out, json.dumps(result).encode())
+    os._exit(0)
+try:
+    mod = importlib.import_module(module)
+except ModuleNotFoundError as exc:
+    name = exc.name or ""
+    if name and (module == name or module.startswith(name + ".")):
+        done(kind="missing", name=name)
+    done(kind="dependency", name=name, error="%s: %s" % (type(exc).__name__, exc))
+except BaseException as exc:
+    import traceback
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = "%s:%s" % (frames[-1].filename, frames[-1].lineno) if frames else ""
+    done(kind="error", error="%s: %s" % (type(exc).__name__, exc), where=where)
+where = getattr(mod, "__file__", None) or module
+fn = getattr(mod, function, None)
+if fn is None:
+    names = sorted(n for n in vars(mod) if not n.startswith("_") and callable(vars(mod)[n])
+                   and getattr(vars(mod)[n], "__module__", None) == mod.__name__)
+    done(kind="no-function", file=where, names=names[:12])
+if not callable(fn):
+    done(kind="not-callable", file=where, type=type(fn).__name__)
+done(kind="ok", file=where)
+"""
+
+# Where verl's reward workers import from, and how to put a module there.
+REWARD_HOW = (
+    "make it importable where verl's Ray workers run: install it as a package into the job's environment "
+    "(`PYTHON -m pip install -e YOUR_PACKAGE`), or put its folder on the workers' path with the spec's "
+    "[env] set = { PYTHONPATH = \"/absolute/folder\" } (it travels in the job's runtime_env), or ship it "
+    "with the job through Ray's runtime_env (working_dir / py_modules) on a cluster without a shared filesystem"
+)
+
+
+def reward_target(spec) -> tuple[str, str] | None:
+    """(module, function) verl's reward workers will import, or None for verl's
+    own default reward. The one place that reads the spec's reward section."""
+    reward = getattr(spec, "reward", None)
+    module = getattr(reward, "module", None)
+    if not module:
+        return None
+    return str(module), str(getattr(reward, "function", None) or "compute_score")
+
+
+def job_environment(job: dict, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the job's processes see on a head started here: ours,
+    plus the bundle's runtime_env variables (which launch.sh also sources)."""
+    env = dict(os.environ if base is None else base)
+    env.update({str(k): str(v) for k, v in ((job.get("runtime_env") or {}).get("env_vars") or {}).items()})
+    return env
+
+
+def job_python(env: dict[str, str]) -> str:
+    """The interpreter launch.sh runs: ``TUTORRL_PYTHON``, else the ``python``
+    the embedded head finds first on its PATH (the one tutorrl runs under)."""
+    chosen = env.get("TUTORRL_PYTHON")
+    if not chosen:
+        return sys.executable
+    path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    return shutil.which(chosen, path=path) or chosen
+
+
+def reward_import_problems(python: str, module: str, function: str, *, env: dict[str, str] | None = None,
+                           cwd: str | Path | None = None, timeout: float = 300.0) -> list[str]:
+    """Import ``module`` with ``python`` (in ``env``, from ``cwd``) and find
+    ``function`` in it; each problem says what is missing and how to fix it.
+
+    ``cwd`` is the folder the job starts in: ``python -c`` puts it first on
+    ``sys.path``, as ``python -m verl...`` does for the driver, and Ray adds the
+    driver's folder to its workers' path.
+    """
+    label = f"reward function {module}.{function}"
+    try:
+        proc = subprocess.run([python, "-c", _REWARD_PROBE, module, function], env=env, cwd=cwd,
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    except FileNotFoundError:
+        return [f"{label}: the job's Python {python} does not exist"]
+    except subprocess.TimeoutExpired:
+        return [f"{label}: importing {module} with {python} took longer than {timeout:g} s; "
+                "an import that slow would stall every reward worker"]
+    try:
+        result = json.loads(proc.stdout.decode("utf-8", "replace"))
+    except ValueError:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        return [f"{label}: {python} could not check it (exit {proc.returncode}: {tail[0]})"]
+    kind = result.get("kind")
+    if kind == "ok":
+        return []
+    if kind == "missing":
+        missing = result["name"]
+        what = f"no module named {missing!r}" if missing == module else \
+            f"no module named {missing!r} (the package of {module})"
+        return [f"{label}: the job's Python ({python}) cannot import {module}: {what}; {REWARD_HOW}"]
+    if kind == "dependency":
+        return [f"{label}: {module} is found, but importing it fails because {result['name']!r} is not "
+                f"installed for the job's Python ({python}): {result['error']}; install it into the job's "
+                "environment"]
+    if kind == "error":
+        where = f" at {result['where']}" if result.get("where") else ""
+        return [f"{label}: importing {module} with the job's Python ({python}) raised {result['error']}{where}"]
+    if kind == "no-function":
+        names = result.get("names") or []
+        near = ""
+        if names:
+            import difflib
+
+            close = difflib.get_close_matches(function, names, n=1)
+            near = f" (did you mean {close[0]!r}?)" if close else f" (it defines: {', '.join(names)})"
+        return [f"{label}: {module} ({result['file']}) has no {function!r}{near}; set reward.function to "
+                "the function verl should call"]
+    if kind == "not-callable":
+        return [f"{label}: {module}.{function} is a {result['type']}, not a function"]
+    return [f"{label}: unexpected answer from {python}: {result!r}"]
+
+
+def check_reward(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str | None = None,
+                 dry_run: bool = False) -> None:
+    """The reward function must import in the job's Python before anything is
+    submitted: verl imports it in its reward workers only once training starts,
+    and a dry run (verl's --cfg job) never imports it at all."""
+    target = reward_target(spec)
+    if target is None:
+        return
+    module, function = target
+    if cluster:
+        findings.notes.append(f"reward function {module}.{function}: imported by the cluster's Python, not "
+                              f"checked here; {REWARD_HOW}")
+        return
+    env = job_environment(job)
+    for problem in reward_import_problems(job_python(env), module, function, env=env, cwd=cwd):
+        if dry_run:
+            findings.notes.append(f"{problem} (a dry run does not import the reward; a real run would be refused)")
+        else:
+            findings.problems.append(problem)
 
 
 def check_passthrough(names: list[str], findings: Findings) -> None:

@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "tutorrl.runtime.commands",
     "tutorrl.evidence.commands",
     "tutorrl.review.commands",
+    "tutorrl.completion",
 )
 # Which module owns each sub-command, so a command builds only its own parser
 # (a test keeps this in step with what the modules register).
@@ -34,6 +35,7 @@ COMMAND_OWNERS = {
     "diff": "tutorrl.review.commands",
     "check": "tutorrl.review.commands",
     "schema": "tutorrl.review.commands",
+    "completion": "tutorrl.completion",
 }
 
 

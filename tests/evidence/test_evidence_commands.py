@@ -45,3 +45,15 @@ def test_missing_bundle(tmp_path, capsys):
     assert main(["evidence", str(tmp_path / "none")]) == 2
     assert main(["evidence", str(tmp_path), "--add", str(tmp_path)]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_format_json_lists_and_adds(tmp_path, capsys):
+    bundle = make_bundle(tmp_path / "bundles")
+    make_fsdp_step(tmp_path / "ckpts", 3)
+    assert main(["evidence", str(bundle), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts"), "--format", "json"]) == 0
+    added = json.loads(capsys.readouterr().out)
+    assert added["predicate"]["checkpoint"]["step"] == 3 and added["_type"] == "https://in-toto.io/Statement/v1"
+    assert main(["evidence", str(bundle), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [added]

@@ -100,8 +100,8 @@ def test_hook_definition():
 
     (hook,) = yaml.safe_load(hooks)
     assert hook["id"] == "tutorrl-check"
-    assert hook["entry"] == "tutorrl check" and hook["pass_filenames"] is False
-    assert hook["language"] in ("system", "python")
+    assert hook["entry"] == "tutorrl check --staged" and hook["pass_filenames"] is False
+    assert hook["language"] == "python"
     import re
 
     assert re.search(hook["files"], "specs/x.toml") and re.search(hook["files"], "bundles/0123/launch.sh")

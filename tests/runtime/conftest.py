@@ -101,12 +101,17 @@ def make_bundle(tmp_path):
     return make
 
 
+REWARD_MODULE = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n"
+
+
 @pytest.fixture
 def workdir(tmp_path):
-    """A cwd where the test spec's relative data paths exist."""
+    """A cwd where the test spec's relative data paths exist, and its reward
+    module (`tutorrl_test_reward`, imported from the folder the job starts in)."""
     (tmp_path / "data").mkdir(exist_ok=True)
     for name in ("train.parquet", "val.parquet"):
         (tmp_path / "data" / name).write_bytes(b"")
+    (tmp_path / "tutorrl_test_reward.py").write_text(REWARD_MODULE)
     return tmp_path
 
 

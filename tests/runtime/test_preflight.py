@@ -89,3 +89,118 @@ def test_relative_paths_are_refused_for_a_real_run_on_an_existing_cluster():
     refused = sorted(p.split(":")[0] for p in f.problems)
     assert refused == ["data.train", "reward.simulator.heads_metrics", "reward.table", "trainer.output_dir"]
     assert all("do not run in this folder" in p for p in f.problems)
+
+
+# -- the reward function, imported in the job's Python -------------------------
+
+import os  # noqa: E402
+import sys  # noqa: E402
+
+REWARD = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n"
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def reward_pkg(tmp_path):
+    """A real reward package in a folder of its own, not on any path."""
+    pkg = tmp_path / "lib" / "myrewards"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "gsm8k.py").write_text(REWARD + "def score_helper():\n    pass\n")
+    (pkg / "needs_dep.py").write_text("import tutorrl_no_such_dependency\n" + REWARD)
+    (pkg / "broken.py").write_text("print('imported')\nraise RuntimeError('no GPU here')\n")
+    (pkg / "constant.py").write_text("compute_score = 3\n")
+    (tmp_path / "elsewhere").mkdir()
+    return tmp_path / "lib"
+
+
+def test_reward_importable_only_where_the_job_env_says(reward_pkg, tmp_path):
+    py, cwd = sys.executable, tmp_path / "elsewhere"
+    (missing,) = preflight.reward_import_problems(py, "myrewards.gsm8k", "compute_score", env=_env(), cwd=cwd)
+    assert f"the job's Python ({py}) cannot import myrewards.gsm8k: no module named 'myrewards'" in missing
+    assert "pip install" in missing and "PYTHONPATH" in missing and "py_modules" in missing
+    assert preflight.reward_import_problems(py, "myrewards.gsm8k", "compute_score",
+                                            env=_env(PYTHONPATH=str(reward_pkg)), cwd=cwd) == []
+    # The folder the job starts in is on the path, as for `python -m verl...` and Ray's workers.
+    assert preflight.reward_import_problems(py, "myrewards.gsm8k", "compute_score", env=_env(), cwd=reward_pkg) == []
+    (sub,) = preflight.reward_import_problems(py, "myrewards.nope", "compute_score",
+                                              env=_env(PYTHONPATH=str(reward_pkg)), cwd=cwd)
+    assert "no module named 'myrewards.nope'" in sub
+
+
+def test_reward_problems_say_what_is_missing(reward_pkg, tmp_path):
+    def problems(module, function="compute_score"):
+        return preflight.reward_import_problems(sys.executable, module, function,
+                                                env=_env(PYTHONPATH=str(reward_pkg)), cwd=tmp_path / "elsewhere")
+
+    (p,) = problems("myrewards.gsm8k", "compute_scor")
+    assert "has no 'compute_scor' (did you mean 'compute_score'?)" in p and "gsm8k.py" in p
+    (p,) = problems("myrewards.gsm8k", "zzz")
+    assert "(it defines: compute_score, score_helper)" in p
+    (p,) = problems("myrewards.needs_dep")
+    assert "'tutorrl_no_such_dependency' is not installed for the job's Python" in p
+    (p,) = problems("myrewards.broken")
+    assert "raised RuntimeError: no GPU here at " in p and "broken.py:2" in p
+    (p,) = problems("myrewards.constant")
+    assert "myrewards.constant.compute_score is a int, not a function" in p
+    (p,) = preflight.reward_import_problems(str(tmp_path / "no-python"), "m", "f")
+    assert "does not exist" in p
+
+
+def _reward_spec(module, function="compute_score"):
+    return NS(reward=NS(module=module, function=function))
+
+
+def test_check_reward_refuses_a_run_and_notes_a_dry_run(reward_pkg, tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.delenv("TUTORRL_PYTHON", raising=False)
+    cwd = tmp_path / "elsewhere"
+    job = {"runtime_env": {"env_vars": {}}}
+    f = preflight.Findings()
+    preflight.check_reward(_reward_spec("myrewards.gsm8k"), job, f, cwd=cwd)
+    assert len(f.problems) == 1 and "cannot import myrewards.gsm8k" in f.problems[0]
+    with pytest.raises(RefusedError, match="nothing was submitted"):
+        f.raise_if_any("local checks")
+    f = preflight.Findings()
+    preflight.check_reward(_reward_spec("myrewards.gsm8k"), job, f, cwd=cwd, dry_run=True)
+    assert f.problems == [] and "a real run would be refused" in f.notes[0]
+    # The bundle's own environment (spec [env] set) reaches the job, so it counts.
+    f = preflight.Findings()
+    preflight.check_reward(_reward_spec("myrewards.gsm8k"), {"runtime_env": {"env_vars": {"PYTHONPATH": str(reward_pkg)}}},
+                           f, cwd=cwd)
+    assert f.problems == [] and f.notes == []
+    # verl's default reward: nothing to import. A cluster's Python is not ours to check.
+    f = preflight.Findings()
+    preflight.check_reward(_reward_spec(None), job, f, cwd=cwd)
+    preflight.check_reward(_reward_spec(""), job, f, cwd=cwd)
+    assert f.problems == [] and f.notes == []
+    preflight.check_reward(_reward_spec("myrewards.gsm8k"), job, f, cwd=cwd, cluster="http://head:8265")
+    assert f.problems == [] and "not checked here" in f.notes[0]
+
+
+def test_tutorrl_python_chooses_the_interpreter(reward_pkg, tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv("TUTORRL_PYTHON", str(tmp_path / "missing-python"))
+    f = preflight.Findings()
+    preflight.check_reward(_reward_spec("myrewards.gsm8k"), {}, f, cwd=reward_pkg)
+    assert "missing-python does not exist" in f.problems[0]
+
+
+def test_run_is_refused_before_ray_when_the_reward_is_not_importable(make_bundle, workdir):
+    """Through the real CLI: refused, before any Ray head starts, from a folder
+    where the bundle's reward module cannot be imported."""
+    from conftest import run_tutorrl
+
+    bundle = make_bundle()
+    (workdir / "tutorrl_test_reward.py").unlink()
+    proc = run_tutorrl(["run", str(bundle)], workdir)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "reward function tutorrl_test_reward.compute_score: the job's Python" in proc.stderr
+    assert "cannot import tutorrl_test_reward: no module named 'tutorrl_test_reward'" in proc.stderr
+    assert "refused by preflight (local checks); nothing was submitted." in proc.stderr
+    assert not (bundle / "runs").exists()
