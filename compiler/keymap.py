@@ -218,6 +218,8 @@ class Lock(msgspec.Struct, frozen=True):
     # Settings with no key here, and why (when the map says).
     absent: dict[str, str]
     passthrough: tuple[str, ...]
+    # Keys verl reads although no yaml of this release declares them (need `+`).
+    undeclared: tuple[str, ...]
     ignored: tuple[Ignored, ...]
 
     def digest(self) -> str:
@@ -277,8 +279,10 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
         key = entry.key
         if setting.kind == "table":
             children = sorted(k[len(key) + 1:] for k in keyset.keys if k.startswith(key + "."))
-            opened = sorted(k[len(key) + 1:] if k != key else "" for k, info in keyset.keys.items()
-                            if info.open and (k == key or k.startswith(key + ".")))
+            # Sub-tables that take new entries: empty dicts, and dicts verl reads whole.
+            opened = sorted({k[len(key) + 1:] if k != key else "" for k, info in keyset.keys.items()
+                             if info.open and (k == key or k.startswith(key + "."))}
+                            | {p[len(key) + 1:] for p in passthrough if p.startswith(key + ".")})
             reads_whole = key in passthrough or any(key.startswith(p + ".") for p in passthrough)
             if not (children or opened or reads_whole or entry.undeclared or keyset.has(key) or key in undeclared):
                 problems.append(f"{name}: verl {release} ({variant}) has no table '{key}' and the map "
@@ -303,7 +307,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
         raise LockError("\n".join(problems))
     ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases))
     return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
-                passthrough, ignored)
+                passthrough, tuple(sorted(undeclared)), ignored)
 
 
 def _absent_why(setting: Setting, release: str, variant: Variant) -> str:

@@ -32,7 +32,8 @@ _PATTERN_WORDS = {
     spec_module._ENV_NAME: "an environment variable name (letters, digits, '_'; not starting with a digit)",
     spec_module._RELEASE: "a verl release such as \"0.9.1\"",
     spec_module._IDENT: "a Python identifier",
-    r"^(cpu|cuda(:[0-9]+)?)$": "\"cpu\", \"cuda\" or \"cuda:N\"",
+    r"^(cpu|cuda(:[0-9]+)?)\Z": "\"cpu\", \"cuda\" or \"cuda:N\"",
+    spec_module._MODULE: "a dotted Python module name such as \"my_rewards.gsm8k\" (for a file, use reward.path)",
 }
 _TYPE_WORDS = {
     "str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
@@ -251,7 +252,8 @@ def _friendly(message: str) -> str:
         return f"expected {_TYPE_WORDS.get(match.group(1), match.group(1))}, got {_TYPE_WORDS.get(match.group(2), match.group(2))}"
     match = re.match(r"Expected `str` matching regex '(.*)'$", message)
     if match:
-        return f"expected {_PATTERN_WORDS.get(match.group(1), 'a string matching ' + match.group(1))}"
+        pattern = match.group(1).replace("\\\\", "\\")  # msgspec prints the pattern escaped
+        return f"expected {_PATTERN_WORDS.get(pattern, 'a string matching ' + pattern)}"
     match = re.match(r"Expected `(\w+)` (.*)$", message)
     if match:
         return f"expected {_TYPE_WORDS.get(match.group(1), match.group(1))} {match.group(2)}"

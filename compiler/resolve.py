@@ -124,8 +124,16 @@ def missing_setting(setting: str, lock: Lock) -> Finding:
 
 def moved_key(key: str, lock: Lock) -> str | None:
     """Advice for a key the release lacks that the key map knows under another release."""
+    keymap = load_keymap()
     for setting in settings_writing(key):
         target = lock.targets.get(setting)
+        if target is not None and target.kind == "table":
+            base = next(e.key for _, e in keymap.setting[setting].entries()
+                        if e.key and key.startswith(e.key + "."))
+            tail = key[len(base) + 1:]
+            plus = "+" if tail not in target.declared else ""
+            return (f"verl {lock.release} calls it '{plus}{target.key}.{tail}'; "
+                    f"set the spec's {setting}.{tail}")
         if target is not None:
             return f"verl {lock.release} calls it '{('+' if target.plus else '') + target.key}'; set the spec's {setting}"
         where = releases_with(setting, lock.variant)
@@ -153,6 +161,16 @@ def _elsewhere(key: str, lock: Lock) -> str:
 _EXTRA = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][A-Za-z0-9_.\-/@]*)(?:=(.*))?\Z", re.DOTALL)
 
 
+def spec_home(key: str, lock: Lock) -> str | None:
+    """The spec field that writes ``key`` in the lock's release (tables: ``field.entry``), if any."""
+    for setting, target in lock.targets.items():
+        if target.key == key and target.kind == "value":
+            return setting
+        if target.kind == "table" and key.startswith(target.key + "."):
+            return f"{setting}.{key[len(target.key) + 1:]}"
+    return None
+
+
 def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
     """One raw override: ``(Override, None)`` when verl will read it as written, else ``(None, problem)``."""
     match = _EXTRA.match(text)
@@ -162,6 +180,9 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
     prefix = prefix or ""
     if key in emitted:
         return None, (f"'{key}' is set by the spec's {emitted[key]}", "change it there, so the spec says what runs")
+    home = spec_home(key, lock)
+    if home is not None:
+        return None, (f"'{key}' has a home in the spec: {home}", f"set {home} instead, so diff and migrate can explain it")
     ignored = lock.ignored_by(key)
     if ignored is not None:
         return None, (f"'{key}' would be accepted and ignored by verl {lock.release}: {ignored.reason}",
@@ -169,7 +190,7 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
     if keyset is not None:
         exists = keyset.has(key)
         # A key under a dict verl reads whole is read whatever its name.
-        read_whole = lock.passthrough_above(key) is not None
+        read_whole = lock.passthrough_above(key) is not None or key in lock.undeclared
         if prefix == "" and not exists:
             if keyset.open_parent(key) or read_whole:
                 return None, (f"'{key}' is not declared by verl {lock.release}", f"append it: '+{text}'")

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tutorrl.compiler.compile import compile_bytes
-from tutorrl.compiler.keymap import describe_releases
+from tutorrl.compiler.keymap import describe_releases, load_keymap
 from tutorrl.errors import SpecError
 
 from test_releases import CHESS, FSDP_CUSTOM, _retarget
@@ -15,11 +15,11 @@ from test_releases import CHESS, FSDP_CUSTOM, _retarget
 
 @pytest.mark.parametrize("releases,words", [
     (["0.7.1", "0.8.0", "0.9.0", "0.9.1"], "from verl 0.7.1"),
-    (["0.4.1", "0.5.0"], "up to verl 0.5.0"),
+    (["0.2.0.post2", "0.3.0.post0"], "up to verl 0.3.0.post0"),
     (["0.9.1"], "only in verl 0.9.1"),
-    (["0.5.0", "0.6.1"], "in verl 0.5.0 to 0.6.1"),
+    (["0.5.0", "0.6.0", "0.6.1"], "in verl 0.5.0 to 0.6.1"),
     (["0.4.1", "0.5.0", "0.8.0", "0.9.0", "0.9.1"], "in verl 0.4.1 to 0.5.0 and 0.8.0 to 0.9.1"),
-    (["0.4.1", "0.5.0", "0.6.1", "0.7.1", "0.8.0", "0.9.0", "0.9.1"], "in every supported verl release"),
+    (load_keymap().releases, "in every supported verl release"),
 ])
 def test_release_ranges_read_as_words(releases, words):
     assert describe_releases(releases) == words
@@ -33,7 +33,7 @@ def _refusal(text: str) -> str:
 
 def _with_extra(release: str, override: str) -> str:
     text = _retarget(FSDP_CUSTOM, release)
-    return text.replace('extra_overrides = ["trainer.val_before_train=false"]', f"extra_overrides = [{override!r}]")
+    return text.replace('extra_overrides = ["trainer.default_hdfs_dir=null"]', f"extra_overrides = [{override!r}]")
 
 
 @pytest.mark.parametrize("release,override,says", [
@@ -42,7 +42,7 @@ def _with_extra(release: str, override: str) -> str:
     ("0.6.1", "+reward.custom_reward_function.reward_kwargs.z=1",
      "verl 0.6.1 calls it '+custom_reward_function.reward_kwargs.z'"),
     # No home in this release: say where it exists.
-    ("0.6.1", "reward.num_workers=2", "'reward.num_workers' setting, which exists from verl 0.7.1"),
+    ("0.6.1", "reward.num_workers=2", "'reward.workers' setting, which exists from verl 0.7.1"),
     # Accepted and ignored: refused, with the key that is read.
     ("0.9.1", "custom_reward_function.name=x", "use 'reward.custom_reward_function.name'"),
     ("0.9.0", "reward_model.num_workers=2", "use 'reward.num_workers'"),
@@ -68,7 +68,9 @@ def test_megatron_selection_per_release():
         assert ("model_engine=megatron" in launch) == (release == "0.8.0")
 
 
-def test_data_seed_needs_plus_up_to_050():
-    for release, plus in (("0.5.0", True), ("0.6.1", False)):
-        launch = compile_bytes(_retarget(CHESS, release).encode(), "t.toml").files["launch.sh"].decode()
+def test_data_seed_needs_plus_up_to_060():
+    # Read with data.get("seed", 1) but declared by no yaml up to 0.6.0.
+    for release, plus in (("0.2.0.post2", True), ("0.6.0", True), ("0.6.1", False)):
+        text = f'[experiment]\nverl = "{release}"\n[data]\nseed = 1\n'
+        launch = compile_bytes(text.encode(), "t.toml").files["launch.sh"].decode()
         assert bool(re.search(r"^  \+data\.seed=1 ", launch, re.M)) == plus

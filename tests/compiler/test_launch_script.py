@@ -12,8 +12,9 @@ import support
 from tutorrl.compiler import compile_bytes, write_bundle
 from tutorrl.compiler.load import parse_spec
 from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve, variant_of
-from tutorrl.compiler.keymap import release_map
+from tutorrl.compiler.resolve import resolve
+from tutorrl.compiler.settings import variant_of
+from tutorrl.compiler.keymap import load_lock
 
 from test_hydra import strings  # the alphabet
 
@@ -23,7 +24,7 @@ EXAMPLE = support.SPECS / "gsm8k_custom_reward.toml"
 def _expected_argv(raw: bytes) -> list[str]:
     spec, _ = parse_spec(raw, "spec.toml")
     spec = normalize(spec)
-    rmap = release_map(spec.experiment.verl, variant_of(spec))
+    rmap = load_lock(spec.experiment.verl, variant_of(spec))
     from tutorrl.compiler.keysets import load_keyset
 
     resolved, findings = resolve(spec, rmap, load_keyset(rmap.release, rmap.variant))
@@ -37,7 +38,7 @@ def _expected_argv(raw: bytes) -> list[str]:
 def test_bash_hands_verl_exactly_the_argv(tmp_path_factory, standin_python, train, kwarg, env_value):
     data = tomllib.loads(EXAMPLE.read_text())
     data["data"]["train"] = train
-    data["reward"]["custom"]["kwargs"]["note"] = kwarg
+    data["reward"]["kwargs"]["note"] = kwarg
     data["env"] = {"set": {"ODD_VALUE": env_value}}
     raw = tomli_w.dumps(data).encode()
     bundle = write_bundle(compile_bytes(raw, "spec.toml"), tmp_path_factory.mktemp("b")).path

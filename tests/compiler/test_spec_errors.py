@@ -39,10 +39,7 @@ BASE = textwrap.dedent("""\
     trainer_gpus_per_node = 2
 
     [reward]
-    kind = "custom"
     module = "rewards.mine"
-
-    [reward.custom]
     kwargs = { a = 1 }
     """)
 
@@ -60,7 +57,8 @@ def edit(old: str, new: str, base: str = BASE) -> str:
 
 def test_base_spec_is_valid():
     spec, _ = parse_spec(BASE.encode(), "spec.toml")
-    assert spec.reward.kind == "custom"
+    assert spec.reward.module == "rewards.mine"
+    assert compile_bytes(BASE.encode(), "spec.toml").warnings == ()
 
 
 def test_syntax_error_has_line_and_column():
@@ -98,14 +96,21 @@ def test_bad_enum_suggests():
 
 
 def test_missing_required_points_at_its_table():
-    (p,) = problems(edit('path = "m"\n', ""))
-    assert p.key == "model.path" and "missing required key" in p.message
-    assert p.line == 10  # the [model] header
+    (p,) = problems(edit('verl = "0.9.1"\n', ""))
+    assert p.key == "experiment.verl" and "missing required key" in p.message
+    assert p.line == 1  # the [experiment] header
 
 
 def test_missing_required_section():
-    (p,) = problems(edit('[rollout]\nengine = "sglang"\nn = 2\n', ""))
-    assert p.key == "rollout" and "missing required table" in p.message
+    (p,) = problems(edit('[experiment]\nname = "t"\nverl = "0.9.1"\n', ""))
+    assert p.key == "experiment" and "missing required table" in p.message
+
+
+def test_only_the_release_is_required():
+    spec, _ = parse_spec(b'[experiment]\nverl = "0.9.1"\n', "spec.toml")
+    launch = compile_bytes(b'[experiment]\nverl = "0.9.1"\n', "spec.toml").files["launch.sh"].decode()
+    # Nothing said, nothing emitted: verl's own defaults throughout.
+    assert launch.rstrip().endswith("--config-name ppo_trainer \"$@\"")
 
 
 def test_all_errors_reported_at_once_in_file_order():
@@ -124,9 +129,9 @@ def test_list_element_is_located():
 
 
 def test_inline_table_key_is_located():
-    (p,) = problems(edit("kwargs = { a = 1 }", "kwargs = { a = 1, b = { c = 2 } }"))
-    assert p.key.startswith("reward.custom.kwargs.b")
-    assert (p.line, p.column) == (32, 19)
+    (p,) = problems(BASE + '\n[env]\nset = { A = "x", B = 2 }\n')
+    assert p.key == "env.set.B"
+    assert (p.line, p.column) == (32, 18)
 
 
 def test_control_characters_are_refused():
@@ -135,16 +140,15 @@ def test_control_characters_are_refused():
 
 
 @pytest.mark.parametrize("old,new,key,words", [
-    ("ppo_mini_batch_size = 8", "ppo_mini_batch_size = 6", "actor.ppo_mini_batch_size", "does not divide data.train_batch_size"),
-    ("ppo_micro_batch_size_per_gpu = 2", "ppo_micro_batch_size_per_gpu = 3", "actor.ppo_micro_batch_size_per_gpu",
-     "does not divide the 8 sequences"),
-    ("trainer_gpus_per_node = 2", "trainer_gpus_per_node = 3", "actor.ppo_mini_batch_size", "split evenly over 3"),
-    ("n = 2", "n = 1", "rollout.n", "needs n >= 2"),
-    ('engine = "sglang"', 'engine = "sglang"\ntensor_parallel = 4', "rollout.tensor_parallel", "does not divide the 2"),
+    # verl/workers/config/actor.py ActorConfig.validate
+    ("ppo_mini_batch_size = 8", "ppo_mini_batch_size = 32", "actor.ppo_mini_batch_size", "more than data.train_batch_size"),
+    # verl/utils/config.py validate_config
+    ("trainer_gpus_per_node = 2", "trainer_gpus_per_node = 3", "data.train_batch_size", "do not split over the 3 GPUs"),
+    ("ppo_micro_batch_size_per_gpu = 2", "ppo_micro_batch_size_per_gpu = 2\nppo_micro_batch_size = 4",
+     "actor.ppo_micro_batch_size", "are both set"),
     ("[resources]", "[actor.megatron]\ntensor_parallel = 2\n\n[resources]", "actor.megatron", "needs actor.strategy"),
-    ('module = "rewards.mine"', 'module = "rewards.mine"\ntable = "t.json"', "reward.table", "simulator and prompted kinds only"),
-    ('kind = "custom"', 'kind = "simulator"', "reward.simulator", "needs a [reward.simulator] table"),
-    ("total_steps = 10", "total_steps = 10\nsave_freq = 0", "trainer.save_freq", "ambiguous"),
+    ('module = "rewards.mine"', 'module = "rewards.mine"\npath = "r.py"', "reward.path", "both name"),
+    ('module = "rewards.mine"', 'module = "rewards.mine"\noptions = { a = 1 }', "reward.options", "plug-in"),
 ])
 def test_cross_field_rules(old, new, key, words):
     found = problems(edit(old, new))
@@ -152,18 +156,78 @@ def test_cross_field_rules(old, new, key, words):
     assert all(p.line is not None and p.file == "spec.toml" for p in found)
 
 
-def test_megatron_layout_must_divide_gpus():
+@pytest.mark.parametrize("old,new,key,words", [
+    # Rules verl itself does not enforce: compiled, with a located warning.
+    ("ppo_mini_batch_size = 8", "ppo_mini_batch_size = 6", "actor.ppo_mini_batch_size", "does not divide data.train_batch_size"),
+    ("ppo_micro_batch_size_per_gpu = 2", "ppo_micro_batch_size_per_gpu = 3", "actor.ppo_micro_batch_size_per_gpu",
+     "does not divide the 8 sequences"),
+    ("n = 2", 'n = 1\n[algorithm]\nadv_estimator = "grpo"', "rollout.n", "every advantage is zero"),
+    ('engine = "sglang"', 'engine = "sglang"\ntensor_parallel = 4', "rollout.tensor_parallel", "does not divide the 2"),
+    ("total_steps = 10", "total_steps = 10\nsave_freq = 0", "trainer.save_freq", "0 means never"),
+])
+def test_rules_verl_does_not_enforce_are_warnings(old, new, key, words):
+    compiled = compile_bytes(edit(old, new).encode(), "spec.toml")
+    assert any(w.key == key and words in w.message and w.line for w in compiled.warnings), compiled.warnings
+
+
+def _megatron(layout: str, gpus: int = 96, nodes: int = 12) -> str:
     text = edit("[actor]", '[actor]\nstrategy = "megatron"')
-    text = edit("[resources]", "[actor.megatron]\ntensor_parallel = 4\n\n[resources]", text)
-    found = problems(text)
-    assert any(p.key == "actor.megatron" and "does not divide the 2 trainer GPUs" in p.message for p in found)
+    text = edit("ppo_micro_batch_size_per_gpu = 2\n", "", text)
+    text = edit("train_batch_size = 16", "train_batch_size = 512", text)
+    text = edit("trainer_gpus_per_node = 2", f"trainer_gpus_per_node = {gpus // nodes}\nnodes = {nodes}", text)
+    return edit("[resources]", f"[actor.megatron]\n{layout}\n\n[resources]", text)
+
+
+def test_megatron_layout_must_divide_gpus():
+    found = problems(_megatron("tensor_parallel = 4", gpus=2, nodes=1))
+    assert any(p.key == "actor.megatron" and "does not divide the 2 trainer GPUs" in p.message
+               and "parallel_state" in p.hint for p in found)
+
+
+def test_expert_parallel_divides_by_expert_tensor_parallelism_as_megatron_does():
+    # verl's DeepSeek-V3 671B recipe: TP 8, PP 12, EP 8, ETP 1 on 96 GPUs.
+    layout = "tensor_parallel = 8\npipeline_parallel = 12\nexpert_parallel = 8"
+    assert compile_bytes(_megatron(layout + "\nexpert_tensor_parallel = 1").encode(), "spec.toml")
+    # Without ETP Megatron uses TP inside the experts: 8 x 8 x 12 does not divide 96.
+    found = problems(_megatron(layout))
+    assert any(p.key == "actor.megatron.expert_parallel" and "= 768 does not divide the 96" in p.message for p in found)
+
+
+def test_rollout_engines_may_span_nodes():
+    # verl's 70B recipe: rollout TP 16 on 4 nodes of 8 GPUs.
+    text = edit("trainer_gpus_per_node = 2", "trainer_gpus_per_node = 8\nnodes = 4")
+    text = edit('engine = "sglang"', 'engine = "sglang"\ntensor_parallel = 16', text)
+    text = edit("train_batch_size = 16", "train_batch_size = 32", text)
+    compiled = compile_bytes(text.encode(), "spec.toml")
+    assert not [w for w in compiled.warnings if w.key == "rollout.tensor_parallel"]
+
+
+SIMULATOR = """
+[reward]
+plugin = "chess-simulator"
+options = { table = "t.json", adapter = "a", heads_checkpoint = "h", heads_metrics = "m" }
+"""
 
 
 def test_simulator_on_gpu_needs_a_reserved_gpu():
-    text = edit('kind = "custom"\nmodule = "rewards.mine"', 'kind = "simulator"\ntable = "t.json"')
-    text = edit("[reward.custom]\nkwargs = { a = 1 }", '[reward.simulator]\nadapter = "a"\nheads_checkpoint = "h"\nheads_metrics = "m"', text)
+    text = edit('[reward]\nmodule = "rewards.mine"\nkwargs = { a = 1 }\n', SIMULATOR)
     (p,) = problems(text)
     assert p.key == "resources.reward_gpus" and "no GPU is set aside" in p.message
+
+
+def test_plugin_options_are_located_like_the_core_spec():
+    text = edit('[reward]\nmodule = "rewards.mine"\nkwargs = { a = 1 }\n',
+                SIMULATOR.replace('table = "t.json", ', 'tabel = "t.json", '))
+    found = problems(text + "\n[resources]\nreward_gpus = 1\n" if False else text)
+    keys = {p.key for p in found}
+    assert "reward.options.tabel" in keys and "reward.options.table" in keys
+    assert any("did you mean 'table'" in (p.hint or "") for p in found)
+
+
+def test_unknown_plugin_is_named():
+    text = edit('module = "rewards.mine"', 'plugin = "chess-simulater"')
+    (p,) = problems(text)
+    assert p.key == "reward.plugin" and "did you mean 'chess-simulator'" in p.hint
 
 
 def test_passthrough_name_cannot_have_a_value():
@@ -171,7 +235,8 @@ def test_passthrough_name_cannot_have_a_value():
     assert any(p.key == "env.set.HF_HOME" and "must not also have a literal value" in p.message for p in found)
 
 
-@pytest.mark.parametrize("name", ["WANDB_API_KEY", "HF_TOKEN", "MY_SECRET_THING", "DB_PASSWORD"])
+@pytest.mark.parametrize("name", ["WANDB_API_KEY", "HF_TOKEN", "MY_SECRET_THING", "DB_PASSWORD", "OPENAI_APIKEY",
+                                  "GITHUB_PAT", "DB_PASS", "aws_credentials"])
 def test_secret_looking_literal_is_refused_with_advice(name):
     (p,) = problems(BASE + f'\n[env]\nset = {{ {name} = "hunter2" }}\n')
     assert p.key == f"env.set.{name}" and "looks like a secret" in p.message
@@ -187,16 +252,46 @@ def test_unsupported_release_names_the_supported_ones():
 @pytest.mark.parametrize("override,words", [
     ("trainer.total_training_steps=5", "set by the spec's trainer.total_steps"),
     ("actor_rollout_ref.rollout.max_num_batched_tokns=1", "did you mean 'actor_rollout_ref.rollout.max_num_batched_tokens'"),
-    ("actor_rollout_ref.model.override_config.attn_implementation=sdpa", "append it"),
-    ("+trainer.total_epochs=4", "already exists"),
+    ("actor_rollout_ref.model.override_config.attn_implementation=sdpa", "home in the spec: model.attn_implementation"),
+    ("data.apply_chat_template_kwargs.enable_thinking=false", "append it"),
+    ("+trainer.ray_wait_register_center_timeout=4", "already exists"),
     ("+trainer.some_new_knob=1", "never read it"),
     ("custom_reward_function.path=x.py", "accepted and ignored"),
     ("no equals sign", "not a Hydra override"),
+    ("actor_rollout_ref.actor.optim.lr=1e-6", "home in the spec: actor.lr"),
+    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=32", "home in the spec: rollout.engine_kwargs.vllm.swap_space"),
 ])
 def test_extra_overrides_are_checked_against_the_release(override, words):
     found = problems(BASE + f'\n[verl]\nextra_overrides = ["ok.nothing=1", {override!r}]\n'.replace("'", '"'))
     assert any(p.key == "verl.extra_overrides.1" and words in (p.message + " " + (p.hint or "")) for p in found), \
         [p.render() for p in found]
+
+
+@pytest.mark.parametrize("override", [
+    # Dicts verl reads whole: appended keys are read, so they are accepted.
+    "+data.apply_chat_template_kwargs.enable_thinking=false",
+    "+ray_kwargs.ray_init.num_cpus=4",
+])
+def test_extra_overrides_under_dicts_verl_reads_whole_are_accepted(override):
+    assert compile_bytes((BASE.replace('kwargs = { a = 1 }\n', '')
+                          + f'\n[verl]\nextra_overrides = ["{override}"]\n').encode(), "spec.toml")
+
+
+def test_megatron_transformer_overrides_pass_through():
+    text = _megatron("tensor_parallel = 8\npipeline_parallel = 12\nexpert_parallel = 8\nexpert_tensor_parallel = 1\n"
+                     "transformer_overrides = { moe_router_dtype = \"fp32\", recompute_method = \"uniform\" }")
+    launch = compile_bytes(text.encode(), "spec.toml").files["launch.sh"].decode()
+    # Declared with a null default in 0.9.1: plain; not declared: appended.
+    assert "'actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=\"uniform\"'" in launch
+    assert "'+actor_rollout_ref.actor.megatron.override_transformer_config.moe_router_dtype=\"fp32\"'" in launch
+
+
+def test_every_problem_in_one_round():
+    text = edit("n = 2", "n = 2\ntensor_parallel = 3")
+    text = edit("ppo_mini_batch_size = 8", "ppo_mini_batch_size = 32", text)
+    text += '\n[verl]\nextra_overrides = ["no.such.key=1"]\n'
+    keys = {p.key for p in problems(text)}
+    assert {"actor.ppo_mini_batch_size", "verl.extra_overrides.0"} <= keys
 
 
 def test_cli_reports_every_problem_exit_2_no_traceback_nothing_written(tmp_path):

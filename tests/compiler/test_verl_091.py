@@ -6,10 +6,11 @@ import pytest
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
-from tutorrl.compiler.keymap import release_map
+from tutorrl.compiler.keymap import load_lock
 from tutorrl.compiler.load import parse_spec
 from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve, variant_of
+from tutorrl.compiler.resolve import resolve
+from tutorrl.compiler.settings import variant_of
 
 SELECT = {"fsdp": [], "megatron": ["model_engine=megatron"]}
 # Tables verl reads with .get() but never declares: '+' is the only way in.
@@ -35,7 +36,7 @@ def test_every_mapped_key_exists_or_is_appended_under_an_open_dict(composed):
     from omegaconf import DictConfig, OmegaConf
 
     variant, config = composed
-    rmap = release_map("0.9.1", variant)
+    rmap = load_lock("0.9.1", variant)
     assert rmap.targets, "the map is empty"
     for setting, target in rmap.targets.items():
         for key in target.keys:
@@ -61,7 +62,7 @@ def test_seed_trap_attn_implementation_needs_append():
 
     with pytest.raises(ConfigCompositionException, match="To append to your config use"):
         support.compose_verl("ppo_trainer", ["actor_rollout_ref.model.override_config.attn_implementation=sdpa"])
-    assert release_map("0.9.1", "fsdp").target("model.attn_implementation").append
+    assert load_lock("0.9.1", "fsdp").target("model.attn_implementation").append
 
 
 @pytest.mark.parametrize("spec_path", support.example_specs(), ids=lambda p: p.stem)
@@ -73,7 +74,7 @@ def test_example_composes_with_the_intended_values(spec_path, tmp_path, standin_
     config = support.compose_verl(argv[3], argv[4:])
 
     spec = normalize(parse_spec(raw, spec_path.name)[0])
-    rmap = release_map("0.9.1", variant_of(spec))
+    rmap = load_lock("0.9.1", variant_of(spec))
     resolved, _ = resolve(spec, rmap, None if not spec.verl.extra_overrides else __import__(
         "tutorrl.compiler.keysets", fromlist=["load_keyset"]).load_keyset("0.9.1", rmap.variant))
     checked = 0

@@ -23,13 +23,14 @@ BASE = {
     "data": {"train": "data/chess/train.parquet", "val": "data/chess/val.parquet", "train_batch_size": 56},
     "model": {"path": "models/tutor-sft-merged"},
     "actor": {"ppo_mini_batch_size": 28, "ppo_micro_batch_size_per_gpu": 4, "use_kl_loss": True},
-    "rollout": {"engine": "sglang", "n": 8},
+    "rollout": {"engine": "sglang", "n": 8, "tensor_parallel": 1},
     "trainer": {"total_steps": 100},
     "resources": {"trainer_gpus_per_node": 7, "reward_gpus": 1},
     "reward": {
-        "kind": "simulator", "table": "data/chess/reward_table.json",
-        "simulator": {"adapter": "models/sim/adapter", "heads_checkpoint": "models/sim/heads.pt",
-                      "heads_metrics": "models/sim/heads_metrics.json", "device": "cuda:7"},
+        "plugin": "chess-simulator",
+        "options": {"table": "data/chess/reward_table.json", "adapter": "models/sim/adapter",
+                    "heads_checkpoint": "models/sim/heads.pt", "heads_metrics": "models/sim/heads_metrics.json",
+                    "device": "cuda:7"},
     },
     "env": {"set": {"TOKENIZERS_PARALLELISM": "false"}, "passthrough": []},
 }

@@ -7,7 +7,6 @@ TUTORRL_REGEN_GOLDEN=1 and review the change like code.
 
 from __future__ import annotations
 
-import functools
 import json
 
 import msgspec
@@ -16,7 +15,6 @@ import pytest
 from review_helpers import base, check_golden, side, with_
 from tutorrl.compiler import compile as compile_module
 from tutorrl.compiler import keymap as keymap_module
-from tutorrl.compiler.keymap import At, Setting, load_keymap
 from tutorrl.review.model import diff_sides
 from tutorrl.review.render import render
 
@@ -32,10 +30,12 @@ def _pair(name: str):
     if name == "gpus-changed":
         # 8 trainer GPUs and a second reward GPU: the layout a bigger box allows.
         return b, with_(b, resources__trainer_gpus_per_node=8, resources__reward_gpus=2,
-                        reward__simulator__device="cuda:8")
+                        reward__options__device="cuda:8")
     if name == "nothing-changed":
-        # Reordered and defaults spelled out: the same launch.
-        return b, with_(b, data__seed=1, rollout__temperature=1.0)
+        # Reordered, and the plug-in's defaults spelled out: the same launch.
+        new = with_(b, reward__options__mate_clip_cp=1000, reward__options__alpha_style=0.5)
+        new["data"] = dict(reversed(list(new["data"].items())))
+        return b, new
     raise KeyError(name)
 
 
@@ -61,44 +61,31 @@ def test_secret_values_never_shown():
 # ------------------------------------------------------------- retargeting
 
 # A fictional release, older than any real one, with the reward moved to the
-# top level and a plain module path, as verl had it before 0.7: a move whose
-# output does not depend on how the real key map evolves.
+# top level as verl had it before 0.7: a move whose output does not depend on
+# how the real key map evolves. Its lock is 0.9.1's with those keys moved.
 FAKE = "0.0.1"
 _MOVED = {
-    "reward.module": "custom_reward_function.path",
-    "reward.function": "custom_reward_function.name",
-    "reward.kwargs.*": "custom_reward_function.reward_kwargs.*",
+    "reward.module": ("custom_reward_function.path", "plain"),
+    "reward.function": ("custom_reward_function.name", "plain"),
+    "reward.kwargs": ("custom_reward_function.reward_kwargs", "plain"),
 }
-
-
-def _fake_keymap():
-    real = load_keymap()
-    settings = {}
-    for name in real.setting:
-        rmap = keymap_module.release_map.__wrapped__("0.9.1", "fsdp")
-        target = rmap.targets.get(name)
-        if target is None:
-            continue
-        current = At("0.9.1", list(target.keys), target.append, target.spelling, ("fsdp",))
-        old = At(FAKE, [_MOVED[name]] if name in _MOVED else list(target.keys), target.append,
-                 "plain" if name in _MOVED else target.spelling, ("fsdp",))
-        settings[name] = Setting(at=[old, current])
-    fsdp = keymap_module.release_map.__wrapped__("0.9.1", "fsdp")
-    select = keymap_module.VariantSelect(fsdp.config_name, fsdp.select)
-    return msgspec.structs.replace(
-        real, releases=[FAKE, "0.9.1"], setting=settings, ignored=(),
-        variant={"fsdp": {FAKE: select, "0.9.1": select}, "megatron": {}})
 
 
 @pytest.fixture
 def fake_release(monkeypatch):
-    fake = _fake_keymap()
-    loader = functools.cache(lambda: fake)
-    rmap = functools.cache(keymap_module.release_map.__wrapped__)
-    monkeypatch.setattr(keymap_module, "load_keymap", loader)
-    monkeypatch.setattr(keymap_module, "release_map", rmap)
-    monkeypatch.setattr(compile_module, "load_keymap", loader)
-    monkeypatch.setattr(compile_module, "release_map", rmap)
+    real = keymap_module.load_lock
+
+    def load_lock(release, variant):
+        lock = real("0.9.1" if release == FAKE else release, variant)
+        if release != FAKE:
+            return lock
+        targets = dict(lock.targets)
+        for name, (key, spelling) in _MOVED.items():
+            targets[name] = msgspec.structs.replace(targets[name], key=key, spelling=spelling)
+        return msgspec.structs.replace(lock, release=FAKE, targets=targets, ignored=())
+
+    monkeypatch.setattr(keymap_module, "load_lock", load_lock)
+    monkeypatch.setattr(compile_module, "load_lock", load_lock)
     return FAKE
 
 

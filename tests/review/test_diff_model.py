@@ -16,12 +16,12 @@ def test_spec_field_that_reaches_no_verl_key():
 
 
 def test_extra_overrides_and_env_set_values():
-    old = with_(base(), verl__extra_overrides=["trainer.val_before_train=false"])
+    old = with_(base(), verl__extra_overrides=["trainer.default_hdfs_dir=null"])
     new = with_(base(), verl__extra_overrides=["trainer.val_before_train=true"],
                 env__set={"TOKENIZERS_PARALLELISM": "true", "HF_HUB_OFFLINE": "1"})
     d = diff_sides(side(old), side(new))
     assert [(o.change, o.text) for o in d.extra_overrides] == [
-        ("removed", "trainer.val_before_train=false"), ("added", "trainer.val_before_train=true")]
+        ("removed", "trainer.default_hdfs_dir=null"), ("added", "trainer.val_before_train=true")]
     assert [(e.name, e.change, e.old, e.new) for e in d.environment] == [
         ("HF_HUB_OFFLINE", "added", None, "1"), ("TOKENIZERS_PARALLELISM", "changed", "false", "true")]
 

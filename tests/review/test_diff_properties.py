@@ -31,7 +31,7 @@ _MUTATIONS = {
     "reward__simulator__alpha_style": st.sampled_from([0.5, 0.25]),
     "env__set": st.sampled_from([{}, {"TOKENIZERS_PARALLELISM": "false"}, {"A": "1", "B": "x y"}]),
     "env__passthrough": st.sampled_from([[], ["WANDB_API_KEY"], ["HF_TOKEN", "WANDB_API_KEY"]]),
-    "verl__extra_overrides": st.sampled_from([[], ["trainer.val_before_train=false"]]),
+    "verl__extra_overrides": st.sampled_from([[], ["trainer.default_hdfs_dir=null"]]),
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 from review_helpers import base, side, with_
 from tutorrl.compiler import keymap as keymap_module
 from tutorrl.compiler.keymap import load_keymap
-from tutorrl.compiler.resolve import settings, variant_of
+from tutorrl.compiler.settings import settings, variant_of
 from tutorrl.errors import SpecError
 from tutorrl.review.model import diff_sides
 
@@ -41,8 +41,8 @@ def test_retarget_between_real_releases():
     # Same settings: only keys move, so no setting is reported as changed.
     assert not d.experiment and not d.reward and not d.resources
     # The moves are exactly the settings whose target differs in the key map.
-    a = keymap_module.release_map(old_release, variant_of(old.spec))
-    b = keymap_module.release_map(new_release, variant_of(new.spec))
+    a = keymap_module.load_lock(old_release, variant_of(old.spec))
+    b = keymap_module.load_lock(new_release, variant_of(new.spec))
     expected = {s for s, _ in settings(new.spec) if a.target(s) != b.target(s)}
     assert {m.setting for m in d.release.moved} == expected
 

@@ -28,6 +28,8 @@ exec "$python_bin" -m verl.trainer.main_ppo --config-name ppo_trainer "$@" \
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \
   'actor_rollout_ref.rollout.name="vllm"' \
   actor_rollout_ref.rollout.n=4 \
+  actor_rollout_ref.rollout.max_num_batched_tokens=16384 \
+  +actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager=true \
   trainer.total_training_steps=50 \
   trainer.save_freq=10 \
   'trainer.resume_mode="disable"' \
@@ -37,6 +39,5 @@ exec "$python_bin" -m verl.trainer.main_ppo --config-name ppo_trainer "$@" \
   '+reward.custom_reward_function.reward_kwargs.answer_tag="####"' \
   +reward.custom_reward_function.reward_kwargs.format_weight=0.1 \
   +reward.custom_reward_function.reward_kwargs.strict=true \
-  actor_rollout_ref.rollout.max_num_batched_tokens=16384 \
-  +actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager=true
+  trainer.ray_wait_register_center_timeout=600
 
