@@ -73,4 +73,4 @@ def test_data_seed_needs_plus_up_to_060():
     for release, plus in (("0.2.0.post2", True), ("0.6.0", True), ("0.6.1", False)):
         text = f'[experiment]\nverl = "{release}"\n[data]\nseed = 1\n'
         launch = compile_bytes(text.encode(), "t.toml").files["launch.sh"].decode()
-        assert bool(re.search(r"^  \+data\.seed=1 ", launch, re.M)) == plus
+        assert bool(re.search(r"^  \+data\.seed=1$", launch, re.M)) == plus
