@@ -37,5 +37,8 @@ def test_seed_layout_example_reserves_the_simulator_gpu():
     spec = (support.SPECS / "chess_tutor_grpo.toml").read_bytes()
     compiled = compile_bytes(spec, "g.toml")
     launch = compiled.files["launch.sh"].decode()
-    assert "trainer.n_gpus_per_node=7 \\" in launch and "reward.num_workers=1 \\" in launch
+    assert "trainer.n_gpus_per_node=7 \\" in launch and "  reward.num_workers=1\n" in launch
     assert "'+reward.custom_reward_function.reward_kwargs.device=\"cuda:7\"'" in launch
+    # The plug-in's GPU policy: Ray must leave the reserved card visible to the reward workers.
+    assert "export RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES=1" in compiled.files["bundle.env"].decode()
+    assert b'RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES = "1"' in compiled.files["spec.toml"]

@@ -26,20 +26,16 @@ def test_061_to_091_json(tmp_path):
     doc = json.loads(_migrate(tmp_path, _retarget(FSDP_CUSTOM, "0.6.1"), "--to", "0.9.1", "--format", "json"))
     assert (doc["from"], doc["to"], doc["variant"], doc["compiles"]) == ("0.6.1", "0.9.1", "fsdp", True)
     changed = {name: c["status"] for name, c in _by_setting(doc).items() if c["status"] != "same"}
-    assert changed == {
-        "reward.num_workers": "gained",
-        "trainer.evidence_callback": "gained",
-        "reward.module": "moved",
-        "reward.function": "moved",
-        "reward.kwargs.a": "moved", "reward.kwargs.b": "moved",
-        "reward.kwargs.c": "moved", "reward.kwargs.d": "moved",
-    }
+    # Nothing is gained: a setting the spec does not say is never emitted.
+    assert changed == {"reward.module": "moved", "reward.function": "moved", "reward.kwargs": "moved"}
     module = _by_setting(doc)["reward.module"]
     assert module["before"]["spelling"] == "module-file" and module["after"]["spelling"] == "pkg"
     assert module["after"]["overrides"] == ['reward.custom_reward_function.path="pkg://tutorrl_test_reward.rewards"']
     assert any("trap in verl 0.9.1" in line for line in module["changes"])
-    assert _by_setting(doc)["reward.kwargs.a"]["after"]["overrides"] == [
-        "+reward.custom_reward_function.reward_kwargs.a=1"]
+    assert _by_setting(doc)["reward.kwargs"]["after"]["overrides"] == [
+        "+reward.custom_reward_function.reward_kwargs.a=1", '+reward.custom_reward_function.reward_kwargs.b="x y"',
+        "+reward.custom_reward_function.reward_kwargs.c=[1,2]", "+reward.custom_reward_function.reward_kwargs.d=true"]
+    assert _by_setting(doc)["reward.kwargs"]["before"]["keys"] == ["custom_reward_function.reward_kwargs"]
     assert doc["selection_before"] == doc["selection_after"] == {"config_name": "ppo_trainer", "select": []}
 
 
@@ -57,9 +53,15 @@ def test_091_to_071_megatron_text(tmp_path):
 
 
 def test_091_to_071_fsdp_only_loses_the_evidence_hook(tmp_path):
-    out = _migrate(tmp_path, CHESS, "--to", "0.7.1")
+    out = _migrate(tmp_path, CHESS.replace("[trainer]\n", "[trainer]\nevidence_callback = true\n"), "--to", "0.7.1")
     assert "variant selection" not in out
-    changed = [line for line in out.splitlines() if line.startswith("  ") and not line.startswith("    ")]
-    assert changed == ["  trainer.evidence_callback [dropped]"]
+    changed = [line for line in out.splitlines() if line.startswith("  ") and not line.startswith("    ")][:1]
+    assert changed == ["  trainer.evidence_callback [lost]"]
     assert "no checkpoint callback hook before verl 0.9.1" in out
+    assert "before this spec compiles for verl 0.7.1:\n  trainer.evidence_callback:" in out
+
+
+def test_a_spec_without_the_hook_moves_to_071_unchanged(tmp_path):
+    out = _migrate(tmp_path, CHESS, "--to", "0.7.1")
+    assert "settings that change" not in out
     assert out.endswith('the spec compiles for verl 0.7.1 once experiment.verl = "0.7.1".\n')
