@@ -73,7 +73,8 @@ FIXED_EPOCH = 946684800
 PLACEHOLDER = "__UNSET_{}__"
 PPO_MODULE = "verl.trainer.main_ppo"
 _SANDBOX_ENV = ("BASH_ENV", "HOME", "PATH", "PWD", "OLDPWD", "SHLVL", "_", "TZ", "LC_ALL")
-_UNBOUND_RE = re.compile(r": \$?([A-Za-z_][A-Za-z0-9_]*|[0-9]+): unbound variable$", re.M)
+_UNBOUND_RE = re.compile(r": \$?([^:\n]+): unbound variable$", re.M)
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 _DENIED_RE = re.compile(r"^.*?: (?:line \d+: )?(/[^:]+): Permission denied$", re.M)
 _PYTHON_RE = re.compile(r"^python(?:[0-9]+(?:\.[0-9]+)*)?$")
 _COPY_LIMIT_FILES = 5000
@@ -140,7 +141,10 @@ class Capture(msgspec.Struct, frozen=True):
     #: Variables (and positional parameters, as ``1``, ``2``) the script read
     #: but did not set and that ``vars`` did not give, with what stood in.
     unset: dict[str, str]
-    #: Names reported unbound that no rerun could give (array elements, ...).
+    #: Names reported unbound that no rerun could give (array elements such as
+    #: ``nodes[0]`` filled from a recorded command's empty output, ...). When
+    #: there are any, the last round ran without ``set -u``: bash expanded them
+    #: to nothing, as it would for a script that does not set ``-u`` itself.
     unresolved: list[str]
     #: Paths the jail refused, as bash reported them: writes outside the sandbox,
     #: executables outside the allow-list (``/usr/bin/python3`` by absolute path).
@@ -287,7 +291,7 @@ def _record_function(log: str) -> str:
 """
 
 
-def _prelude(sandbox: str, log: str) -> str:
+def _prelude(sandbox: str, log: str, nounset: bool = True) -> str:
     return _record_function(log) + f"""command_not_found_handle() {{ __tutorrl_record command "$@"; return 0; }}
 cd() {{ {{ local -; set +x; }} 2>/dev/null; builtin cd "$@" 2>/dev/null || __tutorrl_record cd cd "$@"; return 0; }}
 __tutorrl_source() {{
@@ -303,8 +307,7 @@ __tutorrl_source() {{
 }}
 source() {{ __tutorrl_source "$@"; }}
 .() {{ __tutorrl_source "$@"; }}
-set -u
-"""
+""" + ("set -u\n" if nounset else "")
 
 
 def _standin(bash: str, log: str, kind: str) -> str:
@@ -379,7 +382,7 @@ class _Round(msgspec.Struct):
 
 
 def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str], args: Sequence[str],
-               deadline: float, max_commands: int, require_confinement: bool) -> _Round:
+               deadline: float, max_commands: int, require_confinement: bool, nounset: bool = True) -> _Round:
     bash = _which("bash")
     if bash is None:
         raise CaptureError("capturing a launch script needs bash on PATH")
@@ -426,7 +429,7 @@ def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str],
         write("sh", _bash_wrapper(bash))
         prelude = os.path.join(sandbox, "prelude.bash")
         with open(prelude, "w") as fh:
-            fh.write(_prelude(sandbox, log))
+            fh.write(_prelude(sandbox, log, nounset))
         env = {"HOME": home, "PATH": bin_dir, "BASH_ENV": prelude, "TZ": "UTC", "LC_ALL": "C.UTF-8",
                **env_vars}
         executables = sorted({bash, *(t for t in tools.values() if t), *(x for x in (date, env_bin) if x),
@@ -556,20 +559,30 @@ def capture(script: Path, *, vars: Mapping[str, str] | None = None, timeout: flo
     positional = list(args)
     unresolved: list[str] = []
     rounds = 0
+    nounset = True
     while True:
         rounds += 1
         env = {**{k: v for k, v in unset.items() if not k.isdigit()}, **given}
         result = _run_round(script, Path(verl_checkout) if verl_checkout else None, env, positional,
-                            deadline, max_commands, require_confinement)
-        new = []
+                            deadline, max_commands, require_confinement, nounset)
+        if not nounset:
+            break
+        new, stuck = [], []
         for name in dict.fromkeys(_UNBOUND_RE.findall(result.stderr)):
-            if name in unset or name in given:
-                if name not in unresolved:
-                    unresolved.append(name)  # set, and still reported: not ours to fix
-                continue
-            new.append(name)
-        if not new or rounds >= max_rounds or result.timed_out or result.truncated:
+            if name in unset or name in given or not _NAME_RE.fullmatch(name):
+                stuck.append(name)  # an array element, or set and still reported: no rerun can give it
+            else:
+                new.append(name)
+        unresolved.extend(n for n in stuck if n not in unresolved)
+        if result.timed_out or result.truncated:
+            break
+        if not new or rounds >= max_rounds:
             unresolved.extend(n for n in new if n not in unresolved)
+            if unresolved:
+                # What no placeholder can give: one last round without set -u, so that
+                # bash expands it to nothing as it would for the script's author.
+                nounset = False
+                continue
             break
         for name in new:
             unset[name] = PLACEHOLDER.format(name if not name.isdigit() else f"ARG{name}")

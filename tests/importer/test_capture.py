@@ -283,3 +283,15 @@ def test_nothing_left_behind(tmp_path):
     run(tmp_path, f"{PPO} a=1\n")
     after = {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("tutorrl-capture-")}
     assert after <= before
+
+
+def test_array_element_from_empty_output_gets_a_last_round_without_set_u(tmp_path):
+    cap = run(tmp_path, f"""\
+        nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")
+        nodes_array=($nodes)
+        head_node=${{nodes_array[0]}}
+        {PPO} +ray_kwargs.ray_init.address=$head_node:6379
+        """)
+    assert cap.unset == {"SLURM_JOB_NODELIST": "__UNSET_SLURM_JOB_NODELIST__"}
+    assert cap.unresolved == ["nodes_array[0]"]
+    assert only_launch(cap).overrides == ["+ray_kwargs.ray_init.address=:6379"]
