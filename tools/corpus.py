@@ -51,6 +51,7 @@ from pathlib import Path
 import msgspec
 
 SCHEMA = "tutorrl.corpus/1"
+STANDARD_CONFIG_DIR = "verl/trainer/config"
 Class = str  # "spec" | "extra" | "refused"
 
 
@@ -131,7 +132,9 @@ _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 def reason_group(message: str) -> str:
     """A message with its quoted parts (keys, values) blanked: what groups refusals and errors."""
-    return _QUOTED.sub("'…'", first_line(message))
+    line = _QUOTED.sub("'…'", first_line(message))
+    # An unquoted override in a parser error is a script's text: blank it too.
+    return " ".join("…" if "=" in word else word for word in line.split(" "))
 
 
 # ---------------------------------------------------------------------------
@@ -248,7 +251,8 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
         "scripts_timed_out": sum(1 for s in scripts if s.timed_out),
         "launches": len(launches),
         "launches_megatron": sum(1 for l in launches if l.variant == "megatron"),
-        "launches_own_config": sum(1 for l in launches if l.config_path is not None),
+        # A --config-path that is verl's own trainer config folder selects no config of the script's own.
+        "launches_own_config": sum(1 for l in launches if l.config_path not in (None, STANDARD_CONFIG_DIR)),
         "overrides": total,
         "overrides_unparsable": sum(1 for o in occurrences if o.parse_error),
         "distinct_keys": len(key_scripts),
@@ -409,7 +413,8 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
                     parsed = parse_override(text)
                     key = parsed["key"] if isinstance(parsed, dict) else override_key(text)
                     cls, reason = classify(text, target, variant)
-                    results.append(OverrideResult(text, key, None if isinstance(parsed, dict) else parsed,
+                    shown = text.replace(cap.workdir, "<checkout>").replace(cap.home, "<home>")
+                    results.append(OverrideResult(shown, key, None if isinstance(parsed, dict) else parsed,
                                                   cls, reason))
                 launch_results.append(LaunchResult(
                     rel, launch.entry, name,

@@ -37,6 +37,8 @@ def test_override_keys_and_reason_groups():
     assert corpus.override_key("k=<path_to_model>") == "k"  # unparsable by Hydra; the key still counts
     assert isinstance(corpus.parse_override("k=<x>"), str)
     assert corpus.reason_group("verl 0.7.1 (fsdp) has no key 'a.b' (x)\nmore") == "verl 0.7.1 (fsdp) has no key '…' (x)"
+    assert corpus.reason_group("OverrideParseException: LexerNoViableAltException: a.b=<x>") == \
+        "OverrideParseException: LexerNoViableAltException: …"
 
 
 def test_choose_target():
@@ -54,7 +56,7 @@ def test_aggregate_counts_and_groups():
     O = corpus.OverrideResult
     L = corpus.LaunchResult
     launches = [
-        L("a.sh", "m", "ppo_trainer", None, "fsdp", True, None,
+        L("a.sh", "m", "ppo_trainer", "verl/trainer/config", "fsdp", True, None,
           [O("x=1", "x", None, "spec", "s"), O("y=1", "y", None, "extra", ""),
            O("z=1", "z", None, "refused", "no key 'z'")]),
         L("b.sh", "m", "ppo_megatron_trainer", "examples/c", "megatron", False, "Error: bad 'q'\nmore",
