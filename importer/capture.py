@@ -1,0 +1,617 @@
+"""Capture what a verl launch script launches, by running it under real bash in a jail.
+
+Reading a launch script's text cannot say what it launches: defaults
+(``${X:-d}``), arithmetic, arrays, branches, ``$(...)`` and line continuations
+decide the argv. So the script is *run* -- by the real ``bash`` -- with every
+command that could have an effect replaced by a stand-in that records its argv:
+
+- ``python``/``python3`` are stand-ins: each call is recorded (argv, working
+  folder, exported environment) and nothing runs. A call of
+  ``-m verl.trainer.main_ppo`` or of a ``.../main_ppo.py`` file is a *launch*;
+  ``python -c ...``, ``python -m pip ...`` are recorded like any command.
+- ``PATH`` holds only the sandbox's ``bin/``: the stand-ins and a small
+  allow-list of pure text tools that run for real (:data:`REAL_TOOLS`), so that
+  ``$(dirname "$0")`` or ``$(echo $X | cut -d, -f1)`` give the script its values.
+  ``date`` runs at a fixed instant (2000-01-01 UTC) so the capture is repeatable.
+  ``bash``/``sh`` run the real bash (with the same stand-ins).
+- Every other command (``ray``, ``srun``, ``pip``, ``mkdir``, ``nvidia-smi``,
+  ``nproc``, ``sleep``, ``wget``, ``git``, ...) is not found on that ``PATH``; bash's
+  ``command_not_found_handle`` records it and reports success, printing nothing.
+- ``cd`` never fails (a missing folder is recorded); ``source``/``.`` of a file
+  inside the sandbox runs, of anything else is recorded and skipped.
+- The script runs in a temporary sandbox: its own ``HOME``, its working folder
+  a copy of the verl checkout (or of the script's folder), an environment with
+  nothing of this machine's (``env -i``; ``vars`` adds to it). The jail
+  (:mod:`._jail`, Landlock) lets nothing write outside the sandbox and nothing
+  execute but bash, the allow-listed tools and the stand-ins; a time limit ends
+  the whole process tree.
+
+Variables the script reads but never sets are found with bash's own ``set -u``:
+when bash reports ``NAME: unbound variable`` the script is run again with
+``NAME=__UNSET_NAME__``, at most ``max_rounds`` times; ``${X:-default}`` still
+takes its default (bash decides). ``vars`` gives values up front. Positional
+parameters the script reads (``$1``) are given ``__UNSET_ARG1__`` the same way.
+
+Wrappers: a recorded command whose arguments contain a ``python`` command
+(``ray job submit ... -- python3 -m verl.trainer.main_ppo ...``,
+``srun ... python3 -m ...``, ``env A=1 python3 ...``, ``nohup python3 ...``)
+yields that launch, with the wrapper's argv kept in :attr:`Launch.via`.
+
+Several launches, or none, are reported as such; the caller decides what is
+an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from tutorrl.errors import RefusedError
+
+#: Pure text tools that run for real inside the jail: what scripts compute
+#: their values with. Nothing here starts other programs the jail would allow
+#: (awk's ``system()`` and sed's ``e`` need ``/bin/sh``, which may not execute).
+REAL_TOOLS: tuple[str, ...] = (
+    "awk", "basename", "cat", "cut", "dirname", "expr", "grep", "head", "paste", "readlink",
+    "realpath", "sed", "seq", "sort", "tac", "tail", "tr", "uniq", "wc",
+)
+#: The fixed instant ``date`` reports when not told another: 2000-01-01T00:00:00Z.
+FIXED_EPOCH = 946684800
+PLACEHOLDER = "__UNSET_{}__"
+PPO_MODULE = "verl.trainer.main_ppo"
+_SANDBOX_ENV = ("BASH_ENV", "HOME", "PATH", "PWD", "OLDPWD", "SHLVL", "_", "TZ", "LC_ALL")
+_UNBOUND_RE = re.compile(r": \$?([^:\n]+): unbound variable$", re.M)
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+_DENIED_RE = re.compile(r"^.*?: (?:line \d+: )?(/[^:]+): Permission denied$", re.M)
+_PYTHON_RE = re.compile(r"^python(?:[0-9]+(?:\.[0-9]+)*)?$")
+_COPY_LIMIT_FILES = 5000
+_COPY_LIMIT_BYTES = 64 << 20
+
+
+class CaptureError(RefusedError):
+    """A script could not be captured (missing file, no confinement, no bash)."""
+
+
+class Invocation(msgspec.Struct, frozen=True):
+    """One recorded command: what the script asked to run and did not run."""
+
+    seq: int
+    #: ``python`` (the python stand-in), ``command`` (any other command, recorded
+    #: by bash's command-not-found handler or a stand-in), ``cd`` (a folder that
+    #: does not exist), ``source`` (a file outside the sandbox, skipped).
+    kind: Literal["python", "command", "cd", "source"]
+    argv: list[str]
+    cwd: str
+    #: Exported variables at that moment, less the sandbox's own (PATH, HOME, ...)
+    #: and the inputs (``vars`` and placeholders) the script left as given.
+    env: dict[str, str]
+
+
+class PythonCall(msgspec.Struct, frozen=True):
+    """A python command line taken apart like the interpreter does."""
+
+    interpreter: str
+    options: list[str]
+    entry_kind: Literal["module", "script", "code", "stdin", "none"]
+    entry: str
+    args: list[str]
+
+
+class Launch(msgspec.Struct, frozen=True):
+    """One launch of verl's PPO trainer."""
+
+    seq: int
+    entry_kind: Literal["module", "script"]
+    #: The module (``verl.trainer.main_ppo``) or the script path as passed.
+    entry: str
+    config_name: str | None
+    config_path: str | None
+    #: Hydra overrides, exactly as passed, in order.
+    overrides: list[str]
+    #: Other Hydra flags (``--cfg job``, ``--config-dir D``, ``-m``), exactly as passed.
+    hydra_flags: list[str]
+    interpreter: str
+    interpreter_options: list[str]
+    cwd: str
+    #: ``cwd`` relative to the sandbox's working folder (the checkout); None if outside it.
+    cwd_rel: str | None
+    env: dict[str, str]
+    #: The wrapper's argv up to the python command (``ray job submit ... --``), or [].
+    via: list[str]
+
+
+class Capture(msgspec.Struct, frozen=True):
+    script: str
+    launches: list[Launch]
+    #: Every other recorded command, in order.
+    commands: list[Invocation]
+    #: Variables (and positional parameters, as ``1``, ``2``) the script read
+    #: but did not set and that ``vars`` did not give, with what stood in.
+    unset: dict[str, str]
+    #: Names reported unbound that no rerun could give (array elements such as
+    #: ``nodes[0]`` filled from a recorded command's empty output, ...). When
+    #: there are any, the last round ran without ``set -u``: bash expanded them
+    #: to nothing, as it would for a script that does not set ``-u`` itself.
+    unresolved: list[str]
+    #: Paths the jail refused, as bash reported them: writes outside the sandbox,
+    #: executables outside the allow-list (``/usr/bin/python3`` by absolute path).
+    denied: list[str]
+    vars: dict[str, str]
+    exit_code: int | None
+    timed_out: bool
+    #: More commands were recorded than ``max_commands``: the run was stopped.
+    truncated: bool
+    rounds: int
+    confinement: str
+    #: The sandbox folders of the last round (gone after the capture); recorded
+    #: paths and argv start with them.
+    workdir: str
+    home: str
+    stdout_tail: str
+    stderr_tail: str
+
+
+# ---------------------------------------------------------------------------
+# The python command line
+
+
+def parse_python(argv: Sequence[str]) -> PythonCall:
+    """Take ``python [options] (-m mod | -c code | script | -) args`` apart."""
+    options: list[str] = []
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            i += 1
+            break
+        if not arg.startswith("-") or arg == "-":
+            break
+        if arg in ("-m", "-c"):
+            if i + 1 >= len(argv):
+                return PythonCall(argv[0], options, "none", "", [])
+            kind = "module" if arg == "-m" else "code"
+            return PythonCall(argv[0], options, kind, argv[i + 1], list(argv[i + 2:]))
+        if arg.startswith("--"):
+            options.append(arg)
+            i += 1
+            continue
+        # Combined short flags: -uB, -Wignore, -X dev, -mmod, -ccode.
+        j = 1
+        consumed = False
+        while j < len(arg):
+            ch = arg[j]
+            if ch in "mc":
+                payload = arg[j + 1:]
+                options.append(arg[:j]) if j > 1 else None
+                kind = "module" if ch == "m" else "code"
+                if payload:
+                    return PythonCall(argv[0], options, kind, payload, list(argv[i + 1:]))
+                if i + 1 >= len(argv):
+                    return PythonCall(argv[0], options, "none", "", [])
+                return PythonCall(argv[0], options, kind, argv[i + 1], list(argv[i + 2:]))
+            if ch in "WX":
+                if j + 1 == len(arg):
+                    options.extend([arg, argv[i + 1]] if i + 1 < len(argv) else [arg])
+                    i += 2
+                    consumed = True
+                break
+            j += 1
+        if not consumed:
+            options.append(arg)
+            i += 1
+    if i >= len(argv):
+        return PythonCall(argv[0], options, "none", "", [])
+    if argv[i] == "-":
+        return PythonCall(argv[0], options, "stdin", "-", list(argv[i + 1:]))
+    return PythonCall(argv[0], options, "script", argv[i], list(argv[i + 1:]))
+
+
+def is_ppo_launch(call: PythonCall) -> bool:
+    """``-m verl.trainer.main_ppo`` or a ``.../main_ppo.py`` file."""
+    if call.entry_kind == "module":
+        return call.entry == PPO_MODULE
+    if call.entry_kind == "script":
+        return call.entry.rsplit("/", 1)[-1] == "main_ppo.py"
+    return False
+
+
+_HYDRA_VALUE_FLAGS = {"--config-name": "name", "-cn": "name", "--config-path": "path", "-cp": "path",
+                      "--config-dir": None, "-cd": None, "--cfg": None, "-c": None, "--package": None,
+                      "-p": None, "--experimental-rerun": None}
+_HYDRA_OPTIONAL_VALUE = {"--info", "-i"}
+
+
+def split_hydra_args(args: Sequence[str]) -> tuple[str | None, str | None, list[str], list[str]]:
+    """(config name, config path, overrides, other flags) as Hydra's argparse reads them."""
+    name = path = None
+    overrides: list[str] = []
+    flags: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("-") and flag in _HYDRA_VALUE_FLAGS:
+            if not eq:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            role = _HYDRA_VALUE_FLAGS[flag]
+            if role == "name":
+                name = value
+            elif role == "path":
+                path = value
+            else:
+                flags.extend([arg] if eq else [flag, value])
+        elif arg.startswith("-") and flag in _HYDRA_OPTIONAL_VALUE:
+            flags.append(arg)
+            if not eq and i + 1 < len(args) and not args[i + 1].startswith("-") and "=" not in args[i + 1]:
+                flags.append(args[i + 1])
+                i += 1
+        elif arg.startswith("-"):
+            flags.append(arg)
+        else:
+            overrides.append(arg)
+        i += 1
+    return name, path, overrides, flags
+
+
+# ---------------------------------------------------------------------------
+# The sandbox
+
+
+def _q(text: str) -> str:
+    return shlex.quote(text)
+
+
+def _record_function(log: str) -> str:
+    # One file per recorded command; names sort by time. Fields are NUL-separated:
+    # kind, cwd, argc, argv..., then NAME=value of every exported variable.
+    return f"""__tutorrl_record() {{
+  {{ local -; set +x; }} 2>/dev/null
+  local __k="$1" __n __f
+  shift
+  __f={_q(log)}/"${{EPOCHREALTIME/./}}.$BASHPID.$RANDOM"
+  {{
+    printf '%s\\0' "$__k" "$PWD" "$#" "$@"
+    for __n in $(compgen -e); do printf '%s\\0' "$__n=${{!__n-}}"; done
+  }} > "$__f"
+}}
+"""
+
+
+def _prelude(sandbox: str, log: str, nounset: bool = True) -> str:
+    return _record_function(log) + f"""command_not_found_handle() {{ __tutorrl_record command "$@"; return 0; }}
+cd() {{ {{ local -; set +x; }} 2>/dev/null; builtin cd "$@" 2>/dev/null || __tutorrl_record cd cd "$@"; return 0; }}
+__tutorrl_source() {{
+  {{ local -; set +x; }} 2>/dev/null
+  local __p="${{1-}}"
+  case "$__p" in /*) ;; *) __p="$PWD/$__p" ;; esac
+  case "$__p" in
+    *"/../"*|*"/..") __tutorrl_record source source "$@"; return 0 ;;
+    {_q(sandbox)}/*) if [ -f "$__p" ]; then builtin source "$@"; return; fi ;;
+  esac
+  __tutorrl_record source source "$@"
+  return 0
+}}
+source() {{ __tutorrl_source "$@"; }}
+.() {{ __tutorrl_source "$@"; }}
+""" + ("set -u\n" if nounset else "")
+
+
+def _standin(bash: str, log: str, kind: str) -> str:
+    return f"""#!{bash} -p
+{_record_function(log)}__tutorrl_record {kind} "${{0##*/}}" "$@"
+exit 0
+"""
+
+
+def _date_wrapper(bash: str, date: str, log: str) -> str:
+    return f"""#!{bash} -p
+{_record_function(log)}for __a in "$@"; do
+  case "$__a" in
+    -s*|--set|--set=*) __tutorrl_record command date "$@"; exit 0 ;;
+    -d*|--date|--date=*|-r*|--reference|--reference=*|-f*|--file|--file=*) exec {_q(date)} "$@" ;;
+  esac
+done
+exec {_q(date)} -d @{FIXED_EPOCH} "$@"
+"""
+
+
+def _bash_wrapper(bash: str) -> str:
+    # `sh x.sh` and `bash x.sh` run the real bash, which reads the prelude through BASH_ENV.
+    return f"#!{bash} -p\nexec {_q(bash)} \"$@\"\n"
+
+
+def _which(name: str) -> str | None:
+    found = shutil.which(name, path=os.environ.get("PATH", os.defpath) + os.pathsep + "/usr/bin:/bin")
+    return os.path.realpath(found) if found else None
+
+
+def _loaders() -> list[str]:
+    out = []
+    for pattern_dir in ("/lib64", "/lib", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64"):
+        try:
+            names = os.listdir(pattern_dir)
+        except OSError:
+            continue
+        out.extend(os.path.realpath(os.path.join(pattern_dir, n)) for n in names if n.startswith("ld-linux"))
+    return sorted(set(out))
+
+
+def _small_tree(folder: Path) -> bool:
+    files = size = 0
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if d not in (".git",)]
+        files += len(names)
+        for n in names:
+            try:
+                size += os.lstat(os.path.join(root, n)).st_size
+            except OSError:
+                pass
+        if files > _COPY_LIMIT_FILES or size > _COPY_LIMIT_BYTES:
+            return False
+    return True
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+
+
+class _Round(msgspec.Struct):
+    records: list[tuple[str, str, list[str], dict[str, str]]]
+    exit_code: int | None
+    timed_out: bool
+    truncated: bool
+    confinement: str
+    stdout: str
+    stderr: str
+    workdir: str
+    home: str
+
+
+def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str], args: Sequence[str],
+               deadline: float, max_commands: int, require_confinement: bool, nounset: bool = True) -> _Round:
+    bash = _which("bash")
+    if bash is None:
+        raise CaptureError("capturing a launch script needs bash on PATH")
+    tools = {name: _which(name) for name in REAL_TOOLS}
+    date = _which("date")
+    env_bin = _which("env")
+    with tempfile.TemporaryDirectory(prefix="tutorrl-capture-") as tmp:
+        sandbox = os.path.realpath(tmp)
+        home, work, bin_dir, log = (os.path.join(sandbox, n) for n in ("home", "work", "bin", "log"))
+        for d in (home, bin_dir, log):
+            os.mkdir(d)
+        # The working folder: a copy of the checkout, or of the script's folder.
+        script = script.resolve()
+        if checkout is not None:
+            _copy_tree(checkout, Path(work))
+            try:
+                target = str(script.relative_to(checkout.resolve()))
+            except ValueError:
+                os.mkdir(os.path.join(sandbox, "script"))
+                target = os.path.join(sandbox, "script", script.name)
+                shutil.copy2(script, target)
+        else:
+            if _small_tree(script.parent):
+                _copy_tree(script.parent, Path(work))
+            else:
+                os.mkdir(work)
+                shutil.copy2(script, os.path.join(work, script.name))
+            target = script.name
+        # PATH: stand-ins and the allow-listed tools, nothing else.
+        def write(name: str, text: str) -> None:
+            p = os.path.join(bin_dir, name)
+            with open(p, "w") as fh:
+                fh.write(text)
+            os.chmod(p, 0o755)
+
+        for name in ("python", "python3") + tuple(f"python3.{m}" for m in range(6, 16)):
+            write(name, _standin(bash, log, "python"))
+        for name, real in tools.items():
+            if real is not None:
+                os.symlink(real, os.path.join(bin_dir, name))
+        if date is not None:
+            write("date", _date_wrapper(bash, date, log))
+        write("bash", _bash_wrapper(bash))
+        write("sh", _bash_wrapper(bash))
+        prelude = os.path.join(sandbox, "prelude.bash")
+        with open(prelude, "w") as fh:
+            fh.write(_prelude(sandbox, log, nounset))
+        env = {"HOME": home, "PATH": bin_dir, "BASH_ENV": prelude, "TZ": "UTC", "LC_ALL": "C.UTF-8",
+               **env_vars}
+        executables = sorted({bash, *(t for t in tools.values() if t), *(x for x in (date, env_bin) if x),
+                              *_loaders()})
+        config = {"sandbox": sandbox, "executables": executables, "env": env, "require": require_confinement}
+        jail = Path(__file__).with_name("_jail.py")
+        argv = [sys.executable, "-I", str(jail), json.dumps(config), "--", bash, target, *args]
+        out_path, err_path = os.path.join(sandbox, "stdout"), os.path.join(sandbox, "stderr")
+        timed_out = truncated = False
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(argv, cwd=work, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True, env={"PATH": os.defpath})
+            try:
+                while True:
+                    try:
+                        proc.wait(timeout=0.05)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if time.monotonic() > deadline:
+                        timed_out = True
+                    elif len(os.listdir(log)) > max_commands:
+                        truncated = True
+                    if timed_out or truncated:
+                        _stop(proc)
+                        break
+            finally:
+                if proc.poll() is None:
+                    _stop(proc)
+        code = proc.returncode
+        if code == 125 and require_confinement:
+            raise CaptureError(_read(err_path).strip() or "the script could not be confined")
+        confinement = _read(os.path.join(sandbox, "confinement")).strip() or "none"
+        records = [_parse_record(os.path.join(log, n)) for n in sorted(os.listdir(log))]
+        return _Round([r for r in records if r is not None], None if (timed_out or truncated) else code,
+                      timed_out, truncated, confinement, _read(out_path), _read(err_path), work, home)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    # The jail kills its whole tree on SIGTERM (it is a subreaper); the group
+    # kill is the backstop.
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=3)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _read(path: str, limit: int = 1 << 20) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _parse_record(path: str) -> tuple[str, str, list[str], dict[str, str]] | None:
+    try:
+        with open(path, "rb") as fh:
+            fields = fh.read().decode("utf-8", "surrogateescape").split("\0")
+    except OSError:
+        return None
+    if len(fields) < 4 or not fields[2].isdigit():
+        return None
+    kind, cwd, argc = fields[0], fields[1], int(fields[2])
+    argv = fields[3:3 + argc]
+    env = {}
+    for item in fields[3 + argc:]:
+        name, eq, value = item.partition("=")
+        if eq and name not in _SANDBOX_ENV:
+            env[name] = value
+    return kind, cwd, argv, env
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def _rel(path: str, root: str) -> str | None:
+    if path == root:
+        return "."
+    if path.startswith(root + "/"):
+        return path[len(root) + 1:]
+    return None
+
+
+def _python_in(argv: Sequence[str]) -> int | None:
+    for i, arg in enumerate(argv[1:], start=1):
+        if _PYTHON_RE.match(arg.rsplit("/", 1)[-1]):
+            return i
+    return None
+
+
+def capture(script: Path, *, vars: Mapping[str, str] | None = None, timeout: float = 30.0,
+            verl_checkout: Path | None = None, args: Sequence[str] = (), max_rounds: int = 32,
+            max_commands: int = 5000, require_confinement: bool = True,
+            is_launch: Callable[[PythonCall], bool] = is_ppo_launch) -> Capture:
+    """Run ``script`` under real bash in a jail and report what it launches.
+
+    ``vars``: values for variables the script reads from its environment.
+    ``timeout``: seconds for the whole capture, all rounds together.
+    ``verl_checkout``: the working folder is a copy of it (scripts run from the
+    checkout's root, as verl's examples expect); otherwise a copy of the script's
+    folder. ``args``: the script's positional arguments.
+    ``require_confinement``: refuse (:class:`CaptureError`) where the kernel
+    offers no Landlock, instead of running unconfined.
+    """
+    script = Path(script)
+    if not script.is_file():
+        raise CaptureError(f"{script}: no such script")
+    if verl_checkout is not None and not Path(verl_checkout).is_dir():
+        raise CaptureError(f"{verl_checkout}: no such folder")
+    given = dict(vars or {})
+    for name in given:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise CaptureError(f"{name!r} is not a shell variable name")
+    deadline = time.monotonic() + timeout
+    unset: dict[str, str] = {}
+    positional = list(args)
+    unresolved: list[str] = []
+    rounds = 0
+    nounset = True
+    while True:
+        rounds += 1
+        env = {**{k: v for k, v in unset.items() if not k.isdigit()}, **given}
+        result = _run_round(script, Path(verl_checkout) if verl_checkout else None, env, positional,
+                            deadline, max_commands, require_confinement, nounset)
+        if not nounset:
+            break
+        new, stuck = [], []
+        for name in dict.fromkeys(_UNBOUND_RE.findall(result.stderr)):
+            if name in unset or name in given or not _NAME_RE.fullmatch(name):
+                stuck.append(name)  # an array element, or set and still reported: no rerun can give it
+            else:
+                new.append(name)
+        unresolved.extend(n for n in stuck if n not in unresolved)
+        if result.timed_out or result.truncated:
+            break
+        if not new or rounds >= max_rounds:
+            unresolved.extend(n for n in new if n not in unresolved)
+            if unresolved:
+                # What no placeholder can give: one last round without set -u, so that
+                # bash expands it to nothing as it would for the script's author.
+                nounset = False
+                continue
+            break
+        for name in new:
+            unset[name] = PLACEHOLDER.format(name if not name.isdigit() else f"ARG{name}")
+            if name.isdigit():
+                while len(positional) < int(name):
+                    positional.append(PLACEHOLDER.format(f"ARG{len(positional) + 1}"))
+    return _assemble(script, result, unset, unresolved, given, rounds, is_launch)
+
+
+def _assemble(script: Path, result: _Round, unset: dict[str, str], unresolved: list[str],
+              given: dict[str, str], rounds: int, is_launch: Callable[[PythonCall], bool]) -> Capture:
+    launches: list[Launch] = []
+    commands: list[Invocation] = []
+    inputs = {**unset, **given}
+    for seq, (kind, cwd, argv, env) in enumerate(result.records):
+        if not argv:
+            continue
+        env = {k: v for k, v in env.items() if inputs.get(k) != v}
+        start = 0 if kind == "python" else _python_in(argv) if kind == "command" else None
+        if start is not None:
+            call = parse_python(argv[start:])
+            if is_launch(call):
+                name, path, overrides, flags = split_hydra_args(call.args)
+                launches.append(Launch(seq, call.entry_kind, call.entry, name, path, overrides, flags,
+                                       call.interpreter, call.options, cwd, _rel(cwd, result.workdir), env,
+                                       list(argv[:start])))
+                continue
+        commands.append(Invocation(seq, kind, list(argv), cwd, env))
+    denied = sorted(set(_DENIED_RE.findall(result.stderr)))
+    return Capture(str(script), launches, commands, unset, unresolved, denied, given, result.exit_code,
+                   result.timed_out, result.truncated, rounds, result.confinement, result.workdir, result.home,
+                   _tail(result.stdout), _tail(result.stderr))
