@@ -25,6 +25,12 @@ def compile_bytes(raw: bytes, name: str) -> CompiledBundle:
     Every problem is reported in one round: rule findings, the plug-in's
     findings, settings the release lacks and bad ``extra_overrides`` together.
     """
+    spec, lock, resolved, warnings = resolve_bytes(raw, name)
+    return assemble(spec, resolved, lock, warnings=warnings)
+
+
+def resolve_bytes(raw: bytes, name: str):
+    """(normalised spec, lock, resolved overrides, warnings) of spec bytes: the launch without the bundle."""
     spec, locate = parse_spec(raw, name)
     try:
         lock = load_lock(spec.experiment.verl, variant_of(spec))
@@ -49,7 +55,7 @@ def compile_bytes(raw: bytes, name: str) -> CompiledBundle:
     if errors:
         raise SpecError([locate(f.key.split("."), f.message, f.hint) for f in errors])
     warnings = tuple(locate(f.key.split("."), f.message, f.hint) for f in findings if f.severity == "warning")
-    return assemble(spec, resolved, lock, warnings=warnings)
+    return spec, lock, resolved, warnings
 
 
 def _options(plugin, spec):

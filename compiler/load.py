@@ -80,6 +80,9 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     problems += [locate(p, "control characters other than tab cannot travel through the launch script")
                  for p in _control_chars(data, ())]
     problems += list(_check_plugin_options(data, locate))
+    problems += [locate(p, f"'{name}' is a placeholder for the shell variable {name[8:-2]}, which the imported "
+                        "script read but never set", "replace it with the value the launch should use")
+                 for p, name in _placeholders(data, ())]
     if problems:
         raise SpecError(problems)
     return msgspec.convert(data, Spec), locate
@@ -278,6 +281,22 @@ def _describe(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return f"a TOML {type(value).__name__}"
+
+
+_PLACEHOLDER = re.compile(r"__UNSET_[A-Za-z0-9_]+__")
+
+
+def _placeholders(value: Any, path: KeyPath):
+    """(path, placeholder) of every ``__UNSET_NAME__`` that `tutorrl import` left for the user."""
+    if isinstance(value, str):
+        for match in _PLACEHOLDER.finditer(value):
+            yield path, match.group(0)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _placeholders(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _placeholders(v, path + (str(i),))
 
 
 def _control_chars(value: Any, path: KeyPath):

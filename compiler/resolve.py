@@ -97,6 +97,12 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
             findings.append((f"verl.extra_overrides.{index}", *problem))
         else:
             overrides.append(override)
+            home = spec_home(override.key, lock)
+            if home is not None and _spec_could_say(text, lock.targets[home[0]]):
+                # verl reads it either way; the spec field would let diff and
+                # migrate explain it, so say so without refusing.
+                findings.append((f"verl.extra_overrides.{index}", f"'{override.key}' has a home in the spec: {home[1]}",
+                                 f"set {home[1]} instead, so diff and migrate can explain it", "warning"))
     config_name = spec.experiment.config_name or lock.config_name
     return Resolved(config_name, spec.experiment.config_path, tuple(overrides)), findings
 
@@ -161,13 +167,23 @@ def _elsewhere(key: str, lock: Lock) -> str:
 _EXTRA = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][A-Za-z0-9_.\-/@]*)(?:=(.*))?\Z", re.DOTALL)
 
 
-def spec_home(key: str, lock: Lock) -> str | None:
-    """The spec field that writes ``key`` in the lock's release (tables: ``field.entry``), if any."""
+def _spec_could_say(text: str, target) -> bool:
+    """Whether the field could hold this override's value. It cannot for an
+    interpolation or null (resolved or meant by verl), a deletion, or a field
+    whose spelling is not the plain value (another callback class, say)."""
+    value = text.partition("=")[2].strip()
+    if text.startswith("~") or "${" in value or value in ("null", "None", ""):
+        return False
+    return target.spelling == "plain"
+
+
+def spec_home(key: str, lock: Lock) -> tuple[str, str] | None:
+    """(setting, field as a user writes it) that writes ``key`` in the lock's release, if any."""
     for setting, target in lock.targets.items():
         if target.key == key and target.kind == "value":
-            return setting
+            return setting, setting
         if target.kind == "table" and key.startswith(target.key + "."):
-            return f"{setting}.{key[len(target.key) + 1:]}"
+            return setting, f"{setting}.{key[len(target.key) + 1:]}"
     return None
 
 
@@ -180,9 +196,6 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
     prefix = prefix or ""
     if key in emitted:
         return None, (f"'{key}' is set by the spec's {emitted[key]}", "change it there, so the spec says what runs")
-    home = spec_home(key, lock)
-    if home is not None:
-        return None, (f"'{key}' has a home in the spec: {home}", f"set {home} instead, so diff and migrate can explain it")
     ignored = lock.ignored_by(key)
     if ignored is not None:
         return None, (f"'{key}' would be accepted and ignored by verl {lock.release}: {ignored.reason}",

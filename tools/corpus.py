@@ -52,7 +52,7 @@ import msgspec
 
 SCHEMA = "tutorrl.corpus/1"
 STANDARD_CONFIG_DIR = "verl/trainer/config"
-Class = str  # "spec" | "extra" | "refused"
+Class = str  # "spec" | "extra" | "dropped" | "refused"
 
 
 # ---------------------------------------------------------------------------
@@ -60,32 +60,31 @@ Class = str  # "spec" | "extra" | "refused"
 
 
 def classify(override: str, release: str, variant: str) -> tuple[Class, str]:
-    """Where ``override`` (as a script writes it) has a home in a tutorrl spec for ``release``/``variant``.
+    """Where ``override`` (as a script writes it) goes in a tutorrl spec for ``release``/``variant``.
 
-    ``("spec", setting)``: a spec setting writes this key in ``release`` (a key
-    the map writes under another release's name counts when the setting exists
-    in ``release``); ``("extra", "")``: ``[verl] extra_overrides`` accepts it as
-    written; ``("refused", message)``: tutorrl refuses it, with its message.
-
-    Implemented with today's compiler (``keymap.settings_writing``,
-    ``release_map`` and ``resolve._extra`` with nothing emitted); re-point this
-    function when the key map is rewritten.
+    ``("spec", field)``: a spec field holds it (the import translation, values
+    checked by the compiler's loader); ``("extra", why)``: ``[verl]
+    extra_overrides`` takes it as written and the compiler accepts it there;
+    ``("dropped", why)``: the release accepts the key and never reads it;
+    ``("refused", message)``: tutorrl refuses it, with its message.
     """
-    from tutorrl.compiler.keymap import release_map, settings_writing
+    from tutorrl.compiler.keymap import load_lock
     from tutorrl.compiler.keysets import load_keyset
-    from tutorrl.compiler.resolve import _extra
+    from tutorrl.compiler.resolve import check_extra
+    from tutorrl.importer.translate import translate, validate
 
-    key = override_key(override)
-    rmap = release_map(release, variant)
-    if key is not None:
-        homes = [s for s in settings_writing(key) if rmap.target(s) is not None]
-        if homes:
-            return "spec", homes[0]
-    accepted, problem = _extra(override, rmap, load_keyset(release, variant), {})
-    if accepted is not None:
-        return "extra", ""
-    message, _hint = problem
-    return "refused", message
+    mapped = validate(translate([override], release, variant=variant)).mapped[-1]
+    if mapped.how == "field":
+        return "spec", mapped.field
+    if mapped.how == "selection":
+        return "spec", "actor.strategy"
+    if mapped.how in ("dropped", "refused"):
+        return mapped.how, mapped.note
+    lock = load_lock(release, variant)
+    accepted, problem = check_extra(override, lock, load_keyset(release, variant), {})
+    if accepted is None:
+        return "refused", problem[0]
+    return "extra", mapped.note
 
 
 _OVERRIDE_KEY = re.compile(r"^(~|\+\+|\+)?([^=~+][^=]*?)(?:@[^=]*)?(=|$)")
@@ -201,6 +200,10 @@ class LaunchResult(msgspec.Struct):
     composes: bool
     compose_error: str | None
     overrides: list[OverrideResult]
+    # The import round trip (only for launches that compose at their release):
+    # "exact", "differs", or why it was not checked.
+    round_trip: str = ""
+    differing_keys: list[str] = []
 
 
 class ScriptResult(msgspec.Struct):
@@ -221,6 +224,11 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
             if o.key is not None:
                 key_scripts[o.key].add(l.script)
     by_class = collections.Counter(o.cls for o in occurrences)
+    trips = collections.Counter(l.round_trip for l in launches if l.composes)
+    differing: dict[str, set[str]] = collections.defaultdict(set)
+    for l in launches:
+        for k in l.differing_keys:
+            differing[k].add(l.script)
     total = len(occurrences)
     refused = collections.Counter(reason_group(o.reason) for o in occurrences if o.cls == "refused")
     refused_keys: dict[str, set[str]] = collections.defaultdict(set)
@@ -268,11 +276,21 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
             "target": target,
             "spec": {"overrides": by_class["spec"], "percent": share(by_class["spec"])},
             "extra": {"overrides": by_class["extra"], "percent": share(by_class["extra"])},
+            "dropped": {"overrides": by_class["dropped"], "percent": share(by_class["dropped"])},
             "refused": {"overrides": by_class["refused"], "percent": share(by_class["refused"])},
             "refused_by_reason": [
                 {"reason": r, "overrides": n, "keys": len(refused_keys[r])}
                 for r, n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))
             ],
+        },
+        "round_trip": {
+            "launches_composing": sum(trips.values()),
+            "exact": trips["exact"],
+            "differs": trips["differs"],
+            "not_checked": sorted(((r, n) for r, n in trips.items() if r not in ("exact", "differs")),
+                                  key=lambda kv: (-kv[1], kv[0])),
+            "differing_keys": [{"key": k, "launches": len(v)} for k, v in
+                               sorted(differing.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
         },
         "keys_by_scripts": [
             {"key": k, "scripts": len(v)} for k, v in sorted(key_scripts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
@@ -355,6 +373,29 @@ def compose_launch(root: Path, config_dir: Path, config_name: str, overrides: li
     return None
 
 
+def import_round_trip(root: Path, config_dir: Path | None, config_name: str, overrides: list[str],
+                      release: str, variant: str) -> tuple[str, list[str]]:
+    """`tutorrl import`'s round trip for one launch: ("exact" | "differs" | why not, differing keys)."""
+    from tutorrl.errors import SpecError
+    from tutorrl.importer.roundtrip import round_trip
+    from tutorrl.importer.translate import render_spec, translate, validate
+
+    translation = validate(translate(overrides, release, config_name=config_name,
+                                     config_path=str(config_dir) if config_dir else None, variant=variant))
+    if translation.placeholders:
+        return "not checked: unset shell variables", []
+    dropped = {m.override.lstrip("+~").split("=", 1)[0] for m in translation.mapped if m.how == "dropped"}
+    try:
+        result = round_trip(render_spec(translation, "corpus"), overrides, config_name=config_name,
+                            config_path=str(config_dir) if config_dir else None, root=root)
+    except SpecError as err:
+        return "not checked: the imported spec does not compile (" + reason_group(err.problems[0].message) + ")", []
+    if result.original_error or result.imported_error:
+        return "not checked: " + reason_group(result.imported_error or result.original_error or ""), []
+    keys = [d.key for d in result.differences if d.key not in dropped]
+    return ("exact" if not keys else "differs"), keys
+
+
 def config_dir_of(launch, root: Path, workdir: str) -> tuple[Path | None, str | None]:
     """Where Hydra looks for the launch's primary config, in ``root``; (None, why) when outside it."""
     trainer = root / "verl" / "trainer"
@@ -416,11 +457,15 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
                     shown = text.replace(cap.workdir, "<checkout>").replace(cap.home, "<home>")
                     results.append(OverrideResult(shown, key, None if isinstance(parsed, dict) else parsed,
                                                   cls, reason))
+                trip, differing = "", []
+                if error is None:
+                    trip, differing = import_round_trip(root, config_dir if launch.config_path else None, name,
+                                                        list(launch.overrides), target, variant)
                 launch_results.append(LaunchResult(
                     rel, launch.entry, name,
                     None if launch.config_path is None else
                     (os.path.relpath(config_dir, root) if config_dir else launch.config_path),
-                    variant, error is None, error, results))
+                    variant, error is None, error, results, trip, differing))
                 record["launches"].append(msgspec.to_builtins(launch_results[-1]))
             detail.append(record)
             if i % 20 == 0:
@@ -440,24 +485,30 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
         "Generated by `tools/corpus.py`; do not edit. Per tag: every `examples/**/*.sh`, captured",
         "with `tutorrl.importer.capture` (real bash, recording stand-ins, jail); each launch of",
         "`verl.trainer.main_ppo` composed with Hydra against its own release's trainer config",
-        "(from the release wheel), and each override classified against a tutorrl target release",
-        "(`spec`: a spec setting writes the key; `extra`: `[verl] extra_overrides` accepts it as",
-        "written; `refused`: tutorrl refuses it). Numbers only: the scripts' text is not kept here.",
+        "(from the release wheel), each override classified by `tutorrl import`'s translation for the",
+        "target release (`spec`: a spec field holds it; `extra`: `[verl] extra_overrides` takes it as",
+        "written and the compiler accepts it; `dropped`: the release accepts the key and never reads",
+        "it; `refused`: tutorrl refuses it), and every launch that composes imported as a spec whose",
+        "compiled launch is composed again and compared key by key (`round trip`). Numbers only: the",
+        "scripts' text is not kept here.",
         "",
-        "| tag | config | scripts | launching main_ppo | launches | megatron | own config | unset vars | overrides | distinct keys | composes at own release | target | spec | extra | refused |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| tag | scripts | launching main_ppo | launches | megatron | own config | unset vars | overrides | distinct keys | composes at own release | target | spec | extra | dropped | refused | round trip exact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         c = s["classification"]
         comp = s["compose_at_own_release"]
+        trip = s.get("round_trip", {})
         lines.append(
-            f"| {s['tag']} | {'wheel' if s['config_source'].startswith('wheel') else 'git tag'} "
+            f"| {s['tag']} "
             f"| {s['scripts_found']} | {s['scripts_launching_main_ppo']} | {s['launches']} "
             f"| {s['launches_megatron']} | {s['launches_own_config']} | {s['scripts_with_unset_variables']} "
             f"| {s['overrides']} | {s['distinct_keys']} | {comp['ok']}/{s['launches']} "
             f"| {s['target']}{'' if s['target'] == s['release'] else '*'} "
             f"| {c['spec']['overrides']} ({c['spec']['percent']}%) | {c['extra']['overrides']} ({c['extra']['percent']}%) "
-            f"| {c['refused']['overrides']} ({c['refused']['percent']}%) |")
+            f"| {c['dropped']['overrides']} ({c['dropped']['percent']}%) "
+            f"| {c['refused']['overrides']} ({c['refused']['percent']}%) "
+            f"| {trip.get('exact', 0)}/{trip.get('launches_composing', 0)} |")
     lines += ["", "`*` the tag's release is not supported by tutorrl; classified against the target shown "
               "(see `target_why` in the tag's JSON).", ""]
     for s in summaries:
@@ -474,6 +525,14 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             lines += [f"Overrides tutorrl {s['target']} refuses, by message:", "",
                       "| overrides | keys | message |", "|---|---|---|"]
             lines += [f"| {r['overrides']} | {r['keys']} | {r['reason'].replace('|', '/')} |" for r in refused]
+            lines.append("")
+        trip = s.get("round_trip", {})
+        if trip.get("not_checked") or trip.get("differing_keys"):
+            lines += ["Import round trip, launches not exact:", ""]
+            lines += [f"- {n} not checked: {r}" for r, n in trip.get("not_checked", [])]
+            if trip.get("differing_keys"):
+                lines.append("- keys that differ after import (launches): " + ", ".join(
+                    f"`{d['key']}` {d['launches']}" for d in trip["differing_keys"][:20]))
             lines.append("")
         top = s["keys_by_scripts"][:15]
         lines += ["Most used keys (scripts setting them): "

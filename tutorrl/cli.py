@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "tutorrl.runtime.commands",
     "tutorrl.evidence.commands",
     "tutorrl.review.commands",
+    "tutorrl.importer.commands",
     "tutorrl.completion",
 )
 # Which module owns each sub-command, so a command builds only its own parser
@@ -35,6 +36,7 @@ COMMAND_OWNERS = {
     "diff": "tutorrl.review.commands",
     "check": "tutorrl.review.commands",
     "schema": "tutorrl.review.commands",
+    "import": "tutorrl.importer.commands",
     "completion": "tutorrl.completion",
 }
 

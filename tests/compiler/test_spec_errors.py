@@ -252,19 +252,35 @@ def test_unsupported_release_names_the_supported_ones():
 @pytest.mark.parametrize("override,words", [
     ("trainer.total_training_steps=5", "set by the spec's trainer.total_steps"),
     ("actor_rollout_ref.rollout.max_num_batched_tokns=1", "did you mean 'actor_rollout_ref.rollout.max_num_batched_tokens'"),
-    ("actor_rollout_ref.model.override_config.attn_implementation=sdpa", "home in the spec: model.attn_implementation"),
     ("data.apply_chat_template_kwargs.enable_thinking=false", "append it"),
     ("+trainer.ray_wait_register_center_timeout=4", "already exists"),
     ("+trainer.some_new_knob=1", "never read it"),
     ("custom_reward_function.path=x.py", "accepted and ignored"),
     ("no equals sign", "not a Hydra override"),
-    ("actor_rollout_ref.actor.optim.lr=1e-6", "home in the spec: actor.lr"),
-    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=32", "home in the spec: rollout.engine_kwargs.vllm.swap_space"),
 ])
 def test_extra_overrides_are_checked_against_the_release(override, words):
     found = problems(BASE + f'\n[verl]\nextra_overrides = ["ok.nothing=1", {override!r}]\n'.replace("'", '"'))
     assert any(p.key == "verl.extra_overrides.1" and words in (p.message + " " + (p.hint or "")) for p in found), \
         [p.render() for p in found]
+
+
+@pytest.mark.parametrize("override,field", [
+    ("+actor_rollout_ref.model.override_config.attn_implementation=sdpa", "model.attn_implementation"),
+    ("actor_rollout_ref.actor.optim.lr=1e-6", "actor.lr"),
+    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=32", "rollout.engine_kwargs.vllm.swap_space"),
+])
+def test_extra_override_with_a_spec_home_is_read_and_named(override, field):
+    """verl reads it, so it is not refused; the field that should say it is named."""
+    compiled = compile_bytes((BASE + f'\n[verl]\nextra_overrides = ["{override}"]\n').encode(), "spec.toml")
+    assert any(w.key == "verl.extra_overrides.0" and f"home in the spec: {field}" in w.message
+               for w in compiled.warnings), compiled.warnings
+    assert override in compiled.files["launch.sh"].decode()
+
+
+def test_extra_override_that_the_field_cannot_say_is_not_warned():
+    compiled = compile_bytes((BASE + '\n[verl]\nextra_overrides = ["actor_rollout_ref.rollout.val_kwargs.top_p='
+                              '${actor_rollout_ref.rollout.top_p}"]\n').encode(), "spec.toml")
+    assert compiled.warnings == ()
 
 
 @pytest.mark.parametrize("override", [

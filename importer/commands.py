@@ -1,0 +1,43 @@
+"""``tutorrl import``: an existing verl launch -> a spec, with a report, exactly.
+
+Imports only argparse at module level; the handler imports the implementation.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    from tutorrl._formats import add_format_option
+
+    p = subparsers.add_parser(
+        "import",
+        help="turn a verl launch script (or an override list) into a spec",
+        description=(
+            "Run SCRIPT under real bash in a sandbox (verl's entry point and every other outside command "
+            "recorded, not run), map each Hydra override of its launch to a spec field of the target verl "
+            "release (or [verl] extra_overrides), write the spec, and prove the round trip: the spec compiled "
+            "and the original launch, composed with the release's own trainer config, must be identical. "
+            "Exit 0: exact; 1: the report says which keys differ (or why it could not be checked); 2: error. "
+            "Give overrides instead of a script after --: tutorrl import --verl 0.7.1 -- key=value ..."
+        ),
+    )
+    p.add_argument("script", nargs="?", help="a launch script (bash)")
+    p.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
+    p.add_argument("-o", "--output", metavar="SPEC", help="where to write the spec (default: standard output)")
+    p.add_argument("--verl", metavar="RELEASE",
+                   help="target verl release (default: the supported release whose config declares most of the keys)")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                   help="a value for a shell variable the script reads but does not set (repeatable)")
+    p.add_argument("--config-name", help="the launch's --config-name (override lists only)")
+    p.add_argument("--no-check", action="store_true", help="write the spec without composing the round trip")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds the script may run (default: 30)")
+    add_format_option(p)
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tutorrl.importer.cli_impl import cmd_import
+
+    return cmd_import(args)

@@ -1,0 +1,141 @@
+"""Is an imported spec the same launch? Compose both with the release's real config and compare.
+
+Both launches go through Hydra's ``compose`` against the trainer config of the
+target release, taken from that release's own wheel (cached under
+``~/.cache/tutorrl/configs``), exactly as verl's ``main_ppo`` would compose
+them; the composed configs are compared key by key, interpolations unresolved
+(so ``${actor_rollout_ref.actor.ppo_mini_batch_size}`` stays a reference and a
+changed source shows where it was set). This is the library function the
+import command, the corpus tool and the tests all use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class Difference(msgspec.Struct, frozen=True, omit_defaults=True):
+    key: str
+    original: Any = None
+    imported: Any = None
+    only_in: str = ""  # "original" | "imported" when the key exists on one side only
+
+
+class Composed(msgspec.Struct, frozen=True):
+    config: dict | None
+    error: str | None
+
+
+def config_root(release: str, cache: Path | None = None) -> Path:
+    """A folder holding ``verl/trainer/config`` of ``release`` (extracted once from its wheel)."""
+    from tutorrl.compiler import keyset_import as ki
+
+    root = (cache or Path.home() / ".cache" / "tutorrl" / "configs") / release
+    done = root / ".complete"
+    if not done.exists():
+        ki.extract_config(ki.fetch_wheel(release), root)
+        done.touch()
+    return root
+
+
+@contextlib.contextmanager
+def _cwd(path: Path):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def compose(root: Path, config_name: str, overrides: list[str], config_path: str | None = None,
+            base: Path | None = None) -> Composed:
+    """verl's config for a launch, as a plain dict with interpolations kept; or Hydra's error.
+
+    ``config_path`` (a launch's own ``--config-path``) is taken relative to
+    ``base`` (where the launch ran) when it is not absolute; verl's own configs
+    that the custom one extends are found under ``root`` (the run folder).
+    """
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    config_dir = root / "verl" / "trainer" / "config"
+    if config_path is not None:
+        custom = Path(config_path)
+        if not custom.is_absolute():
+            custom = (base or Path.cwd()) / custom
+        config_dir = custom
+    GlobalHydra.instance().clear()
+    try:
+        with _cwd(root), initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
+            cfg = hydra_compose(config_name=config_name.removesuffix(".yaml"), overrides=list(overrides))
+        return Composed(OmegaConf.to_container(cfg, resolve=False), None)
+    except Exception as exc:  # noqa: BLE001 - Hydra and OmegaConf raise many kinds; reported, not hidden
+        return Composed(None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def _same(a: Any, b: Any) -> bool:
+    # Hydra types 1e-6 and 0.000001 alike; TOML cannot write an int into a
+    # float field, so 5 and 5.0 are the same setting for verl's dataclasses.
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool):
+        return float(a) == float(b)
+    return a == b and type(a) is type(b)
+
+
+def differences(original: dict, imported: dict) -> list[Difference]:
+    a, b = flatten(original), flatten(imported)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if key not in b:
+            out.append(Difference(key, original=a[key], only_in="original"))
+        elif key not in a:
+            out.append(Difference(key, imported=b[key], only_in="imported"))
+        elif not _same(a[key], b[key]):
+            out.append(Difference(key, a[key], b[key]))
+    return out
+
+
+class RoundTrip(msgspec.Struct, frozen=True):
+    exact: bool
+    differences: list[Difference]
+    original_error: str | None = None
+    imported_error: str | None = None
+    imported_argv: list[str] = []
+
+
+def round_trip(spec_text: str, original: list[str], *, config_name: str, config_path: str | None = None,
+               root: Path | None = None, base: Path | None = None) -> RoundTrip:
+    """Compile ``spec_text`` and compare its composed config with the original launch's."""
+    from tutorrl.compiler.compile import resolve_bytes
+
+    spec, lock, resolved, _ = resolve_bytes(spec_text.encode(), "imported.toml")
+    root = root or config_root(lock.release)
+    argv = []
+    for o in resolved.overrides:
+        if o.runtime:
+            raise ValueError("an imported spec never uses a run-time spelling")
+        argv.append(o.text)
+    first = compose(root, config_name, original, config_path, base)
+    second = compose(root, resolved.config_name, argv, resolved.config_path, base)
+    if first.error or second.error:
+        return RoundTrip(False, [], first.error, second.error, argv)
+    diffs = differences(first.config, second.config)
+    return RoundTrip(not diffs, diffs, imported_argv=argv)

@@ -1,0 +1,330 @@
+"""A verl launch (config selection + Hydra overrides) -> a tutorrl spec, and why each override went where.
+
+Pure apart from parsing with Hydra's own ``OverridesParser`` (so a value means
+what Hydra would read): every override is looked up in the target release's
+lock -- the same data the compiler writes with -- and becomes
+
+* ``field``: the spec field that writes its key (a table field takes each
+  entry of a dict verl reads whole);
+* ``extra``: ``[verl] extra_overrides``, as written, when the spec has no field
+  for the key or cannot hold the value (an interpolation, ``null``, a deletion,
+  a value outside the field's type) -- still checked by the compiler;
+* ``dropped``: a key the release accepts and never reads, named with the key
+  that is read (a launch that sets it never did what it said);
+* ``refused``: what the compiler would refuse, with its message.
+
+The spec is then validated with the compiler's own loader; an override whose
+value the field refuses moves to ``extra_overrides`` with the reason. Shell
+variables a script left unset arrive as ``__UNSET_NAME__`` placeholders and
+stay in the spec, where the compiler refuses them until they are filled in.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import msgspec
+
+from tutorrl.compiler.keymap import Lock, load_lock
+from tutorrl.compiler.spelling import EVIDENCE_CALLBACK
+
+How = Literal["field", "extra", "dropped", "refused", "selection"]
+PLACEHOLDER = re.compile(r"__UNSET_([A-Za-z0-9_]+)__")
+
+
+class Mapped(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Where one override of the launch went."""
+
+    override: str
+    how: How
+    field: str = ""
+    note: str = ""
+
+
+class Translation(msgspec.Struct, frozen=True):
+    release: str
+    variant: str
+    config_name: str | None
+    config_path: str | None
+    spec: dict
+    mapped: list[Mapped]
+    placeholders: list[str]
+
+
+class ImportError_(Exception):
+    pass
+
+
+def _parser():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def variant_of(config_name: str | None, overrides: list[str]) -> str:
+    if config_name and "megatron" in config_name:
+        return "megatron"
+    return "megatron" if "model_engine=megatron" in overrides else "fsdp"
+
+
+def translate(overrides: list[str], release: str, *, config_name: str | None = None,
+              config_path: str | None = None, variant: str | None = None) -> Translation:
+    """The spec for a launch of ``release`` (raises SpecError for an unsupported release)."""
+    variant = variant or variant_of(config_name, overrides)
+    lock = load_lock(release, variant)
+    parser = _parser()
+    spec: dict = {"experiment": {"verl": release}}
+    if variant == "megatron":
+        spec["actor"] = {"strategy": "megatron"}
+    mapped: list[Mapped] = []
+    placed: dict[str, int] = {}  # field -> index in mapped (a later override of the same key wins)
+    extra: list[str] = []
+
+    if config_name is not None and config_name.removesuffix(".yaml") != lock.config_name:
+        spec["experiment"]["config_name"] = config_name.removesuffix(".yaml")
+    if config_path is not None:
+        spec["experiment"]["config_path"] = config_path
+
+    by_key = {t.key: (name, t) for name, t in lock.targets.items() if t.kind == "value"}
+    tables = sorted(((t.key, name, t) for name, t in lock.targets.items() if t.kind == "table"),
+                    key=lambda x: -len(x[0]))
+    for text in overrides:
+        if text in lock.select:
+            mapped.append(Mapped(text, "selection", note="selects verl's Megatron config"))
+            continue
+        try:
+            parsed = parser.parse_override(text)
+        except Exception as exc:  # Hydra's grammar errors come in several types
+            mapped.append(Mapped(text, "refused", note=f"Hydra cannot parse it: {_first_line(exc)}"))
+            continue
+        key = parsed.key_or_group
+        kind = parsed.type.name  # CHANGE | ADD | FORCE_ADD | DEL
+        ignored = lock.ignored_by(key)
+        if ignored is not None:
+            mapped.append(Mapped(text, "dropped", note=f"verl {release} accepts '{key}' and never reads it: "
+                                 f"{ignored.reason}" + (f"; {ignored.advice(key)}" if ignored.advice(key) else "")))
+            continue
+        if kind == "DEL" or parsed.is_sweep_override() or parsed.package is not None:
+            extra.append(text)
+            mapped.append(Mapped(text, "extra", note="a deletion, sweep or package override has no spec field"))
+            continue
+        value = parsed.value()
+        home = _home(key, value, by_key, tables)
+        moved = ""
+        if home is None:
+            home, moved = _moved_home(key, value, lock, by_key, tables)
+        if home is None:
+            extra.append(text)
+            mapped.append(Mapped(text, "extra", note="no spec field for this key"))
+            continue
+        field, path, spec_value, why = home
+        if why:
+            extra.append(text)
+            mapped.append(Mapped(text, "extra", field=field, note=why))
+            continue
+        note = moved
+        if not moved and kind != "CHANGE" and not _plus_matches(kind, key, lock):
+            note = "the '+' is computed from the release's key set"
+        _put(spec, path, spec_value)
+        slot = ".".join(path)
+        if slot in placed:
+            earlier = mapped[placed[slot]]
+            mapped[placed[slot]] = msgspec.structs.replace(earlier, how="dropped", note="set again later in the launch; "
+                                                           "Hydra keeps the last value")
+        placed[slot] = len(mapped)
+        mapped.append(Mapped(text, "field", field=slot, note=note))
+
+    if extra:
+        spec["verl"] = {"extra_overrides": extra}
+    placeholders = sorted({m for m in PLACEHOLDER.findall(repr(spec))})
+    return Translation(release, variant, config_name, config_path, spec, mapped, placeholders)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _plus_matches(kind: str, key: str, lock: Lock) -> bool:
+    for target in lock.targets.values():
+        if target.kind == "value" and target.key == key:
+            return (kind != "CHANGE") == target.plus
+    return True  # table entries: the compiler decides per entry
+
+
+def _expressible(value: Any) -> str:
+    """Why a Hydra value cannot be a spec value ('' when it can)."""
+    if value is None:
+        return "null (verl's 'unset') has no spec spelling; kept as written"
+    text = repr(value)
+    if "${" in text:
+        return "an interpolation is resolved by OmegaConf at run time; kept as written"
+    if isinstance(value, float) and value != value:
+        return "nan cannot be written in a spec"
+    return ""
+
+
+def _home(key: str, value: Any, by_key: dict, tables: list):
+    """(field, spec path, spec value, why-not) for ``key``, or None when no field writes it."""
+    if key in by_key:
+        name, target = by_key[key]
+        why = _expressible(value)
+        if why:
+            return name, name.split("."), None, why
+        if target.spelling == "pkg":
+            if isinstance(value, str) and value.startswith("pkg://"):
+                return "reward.module", ["reward", "module"], value[len("pkg://"):], ""
+            return "reward.path", ["reward", "path"], value, ""
+        if target.spelling == "module-file":
+            # A file path: the spec's reward.path writes the same key plainly.
+            return "reward.path", ["reward", "path"], value, ""
+        if target.spelling == "evidence-callback":
+            if value == EVIDENCE_CALLBACK:
+                return name, name.split("."), True, ""
+            return name, name.split("."), None, "another checkpoint callback class; kept as written"
+        if name == "actor.strategy" and value == "megatron":
+            return None
+        return name, name.split("."), value, ""
+    for base, name, target in tables:
+        if key.startswith(base + "."):
+            why = _expressible(value)
+            sub = key[len(base) + 1:].split(".")
+            if why:
+                return name, name.split(".") + sub, None, why
+            return name, name.split(".") + sub, value, ""
+    return None
+
+
+def _moved_home(key: str, value: Any, lock: Lock, by_key: dict, tables: list):
+    """The field of a key another release uses for a setting this release has under another key."""
+    from tutorrl.compiler.keymap import load_keymap, settings_writing
+
+    keymap = load_keymap()
+    for setting in settings_writing(key):
+        target = lock.targets.get(setting)
+        if target is None:
+            continue
+        if target.kind == "table":
+            base = next(e.key for _, e in keymap.setting[setting].entries() if e.key and key.startswith(e.key + "."))
+            new = f"{target.key}.{key[len(base) + 1:]}"
+        else:
+            new = target.key
+        home = _home(new, value, by_key, tables)
+        if home is not None:
+            return home, f"the key moved: verl {lock.release} calls it '{new}'"
+    return None, ""
+
+
+def _put(spec: dict, path: list[str], value: Any) -> None:
+    node = spec
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"{'.'.join(path)} is both a value and a table")
+    node[path[-1]] = value
+
+
+def validate(translation: Translation) -> Translation:
+    """Move every override whose value the spec field refuses to extra_overrides, with the reason.
+
+    Placeholder problems stay: the compiler refuses them until the user fills them in.
+    """
+    import tomli_w
+
+    from tutorrl.compiler.load import parse_spec
+    from tutorrl.errors import SpecError
+
+    spec = _copy(translation.spec)
+    mapped = list(translation.mapped)
+    for _ in range(len(mapped) + 1):
+        try:
+            parse_spec(tomli_w.dumps(spec).encode(), "imported.toml")
+            break
+        except SpecError as err:
+            moved = False
+            for problem in err.problems:
+                key = problem.key or ""
+                index = _owner(mapped, key)
+                if index is None or PLACEHOLDER.search(repr(_get(spec, key))):
+                    continue
+                m = mapped[index]
+                _remove(spec, m.field.split("."))
+                spec.setdefault("verl", {}).setdefault("extra_overrides", []).append(m.override)
+                mapped[index] = msgspec.structs.replace(m, how="extra", note=f"{m.field} refuses it: {problem.message}")
+                moved = True
+            if not moved:
+                break
+    return msgspec.structs.replace(translation, spec=spec, mapped=mapped)
+
+
+def _owner(mapped: list[Mapped], key: str) -> int | None:
+    best = None
+    for i, m in enumerate(mapped):
+        if m.how == "field" and (key == m.field or key.startswith(m.field + ".") or m.field.startswith(key + ".")):
+            best = i
+    return best
+
+
+def _get(spec: dict, dotted: str):
+    node: Any = spec
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _remove(spec: dict, path: list[str]) -> None:
+    nodes = [spec]
+    for part in path[:-1]:
+        nodes.append(nodes[-1].get(part, {}))
+    nodes[-1].pop(path[-1], None)
+    for depth in range(len(path) - 1, 0, -1):
+        if not nodes[depth]:
+            nodes[depth - 1].pop(path[depth - 1], None)
+
+
+def _copy(value):
+    import copy
+
+    return copy.deepcopy(value)
+
+
+# Sections in the order the spec declares them, for readable output.
+_ORDER = ["experiment", "data", "model", "algorithm", "actor", "ref", "rollout", "critic", "trainer", "resources",
+          "reward", "env", "verl"]
+
+
+def render_spec(translation: Translation, source: str) -> str:
+    """The spec as TOML: a header naming the source and release, sections in spec order."""
+    import tomli_w
+
+    from tutorrl.compiler.bundle import spec_settings
+
+    order = {name: i for i, name in enumerate(spec_settings())}
+    spec = translation.spec
+
+    def sort(section: str, table: dict, prefix: str) -> dict:
+        def rank(item):
+            name = f"{prefix}{item[0]}"
+            return order.get(name, min((v for k, v in order.items() if k.startswith(name + ".")), default=10**6))
+        out = {}
+        for k, v in sorted(table.items(), key=rank):
+            out[k] = sort(section, v, f"{prefix}{k}.") if isinstance(v, dict) and not _is_table_field(
+                f"{prefix}{k}") else v
+        return out
+
+    ordered = {s: sort(s, spec[s], f"{s}.") for s in _ORDER if s in spec}
+    lines = [f"# Imported by `tutorrl import` from {source}, for verl {translation.release} ({translation.variant}).",
+             "# Each setting is the launch's own value; everything it did not say is left to verl's defaults."]
+    if translation.placeholders:
+        lines.append("# Fill in the __UNSET_*__ placeholders (shell variables the script read but never set):")
+        lines.append("# tutorrl compile refuses the spec until they are gone.")
+    return "\n".join(lines) + "\n\n" + tomli_w.dumps(ordered, multiline_strings=False)
+
+
+def _is_table_field(name: str) -> bool:
+    from tutorrl.compiler.keymap import load_keymap
+
+    setting = load_keymap().setting.get(name)
+    return setting is not None and setting.kind == "table"
