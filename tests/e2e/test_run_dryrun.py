@@ -131,7 +131,7 @@ def test_verl_rejection_surfaces_as_failed_run(head, tmp_path):
 def test_readme_demo_path_embedded_dry_run_without_data(tmp_path, standin_python):
     """The README's main job: compile the chess tutor spec and dry-run it on an
     embedded head started by tutorrl, on a machine that has none of its data.
-    (tests/cli/test_dev_demo.py runs `tools/dev.sh demo` itself.)"""
+    (tests/e2e/test_dev_demo.py runs `tools/dev.sh demo` itself.)"""
     bundle = _compile(ROOT / "specs" / "chess_tutor_grpo.toml", tmp_path / "bundles")
     proc = subprocess.run([*TUTORRL, "run", str(bundle), "--dry-run"], cwd=tmp_path, env=_env(),
                           capture_output=True, text=True, timeout=400)
