@@ -21,7 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv="${TUTORRL_VENV:-.venv}"
 python="${PYTHON:-python3}"
 torch_pin="torch==2.13.0"
-log="build/dev-setup.log"
+log="$PWD/build/dev-setup.log"
 
 python_ok() {  # $1: an interpreter; succeeds when it is Python >= 3.11
   "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
