@@ -20,6 +20,7 @@ from pathlib import Path
 
 import msgspec
 
+from tutorrl.errors import RefusedError
 from tutorrl.evidence.schema import Check, EngineObservation, EngineRank, Publication, TensorComparison
 
 # What tutorrl's own contract test server puts in /model_info (see tests).
@@ -283,7 +284,14 @@ def safetensors_sglang_hashes(files: list[Path]) -> Callable[[Iterable[str]], di
     a bf16 engine hashes the bytes it serves, not the export's.
     """
     from tutorrl.evidence.safetensors import read_header
-    from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes, sglang_gpu_hash
+
+    try:
+        from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes, sglang_gpu_hash
+    except ModuleNotFoundError as exc:
+        if exc.name != "numpy":
+            raise
+        raise RefusedError("comparing a checkpoint with the weights an engine serves needs numpy: "
+                           "pip install 'tutorrl[engine]'") from None
 
     where = {}
     for f in files:

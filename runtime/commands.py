@@ -53,7 +53,8 @@ def register(subparsers) -> None:
                         help="run the bundle from its path here: the cluster shares this filesystem "
                              "(default for a loopback --address)")
     run.add_argument("--dry-run", action="store_true",
-                     help="run launch.sh with verl's --cfg job: verl composes and validates its config, no training")
+                     help="run launch.sh with verl's --cfg all: verl composes and validates its config, no training; "
+                          "the config goes to runs/<run-id>/verl-config.yaml, a summary to the terminal")
     run.add_argument("--quiet", action="store_true", help="no progress lines (the job's log is still shown)")
     run.set_defaults(handler=_run)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tutorrl import __version__
 from tutorrl.errors import RefusedError, TutorrlError
-from tutorrl.runtime import cluster, preflight, records, submit
+from tutorrl.runtime import cluster, dryrun, preflight, records, submit
 from tutorrl.runtime.progress import Progress
 
 EXIT_INTERRUPTED = 130
@@ -96,6 +96,7 @@ class RunSession:
         self.submitted = False
         self.job_status: str | None = None
         self.secrets: list[str] = []
+        self.summary: list[str] = []
 
     # -- record -----------------------------------------------------------
     def _save(self, **changes) -> None:
@@ -128,6 +129,7 @@ class RunSession:
         digest = bundle.manifest.digest
         bundle_id = bundle.manifest.id
         job, spec = bundle.job, bundle.spec
+        self.release = bundle.manifest.verl
         self.cwd = Path.cwd()
         self.cluster_url = cluster.normalise_address(args.address) if args.address else None
         if args.upload is None:
@@ -216,6 +218,8 @@ class RunSession:
             raise
         finally:
             self._shutdown()
+            for line in self.summary:
+                progress.note(line)
             if self.record is not None and self.record.status in ("succeeded", "failed", "stopped") \
                     and self.submitted and not self.args.dry_run:
                 self._evidence(bundle_path)
@@ -225,7 +229,8 @@ class RunSession:
             sid = self.record.submission_id
             sub = submit.build_submission(
                 bundle.job, bundle_path=bundle_path, cwd=self.cwd, submission_id=sid,
-                upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough)
+                upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough,
+                stdout_to=self.run_dir / dryrun.RAW_FILE if self.args.dry_run and not self.upload else None)
             self.progress.status(f"submitting {sid}" + (" (uploading the bundle)" if self.upload else ""))
             try:
                 self.client.submit_job(**sub.kwargs)
@@ -263,9 +268,13 @@ class RunSession:
             return self._interrupted()
         self._close_log()
         info = self.client.get_job_info(sid)
+        summary = None
         if status == "SUCCEEDED":
             code, state = 0, "succeeded"
-            msg = "dry run: verl accepted every override" if self.args.dry_run else None
+            msg = None
+            if self.args.dry_run:
+                summary = self._dry_run_summary()
+                msg = summary[0]
         elif status == "FAILED":
             code = info.driver_exit_code if info.driver_exit_code else 1
             state = "failed"
@@ -274,10 +283,32 @@ class RunSession:
             code, state, msg = 1, "stopped", "stopped outside tutorrl"
         self._save(status=state, exit_code=code, ended=records.utc_now(), message=msg)
         progress.clear()
+        if summary is not None:
+            self.summary = summary  # printed once the head is stopped: the last thing the user reads
+            return code
         progress.note(f"{sid}: {status} (exit code {code}); log: {self.run_dir / records.LOG_FILE}")
         if msg and state != "succeeded":
             progress.note(msg)
         return code
+
+    def _dry_run_summary(self) -> list[str]:
+        """Three lines for a successful dry run, in place of verl's printed config."""
+        from tutorrl._files import display_path
+
+        log = self.run_dir / records.LOG_FILE
+        try:
+            count, config = dryrun.summarise(self.run_dir, log, in_log=self.upload)
+        except OSError as exc:  # the job succeeded; a summary that cannot be read must not fail it
+            count, config = None, log
+            self.progress.note(f"could not read the composed config: {exc}")
+        release = self.release
+        accepted = (f"accepted all {count} overrides" if count is not None
+                    else "accepted every override (their number is not in its output)")
+        return [
+            f"dry run succeeded: verl {release} (the bundle's target release) composed its config and {accepted}",
+            f"full composed config: {display_path(config)}",
+            f"job log: {display_path(log)}",
+        ]
 
     def _interrupted(self) -> int:
         if self.submitted and self.client is not None:

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from tutorrl.errors import BundleError, RefusedError
+from tutorrl.runtime import dryrun
 from tutorrl.runtime.envtransport import NOTHING_VAR, encode_env
 
 # ray-job.json keys that are submit_job keyword arguments besides entrypoint/runtime_env/metadata.
 _PASSED_KWARGS = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory",
                   "entrypoint_resources", "entrypoint_label_selector")
 _KNOWN = {"entrypoint", "runtime_env", "metadata", *_PASSED_KWARGS}
-DRY_RUN_ARGS = ("--cfg", "job")
+DRY_RUN_ARGS = dryrun.ARGS
 RUN_ID_ENV = "TUTORRL_RUN_ID"
 # Where verl's checkpoint callback (tutorrl.evidence.callback) appends
 # records. Only set when the job sees the bundle's real folder: an uploaded
@@ -57,7 +58,9 @@ class Submission:
 
 
 def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: str, upload: bool,
-                     dry_run: bool, passthrough: dict[str, str]) -> Submission:
+                     dry_run: bool, passthrough: dict[str, str], stdout_to: Path | None = None) -> Submission:
+    """``stdout_to``: a file for the job's standard output instead of the job log
+    (a dry run's composed config; only where the job sees this machine's files)."""
     unknown = set(job) - _KNOWN
     if unknown:
         raise BundleError(f"{bundle_path}/ray-job.json: unknown field(s) {', '.join(sorted(unknown))}")
@@ -73,6 +76,8 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
         # mean "relative to where the user ran tutorrl".
         argv = [str(bundle_path / "launch.sh") if a == "launch.sh" else a for a in argv]
         entrypoint = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(argv + extra)}"
+        if stdout_to is not None:
+            entrypoint += f" > {shlex.quote(str(stdout_to))}"
 
     runtime_env = dict(job.get("runtime_env") or {})
     env_vars = dict(runtime_env.get("env_vars") or {})

@@ -13,7 +13,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "specs"
 BUNDLES = REPO / "bundles"
-SHARED = REPO.parent / "shared"
 
 
 def example_specs() -> list[Path]:

@@ -67,20 +67,37 @@ def _dry_run(bundle: Path, cwd: Path, head, extra_env: dict[str, str]):
                           timeout=300)
 
 
+def _summary(proc, bundle: Path, record: dict, standin_python, cwd: Path, env: dict | None = None) -> Path:
+    """The dry run's three-line summary, checked against what launch.sh really passes verl."""
+    overrides = standin_python.argv(bundle, env=env)[4:]  # after -m verl.trainer.main_ppo --config-name NAME
+    assert len(overrides) > 20
+    run_dir = bundle / "runs" / record["run_id"]
+    assert (f"dry run succeeded: verl 0.9.1 (the bundle's target release) composed its config and "
+            f"accepted all {len(overrides)} overrides") in proc.stderr
+    shown = dict(line.removeprefix("tutorrl: ").split(": ", 1) for line in proc.stderr.splitlines()[-2:])
+    assert (cwd / shown["full composed config"]).resolve() == (run_dir / "verl-config.yaml").resolve()
+    assert (cwd / shown["job log"]).resolve() == (run_dir / "job.log").resolve()
+    # verl's config is in the record, not on the terminal.
+    config = (run_dir / "verl-config.yaml").read_text()
+    assert "actor_rollout_ref:" in config and "\ntrainer:" in config and "\nhydra:" not in config
+    assert "actor_rollout_ref:" not in proc.stdout and len(proc.stdout.splitlines()) < 20
+    return run_dir / "verl-config.yaml"
+
+
 def test_the_examples_are_there():
     assert len(SPECS) >= 5
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.stem for s in SPECS])
-def test_example_spec_dry_runs_with_real_verl(spec, head, tmp_path):
+def test_example_spec_dry_runs_with_real_verl(spec, head, tmp_path, standin_python):
     bundle = _compile(spec, tmp_path / "bundles")
     env = _prepare_cwd(bundle, tmp_path)
     proc = _dry_run(bundle, tmp_path, head, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # verl printed its composed config: the overrides are in it.
-    assert "actor_rollout_ref:" in proc.stdout and "trainer:" in proc.stdout
     (record,) = [json.loads(p.read_text()) for p in bundle.glob("runs/*/run.json")]
     assert record["status"] == "succeeded" and record["dry_run"] is True
+    assert record["message"].startswith("dry run succeeded: verl 0.9.1")
+    _summary(proc, bundle, record, standin_python, tmp_path, env)
     assert record["bundle"].startswith("sha256:" + bundle.name)
     for value in env.values():
         assert value not in (bundle / "runs" / record["run_id"] / "run.json").read_text()
@@ -111,14 +128,16 @@ def test_verl_rejection_surfaces_as_failed_run(head, tmp_path):
     assert "Could not override 'trainer.no_such_key_in_verl'" in log or "no_such_key_in_verl" in log
 
 
-def test_readme_demo_path_embedded_dry_run_without_data(tmp_path):
+def test_readme_demo_path_embedded_dry_run_without_data(tmp_path, standin_python):
     """The README's main job: compile the chess tutor spec and dry-run it on an
-    embedded head started by tutorrl, on a machine that has none of its data."""
+    embedded head started by tutorrl, on a machine that has none of its data.
+    (tests/e2e/test_dev_demo.py runs `tools/dev.sh demo` itself.)"""
     bundle = _compile(ROOT / "specs" / "chess_tutor_grpo.toml", tmp_path / "bundles")
     proc = subprocess.run([*TUTORRL, "run", str(bundle), "--dry-run"], cwd=tmp_path, env=_env(),
                           capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "a dry run reads no data, a real run would be refused" in proc.stderr
-    assert "checkpoint_callback_class: tutorrl.evidence.callback.EvidenceCallback" in proc.stdout
     (record,) = [json.loads(p.read_text()) for p in bundle.glob("runs/*/run.json")]
     assert record["address_kind"] == "embedded" and record["status"] == "succeeded" and record["dry_run"] is True
+    config = _summary(proc, bundle, record, standin_python, tmp_path)
+    assert "checkpoint_callback_class: tutorrl.evidence.callback.EvidenceCallback" in config.read_text()

@@ -115,3 +115,24 @@ def test_draft_role_is_not_mistaken_for_target():
                                         "parallelism_info": [{"role": "draft", "tp_rank": 0}, {"role": "target", "tp_rank": 1, "tp_size": 2}]}]}
     shape, ranks = normalise_checksum_response(body)
     assert shape == ">=0.5.21" and ranks[0].role == "target" and ranks[0].tp_rank == 1 and ranks[0].tp_size == 2
+
+
+def test_engine_check_without_numpy_says_which_extra(monkeypatch, tmp_path):
+    """numpy is the `engine` extra, not a core dependency: its absence is a clear refusal."""
+    import builtins
+    import sys
+
+    from tutorrl.errors import RefusedError
+    from tutorrl.evidence import sglang
+
+    real_import = builtins.__import__
+
+    def no_numpy(name, *args, **kwargs):
+        if name == "numpy" or name.startswith("numpy."):
+            raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "tutorrl.evidence.tensorhash", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_numpy)
+    with pytest.raises(RefusedError, match=r"pip install 'tutorrl\[engine\]'"):
+        sglang.safetensors_sglang_hashes([])

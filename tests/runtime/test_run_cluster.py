@@ -33,12 +33,17 @@ def test_cluster_run_exact_env_without_head_help(ray_cluster, make_bundle, workd
     assert _records(absolute)[0]["status"] == "refused"
 
     # A dry run needs no GPU; the stand-in launch.sh shows what reached the job.
+    # The job sees this machine's files: its standard output (verl's composed
+    # config, in a real bundle) goes to the run record instead of the terminal.
     proc = run_tutorrl(["run", str(bundle), "--address", ray_cluster["url"], "--dry-run"], workdir, env)
     assert proc.returncode == 0, proc.stderr
     assert "GPU check skipped" in proc.stderr
-    assert f"driver A=[{value}]" in proc.stdout and f"worker A=[{value}]" in proc.stdout
-    assert f"cwd=[{workdir}]" in proc.stdout  # loopback: no upload, the job runs where tutorrl ran
     rec = _records(bundle)[-1]
+    out = (bundle / "runs" / rec["run_id"] / "hydra-cfg-all.yaml").read_text()
+    assert f"driver A=[{value}]" in out and f"worker A=[{value}]" in out
+    assert f"cwd=[{workdir}]" in out  # loopback: no upload, the job runs where tutorrl ran
+    assert "driver A=" not in proc.stdout
+    assert "accepted every override (their number is not in its output)" in proc.stderr
     assert rec["address_kind"] == "cluster" and rec["address"] == ray_cluster["url"]
     assert rec["dry_run"] is True and rec["attempt"] == 1
     assert ray_cluster["token"] not in json.dumps(rec)

@@ -1,0 +1,67 @@
+"""Reading a dry run's `--cfg all` output: verl's part, and how many overrides Hydra applied."""
+
+from __future__ import annotations
+
+from tutorrl.runtime import dryrun
+
+CFG_ALL = """\
+hydra:
+  run:
+    dir: outputs/${now:%Y-%m-%d}
+  overrides:
+    hydra:
+    - hydra.mode=RUN
+    task:
+    - trainer.project_name="chess-tutor"
+    - data.train_batch_size=56
+    - 'actor_rollout_ref.model.path="a/very/long/path/that/a/yaml/dumper/may/fold/onto/a/second/line/when/it/is/long"'
+    - trainer.logger=["console"]
+  job:
+    name: main_ppo
+    override_dirname: data.train_batch_size=56,trainer.logger=["console"]
+model_engine: dp
+actor_rollout_ref:
+  actor:
+    betas:
+    - 0.9
+    - 0.999
+trainer:
+  project_name: chess-tutor
+"""
+
+
+def test_counts_the_overrides_hydra_applied():
+    composed = dryrun.read_composed(CFG_ALL)
+    assert composed.overrides == 4
+
+
+def test_verl_part_is_everything_but_hydras_section():
+    composed = dryrun.read_composed(CFG_ALL)
+    assert composed.verl_config == CFG_ALL[CFG_ALL.index("model_engine:"):]
+
+
+def test_an_item_folded_onto_the_next_line_counts_once():
+    folded = CFG_ALL.replace('    - trainer.logger=["console"]\n', '    - trainer.logger=["console",\n      "wandb"]\n')
+    assert dryrun.read_composed(folded).overrides == 4
+
+
+def test_no_overrides_and_no_hydra_section():
+    empty = "hydra:\n  overrides:\n    hydra: []\n    task: []\n  job:\n    name: x\ntrainer:\n  a: 1\n"
+    assert dryrun.read_composed(empty).overrides == 0
+    assert dryrun.read_composed("trainer:\n  a: 1\n").overrides is None
+    assert dryrun.read_composed("not yaml at all\n").verl_config == "not yaml at all\n"
+
+
+def test_count_found_inside_a_job_log():
+    log = "2026-01-01 INFO job_manager.py -- Runtime env is setting up.\nWARNING: something\n" + CFG_ALL
+    assert dryrun.count_task_overrides(log.splitlines()) == 4
+
+
+def test_summarise_writes_verl_config_into_the_run_record(tmp_path):
+    (tmp_path / dryrun.RAW_FILE).write_text(CFG_ALL)
+    count, where = dryrun.summarise(tmp_path, tmp_path / "job.log", in_log=False)
+    assert (count, where) == (4, tmp_path / dryrun.CONFIG_FILE)
+    assert where.read_text().startswith("model_engine: dp\n")
+    # An uploaded bundle ran elsewhere: its output is in the log only.
+    (tmp_path / "job.log").write_text("Running entrypoint\n" + CFG_ALL)
+    assert dryrun.summarise(tmp_path, tmp_path / "job.log", in_log=True) == (4, tmp_path / "job.log")
