@@ -195,10 +195,6 @@ class _Keys:
         value = Effective(self.spec, self.rmap)(setting)
         return None if isinstance(value, dict) else value
 
-    def target(self, name: str) -> tuple[tuple[str, ...], str] | None:
-        row = self.rows.get(name)
-        return (row.keys, row.spelling) if row is not None else None
-
     @property
     def select(self) -> list[str]:
         return list(self.rmap.select) if self.rmap else []
