@@ -1,10 +1,17 @@
 """The structured diff of two launches, in the terms a reviewer thinks in.
 
 Everything is derived from what the compiler itself uses -- the release-
-independent settings of :func:`tutorrl.compiler.resolve.settings` and the key
-map of each side's own release -- so a spec retargeted to another verl release
-shows its settings unchanged and the keys the release moved, rather than a
-wall of changed override lines.
+independent settings of :func:`tutorrl.compiler.settings.settings` and the
+lock of each side's own release -- so a spec retargeted to another verl
+release shows its settings unchanged and the keys the release moved, rather
+than a wall of changed override lines.
+
+A setting is shown with the verl key it is written to; a *table* setting (a
+dict verl reads whole, such as ``reward.kwargs``) is shown entry by entry,
+each with its own key, as the compiler emits it. A setting the spec leaves
+unset is verl's default, so a setting that appears or disappears carries that
+default. The reward plug-in's options are shown one by one, and the settings
+and environment it fills say so.
 """
 
 from __future__ import annotations
@@ -15,9 +22,10 @@ from typing import Any, Literal
 import msgspec
 
 from tutorrl.compiler import keymap as keymap_module
+from tutorrl.compiler import spelling as spellings
 from tutorrl.compiler.bundle import CONTENT_FILES
-from tutorrl.compiler.settings import settings
-from tutorrl.compiler.spec import Spec, to_builtins
+from tutorrl.compiler.settings import flatten_table, settings
+from tutorrl.compiler.spec import to_builtins
 from tutorrl.errors import SpecError
 from tutorrl.review.sides import Side
 
@@ -38,7 +46,12 @@ class SideInfo(msgspec.Struct, frozen=True):
 
 
 class SettingChange(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A setting (or spec field) whose value differs; keys are where verl reads it."""
+    """A setting (or spec field) whose value differs; keys are where verl reads it.
+
+    A table setting's entries are settings of their own (``reward.kwargs.device``).
+    ``default`` is verl's default on the side that leaves the setting unset
+    (``added``: what it was; ``removed``: what it becomes), when the lock knows it.
+    """
 
     setting: str
     change: Change
@@ -47,6 +60,7 @@ class SettingChange(msgspec.Struct, frozen=True, omit_defaults=True):
     old_keys: list[str] = []
     new_keys: list[str] = []
     note: str = ""
+    default: Any = None
 
 
 class EnvChange(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -61,13 +75,17 @@ class EnvChange(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Move(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A setting written to different verl keys (or spelled differently) on each side."""
+    """A setting written to different verl keys (or spelled differently) on each side.
+
+    ``table`` names the table setting an entry belongs to (``reward.kwargs``).
+    """
 
     setting: str
     old_keys: list[str]
     new_keys: list[str]
     old_spelling: str = "plain"
     new_spelling: str = "plain"
+    table: str = ""
 
 
 class ReleaseChange(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -75,8 +93,11 @@ class ReleaseChange(msgspec.Struct, frozen=True, omit_defaults=True):
     new: str
     old_variant: str
     new_variant: str
+    # verl's --config-name (the spec's experiment.config_name, else the release's) and --config-path.
     old_config: str = ""
     new_config: str = ""
+    old_config_path: str = ""
+    new_config_path: str = ""
     old_select: list[str] = []
     new_select: list[str] = []
     moved: list[Move] = []
@@ -99,7 +120,7 @@ class Diff(msgspec.Struct, frozen=True, omit_defaults=True):
     environment: list[EnvChange] = []
     release: ReleaseChange | None = None
     extra_overrides: list[OverrideChange] = []
-    # Spec fields whose change reaches no verl setting (e.g. LoRA alpha at rank 0).
+    # Spec fields whose change reaches no verl key (e.g. evidence_callback = false, which emits nothing).
     spec_only: list[SettingChange] = []
     # Content files whose bytes differ; always listed, so tools need not re-hash.
     files: list[str] = []
@@ -113,15 +134,25 @@ class Diff(msgspec.Struct, frozen=True, omit_defaults=True):
                      or self.extra_overrides or self.spec_only)
 
 
-# ---------------------------------------------------------------- key lookup
+# ---------------------------------------------------------------- one side
 
-_Target = tuple[tuple[str, ...], str]  # (keys as written, with "+" when appended; spelling)
+
+class _Row(msgspec.Struct, frozen=True):
+    """One setting (or table entry) of one side, as the compiler writes it."""
+
+    value: Any
+    keys: tuple[str, ...]  # as written, with "+" when appended; () when unmapped or not passed
+    spelling: str = "plain"
+    table: str = ""  # the table setting this is an entry of
+    reaches: bool = True  # False: the spelling passes nothing to verl (evidence_callback = false)
 
 
 class _Keys:
-    """Where each setting goes in one side's release; empty when the release is unknown."""
+    """One side's release, variant, lock and the rows of its spec; keys are empty when the release is unknown."""
 
     def __init__(self, side: Side):
+        spec = side.spec
+        self.spec = spec
         self.release = side.manifest.verl
         self.variant = side.manifest.variant
         try:
@@ -130,33 +161,84 @@ class _Keys:
             # A bundle compiled for a release this tutorrl no longer maps (or
             # not yet): its values still compare, its keys cannot be named.
             self.rmap = None
+        self.config_name = spec.experiment.config_name or (self.rmap.config_name if self.rmap else "")
+        self.config_path = spec.experiment.config_path or ""
+        self.rows = self._rows()
+        self.plugin, self.filled, self.filled_env = _plugin_fills(spec)
 
-    def target(self, setting: str) -> _Target | None:
-        if self.rmap is None:
-            return None
-        t = self.rmap.targets.get(setting)
-        if t is None:
-            return None
-        return (("+" if t.plus else "") + t.key + (".*" if t.kind == "table" else ""),), t.spelling
+    def _rows(self) -> dict[str, _Row]:
+        rows: dict[str, _Row] = {}
+        for setting, value in settings(self.spec):
+            target = self.rmap.targets.get(setting) if self.rmap else None
+            if isinstance(value, dict):
+                for sub, item in flatten_table(value):
+                    keys: tuple[str, ...] = ()
+                    if target is not None:
+                        plus = "+" if sub not in target.declared else ""
+                        keys = (f"{plus}{target.key}.{sub}",)
+                    rows[f"{setting}.{sub}"] = _Row(item, keys, target.spelling if target else "plain", setting)
+                continue
+            if target is None:
+                rows[setting] = _Row(value, ())
+                continue
+            reaches = not spellings.skipped(spellings.spell(value, target.spelling))
+            keys = (("+" if target.plus else "") + target.key,) if reaches else ()
+            rows[setting] = _Row(value, keys, target.spelling, reaches=reaches)
+        return rows
 
-    def keys(self, setting: str) -> list[str]:
-        t = self.target(setting)
-        return list(t[0]) if t else []
+    def default(self, setting: str) -> Any:
+        """verl's default for a setting this side leaves unset (None: unknown or none)."""
+        if self.rmap is None or setting not in self.rmap.targets:
+            return None
+        from tutorrl.compiler.rules import Effective
+
+        value = Effective(self.spec, self.rmap)(setting)
+        return None if isinstance(value, dict) else value
 
     @property
     def select(self) -> list[str]:
         return list(self.rmap.select) if self.rmap else []
 
-    @property
-    def config_name(self) -> str:
-        return self.rmap.config_name if self.rmap else ""
+
+def _plugin_fills(spec) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """(plug-in, {setting or table entry: value}, {env name: value}) of what the
+    reward plug-in fills and the normalised spec holds.
+
+    The normalised spec does not record who wrote a field, so the plug-in is
+    asked again (its ``normalize`` is a pure function of the spec); a field the
+    user set to a value of their own is not the plug-in's.
+    """
+    name = spec.reward.plugin
+    if name is None:
+        return "", {}, {}
+    from tutorrl.compiler.rewards import load_plugin
+    from tutorrl.compiler.spec import get_field
+
+    try:
+        plugin = load_plugin(name)
+        fill = plugin.normalize(spec, msgspec.convert(spec.reward.options or {}, plugin.Options))
+    except (SpecError, msgspec.ValidationError):
+        # Not installed here (a bundle from elsewhere): its values still compare.
+        return name, {}, {}
+    filled: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for field, value in fill.items():
+        if field == "env.set":
+            env = {k: v for k, v in value.items() if spec.env.set.get(k) == v}
+        elif _same(get_field(spec, field), value):
+            if isinstance(value, dict):
+                filled.update({f"{field}.{sub}": v for sub, v in flatten_table(value)})
+            else:
+                filled[field] = value
+    return name, filled, env
 
 
 # ---------------------------------------------------------------- the diff
 
 def _same(a: Any, b: Any) -> bool:
     # 1 and 1.0 (and True) compare equal in Python but launch differently.
-    return msgspec.json.encode(a) == msgspec.json.encode(b)
+    # Table order carries no meaning (the compiler sorts tables).
+    return msgspec.json.encode(a, order="sorted") == msgspec.json.encode(b, order="sorted")
 
 
 def _group(setting: str) -> str:
@@ -167,61 +249,92 @@ def _group(setting: str) -> str:
     return "experiment"
 
 
-def _setting_changes(old: Side, new: Side, ok: _Keys, nk: _Keys) -> list[SettingChange]:
-    a = dict(settings(old.spec))
-    b = dict(settings(new.spec))
-    order = list(a) + [s for s in b if s not in a]
-    out = []
-    for name in order:
-        if name in a and name in b:
-            if _same(a[name], b[name]):
-                continue
-            change: Change = "changed"
-        else:
-            change = "removed" if name in a else "added"
-        out.append(SettingChange(
-            setting=name, change=change, old=a.get(name), new=b.get(name),
-            old_keys=ok.keys(name) if name in a else [], new_keys=nk.keys(name) if name in b else []))
+def _change(a: Any, b: Any) -> Change:
+    return "changed" if a is not None and b is not None else ("added" if a is None else "removed")
+
+
+def _filled_note(name: str, ok: _Keys, nk: _Keys) -> str:
+    """Whose value each side holds: the reward plug-in's, or the spec's own."""
+    a = ok.plugin if name in ok.filled else ""
+    b = nk.plugin if name in nk.filled else ""
+    if b:
+        return f"filled by reward plug-in {b}" + (f" (was {a})" if a and a != b else "")
+    if a:
+        return f"filled by reward plug-in {a}" if name not in nk.rows else f"was filled by reward plug-in {a}"
+    return ""
+
+
+def _setting_changes(ok: _Keys, nk: _Keys) -> tuple[list[SettingChange], list[SettingChange]]:
+    """(changes that reach verl, changes that reach no verl key on either side)."""
+    a, b = ok.rows, nk.rows
+    verl: list[SettingChange] = []
+    spec_only: list[SettingChange] = []
+    for name in list(a) + [s for s in b if s not in a]:
+        ra, rb = a.get(name), b.get(name)
+        if ra is not None and rb is not None and _same(ra.value, rb.value):
+            continue
+        change = _change(ra, rb)
+        rows = [r for r in (ra, rb) if r is not None]
+        if not any(r.reaches for r in rows):
+            spec_only.append(SettingChange(name, change, ra.value if ra else None, rb.value if rb else None,
+                                           note="not passed to verl"))
+            continue
+        unset_side = ok if ra is None else (nk if rb is None else None)
+        table = next(r.table for r in rows)
+        default = unset_side.default(name) if unset_side is not None and not table else None
+        verl.append(SettingChange(
+            setting=name, change=change, old=ra.value if ra else None, new=rb.value if rb else None,
+            old_keys=list(ra.keys) if ra else [], new_keys=list(rb.keys) if rb else [],
+            note=_filled_note(name, ok, nk), default=default))
+    return verl, spec_only
+
+
+def _total(k: _Keys) -> int | None:
+    """Every GPU the launch needs: verl's pool (verl's defaults where unset) plus the reward's."""
+    nodes, per_node = (k.spec.resources.nodes or k.default("resources.nodes"),
+                       k.spec.resources.trainer_gpus_per_node or k.default("resources.trainer_gpus_per_node"))
+    if not isinstance(nodes, int) or not isinstance(per_node, int):
+        return None
+    return nodes * per_node + (k.spec.resources.reward_gpus or 0)
+
+
+def _resource_changes(changes: list[SettingChange], ok: _Keys, nk: _Keys) -> list[SettingChange]:
+    out = [c for c in changes if _group(c.setting) == "resources"]
+    a, b = ok.spec.resources.reward_gpus, nk.spec.resources.reward_gpus
+    if not _same(a, b):
+        # Not a verl key: the GPUs are kept out of verl's pool for the reward (unset: none).
+        out.append(SettingChange("resources.reward_gpus", _change(a, b), a, b, note="outside verl's trainer pool",
+                                 default=0 if a is None or b is None else None))
+    ta, tb = _total(ok), _total(nk)
+    if ta is not None and tb is not None and ta != tb:
+        out.append(SettingChange("resources.total_gpus", "changed", ta, tb,
+                                 note="nodes x trainer GPUs per node + reward GPUs, verl's defaults where unset"))
     return out
 
 
-def _total_gpus(spec: Spec) -> int | None:
-    r = spec.resources
-    # Unset means verl's defaults (one node of eight GPUs in every release).
-    return (r.nodes or 1) * (r.trainer_gpus_per_node or 8) + (r.reward_gpus or 0)
-
-
-def _resource_changes(old: Side, new: Side, ok: _Keys, nk: _Keys) -> list[SettingChange]:
-    a, b = old.spec.resources, new.spec.resources
-    rows = [
-        ("resources.nodes", a.nodes, b.nodes, "resources.nodes", ""),
-        ("resources.trainer_gpus_per_node", a.trainer_gpus_per_node, b.trainer_gpus_per_node,
-         "resources.trainer_gpus_per_node", ""),
-        # Not a verl key: the GPUs are kept out of verl's pool for the reward.
-        ("resources.reward_gpus", a.reward_gpus, b.reward_gpus, None, "outside verl's trainer pool"),
-        ("resources.total_gpus", _total_gpus(old.spec), _total_gpus(new.spec), None,
-         "nodes x trainer GPUs per node + reward GPUs"),
-    ]
-    return [SettingChange(name, "changed", x, y,
-                          ok.keys(setting) if setting else [], nk.keys(setting) if setting else [], note)
-            for name, x, y, setting, note in rows if not _same(x, y)]
-
-
-def _reward_plugin_change(old: Side, new: Side) -> list[SettingChange]:
+def _reward_plugin_changes(ok: _Keys, nk: _Keys) -> list[SettingChange]:
+    """The plug-in and each of its options (normalised: every default spelled out)."""
     out = []
-    for name in ("plugin", "options"):
-        a, b = getattr(old.spec.reward, name), getattr(new.spec.reward, name)
-        if not _same(a, b):
-            out.append(SettingChange(f"reward.{name}", "changed" if a is not None and b is not None
-                                     else ("added" if a is None else "removed"), a, b,
-                                     note="tutorrl's reward plug-in; what it fills is listed with the other settings"))
+    a, b = ok.spec.reward.plugin, nk.spec.reward.plugin
+    if a != b:
+        out.append(SettingChange("reward.plugin", _change(a, b), a, b,
+                                 note="tutorrl's reward plug-in; what it fills is listed below"))
+    oa = _flatten(ok.spec.reward.options or {}, "reward.options.")
+    ob = _flatten(nk.spec.reward.options or {}, "reward.options.")
+    for name in list(oa) + [n for n in ob if n not in oa]:
+        x, y = oa.get(name), ob.get(name)
+        if name in oa and name in ob and _same(x, y):
+            continue
+        change: Change = "changed" if name in oa and name in ob else ("removed" if name in oa else "added")
+        owner = b if name in ob else a
+        out.append(SettingChange(name, change, x, y, note=f"option of reward plug-in {owner}"))
     return out
 
 
-def _env_changes(old: Side, new: Side) -> list[EnvChange]:
-    # The job's env_vars are what verl's workers actually get, including what
-    # the compiler adds; env.set values are never secrets (the compiler
-    # refuses secret-looking names there), so they may be shown.
+def _env_changes(old: Side, new: Side, ok: _Keys, nk: _Keys) -> list[EnvChange]:
+    # The job's env_vars are what verl's workers actually get; env.set values
+    # are never secrets (the compiler refuses secret-looking names there), so
+    # they may be shown.
     a = old.job.get("runtime_env", {}).get("env_vars", {})
     b = new.job.get("runtime_env", {}).get("env_vars", {})
     out: list[EnvChange] = []
@@ -229,9 +342,14 @@ def _env_changes(old: Side, new: Side) -> list[EnvChange]:
         if name in a and name in b and a[name] == b[name]:
             continue
         change: Change = "changed" if name in a and name in b else ("removed" if name in a else "added")
-        by_tutorrl = name not in (old.spec.env.set if change == "removed" else new.spec.env.set)
-        out.append(EnvChange(name, "set", change, a.get(name), b.get(name),
-                             "set by tutorrl" if by_tutorrl else ""))
+        side, k = (old, ok) if change == "removed" else (new, nk)
+        if name in k.filled_env:
+            note = f"set by reward plug-in {k.plugin}"
+        elif name not in side.spec.env.set:
+            note = "set by tutorrl"
+        else:
+            note = ""
+        out.append(EnvChange(name, "set", change, a.get(name), b.get(name), note))
     pa, pb = set(old.spec.env.passthrough), set(new.spec.env.passthrough)
     out += [EnvChange(name, "passthrough", "added") for name in sorted(pb - pa)]
     out += [EnvChange(name, "passthrough", "removed") for name in sorted(pa - pb)]
@@ -239,27 +357,25 @@ def _env_changes(old: Side, new: Side) -> list[EnvChange]:
 
 
 def _release_change(old: Side, new: Side, ok: _Keys, nk: _Keys) -> ReleaseChange | None:
-    a = dict(settings(old.spec))
-    b = dict(settings(new.spec))
     moved = []
     if ok.rmap is not None and nk.rmap is not None:
-        for name in a:
-            if name not in b:
+        for name, ra in ok.rows.items():
+            rb = nk.rows.get(name)
+            if rb is None:
                 continue
-            # No target: the release has no key for a derived setting, which
-            # the compiler then leaves out -- a move from or to nowhere.
-            ta, tb = ok.target(name) or ((), "plain"), nk.target(name) or ((), "plain")
-            if ta != tb:
-                moved.append(Move(name, list(ta[0]), list(tb[0]), ta[1], tb[1]))
+            # No keys: the release has no key for it or the value passes
+            # nothing -- a move from or to nowhere.
+            if (ra.keys, ra.spelling) != (rb.keys, rb.spelling):
+                moved.append(Move(name, list(ra.keys), list(rb.keys), ra.spelling, rb.spelling, rb.table))
     unmapped = [f"{side.label} (verl {k.release})" for side, k in ((old, ok), (new, nk)) if k.rmap is None]
     if _where(ok) == _where(nk) and not moved and not unmapped:
         return None
     return ReleaseChange(ok.release, nk.release, ok.variant, nk.variant, ok.config_name, nk.config_name,
-                         ok.select, nk.select, moved, unmapped)
+                         ok.config_path, nk.config_path, ok.select, nk.select, moved, unmapped)
 
 
 def _where(k: _Keys) -> tuple:
-    return k.release, k.variant, k.config_name, k.select
+    return k.release, k.variant, k.config_name, k.config_path, k.select
 
 
 def _override_changes(old: Side, new: Side) -> list[OverrideChange]:
@@ -281,19 +397,20 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: value}
 
 
-# Spec fields the sections above speak for, even though no setting bears their name.
-_COVERED_PREFIXES = ("experiment.verl", "actor.strategy", "reward.plugin", "reward.options", "resources.", "env.",
-                     "verl.")
+# Spec fields the sections above speak for, even though no setting bears their name:
+# the release, its config and variant, the plug-in and its options, resources, environment, raw overrides.
+_COVERED_PREFIXES = ("experiment.verl", "experiment.config_name", "experiment.config_path", "actor.strategy",
+                     "reward.plugin", "reward.options.", "resources.", "env.", "verl.")
 
 
-def _spec_only(old: Side, new: Side, explained: set[str]) -> list[SettingChange]:
+def _unexplained(old: Side, new: Side, explained: set[str]) -> list[SettingChange]:
+    """Any other spec field that differs: none should, but a diff never hides a difference."""
     a, b = _flatten(to_builtins(old.spec)), _flatten(to_builtins(new.spec))
     out = []
     for name in list(a) + [n for n in b if n not in a]:
         if name in a and name in b and _same(a[name], b[name]):
             continue
-        if name in explained or name.startswith(_COVERED_PREFIXES) or any(
-                name.startswith(e + ".") for e in explained):
+        if name in explained or name.startswith(_COVERED_PREFIXES):
             continue
         change: Change = "changed" if name in a and name in b else ("removed" if name in a else "added")
         out.append(SettingChange(name, change, a.get(name), b.get(name), note="not passed to verl"))
@@ -323,22 +440,18 @@ def diff_sides(old: Side, new: Side) -> Diff:
     if old.digest == new.digest:
         return Diff(info(old), info(new), same=True)
     ok, nk = _Keys(old), _Keys(new)
-    changes = _setting_changes(old, new, ok, nk)
-    groups: dict[str, list[SettingChange]] = {"experiment": [], "resources": [], "reward": []}
-    for c in changes:
-        # Resource settings are shown once, from the spec's own fields below.
-        if _group(c.setting) != "resources":
-            groups[_group(c.setting)].append(c)
+    changes, spec_only = _setting_changes(ok, nk)
+    explained = {c.setting for c in (*changes, *spec_only)}
     files = [n for n in CONTENT_FILES if old.files[n] != new.files[n]]
     diff = Diff(
         info(old), info(new), same=False,
-        experiment=groups["experiment"],
-        resources=_resource_changes(old, new, ok, nk),
-        reward=_reward_plugin_change(old, new) + groups["reward"],
-        environment=_env_changes(old, new),
+        experiment=[c for c in changes if _group(c.setting) == "experiment"],
+        resources=_resource_changes(changes, ok, nk),
+        reward=_reward_plugin_changes(ok, nk) + [c for c in changes if _group(c.setting) == "reward"],
+        environment=_env_changes(old, new, ok, nk),
         release=_release_change(old, new, ok, nk),
         extra_overrides=_override_changes(old, new),
-        spec_only=_spec_only(old, new, {c.setting for c in changes}),
+        spec_only=spec_only + _unexplained(old, new, explained),
         files=files,
     )
     if not diff.explained:

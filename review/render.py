@@ -19,6 +19,8 @@ _SIGN = {"added": "+", "removed": "-", "changed": "~"}
 _ANSI = {"added": "32", "removed": "31", "changed": "33", "head": "1", "dim": "2"}
 
 NO_KEY = "(not passed to verl)"
+# No --config-path: the config comes from verl's own package.
+VERL_CONFIGS = "(verl's own configs)"
 
 SECTIONS = (
     ("experiment", "Experiment"),
@@ -76,6 +78,13 @@ def _values(c: SettingChange) -> tuple[str, str]:
     return (value(c.old) if c.change != "added" else "", value(c.new) if c.change != "removed" else "")
 
 
+def _default(c: SettingChange, code=lambda text: text) -> str:
+    """What an unset side means: verl's default, which an added setting replaces and a removed one returns to."""
+    if c.default is None or c.change == "changed":
+        return ""
+    return f"{'was' if c.change == 'added' else 'now'} verl's default {code(value(c.default))}"
+
+
 def _env_line(e: EnvChange) -> str:
     if e.kind == "passthrough":
         what = {"added": "added", "removed": "removed"}[e.change]
@@ -108,7 +117,7 @@ def _text(diff: Diff, color: bool) -> str:
             old, new = _values(c)
             text = f"{c.setting}: {old} -> {new}" if c.change == "changed" else f"{c.setting}: {old or new} {c.change}"
             where = _keys(c)
-            extra = "; ".join(x for x in (f"verl: {where}" if where else "", c.note) if x)
+            extra = "; ".join(x for x in (f"verl: {where}" if where else "", _default(c), c.note) if x)
             lines.append((c.change, text + (f"   [{extra}]" if extra else "")))
         section(title, lines)
     section("Environment", [(e.change, _env_line(e)) for e in diff.environment])
@@ -127,24 +136,24 @@ def _text(diff: Diff, color: bool) -> str:
 
 
 def _moves(diff: Diff) -> list[tuple[str, str, str, str]]:
-    """(setting, old keys, new keys, note) per move; the reward kwargs, which move
-    together, collapse into one ``reward.kwargs.*`` row."""
+    """(setting, old keys, new keys, note) per move; the entries of a table (such
+    as the reward kwargs), which move together, collapse into one ``table.*`` row."""
     r = diff.release
     assert r is not None
     rows: list[tuple[str, str, str, str]] = []
-    kwargs: dict[tuple, list[str]] = {}
+    tables: dict[tuple, list[str]] = {}
     for m in r.moved:
         note = f"value spelled {m.old_spelling} -> {m.new_spelling}" if m.old_spelling != m.new_spelling else ""
-        name = m.setting.removeprefix("reward.kwargs.")
-        if m.setting.startswith("reward.kwargs.") and all(
+        name = m.setting.removeprefix(m.table + ".")
+        if m.table and m.old_keys and m.new_keys and all(
                 k.endswith("." + name) for k in (*m.old_keys, *m.new_keys)):
-            pattern = (tuple(k[: -len(name)] + "*" for k in m.old_keys),
+            pattern = (m.table, tuple(k[: -len(name)] + "*" for k in m.old_keys),
                        tuple(k[: -len(name)] + "*" for k in m.new_keys), note)
-            kwargs.setdefault(pattern, []).append(name)
+            tables.setdefault(pattern, []).append(name)
             continue
         rows.append((m.setting, ", ".join(m.old_keys) or NO_KEY, ", ".join(m.new_keys) or NO_KEY, note))
-    for (old, new, note), names in kwargs.items():
-        label = f"reward.kwargs.{names[0]}" if len(names) == 1 else f"reward.kwargs.* ({', '.join(names)})"
+    for (table, old, new, note), names in tables.items():
+        label = f"{table}.{names[0]}" if len(names) == 1 else f"{table}.* ({', '.join(names)})"
         rows.append((label, ", ".join(old), ", ".join(new), note))
     return rows
 
@@ -157,6 +166,9 @@ def _release_lines(diff: Diff) -> list[tuple[str, str]]:
         lines.append(("changed", f"verl {r.old} ({r.old_variant}) -> verl {r.new} ({r.new_variant})"))
     if r.old_config != r.new_config:
         lines.append(("changed", f"config: --config-name {r.old_config or '?'} -> {r.new_config or '?'}"))
+    if r.old_config_path != r.new_config_path:
+        old, new = (f"--config-path {p}" if p else VERL_CONFIGS for p in (r.old_config_path, r.new_config_path))
+        lines.append(("changed", f"config folder: {old} -> {new}"))
     if r.old_select != r.new_select:
         lines.append(("changed", f"config selection: {' '.join(r.old_select) or '(none)'} -> "
                                  f"{' '.join(r.new_select) or '(none)'}"))
@@ -203,7 +215,7 @@ def _markdown(diff: Diff) -> str:
             old, new = _values(c)
             rows.append([_SIGN[c.change], _code(c.setting), _code(old), _code(new),
                          " → ".join(_code(k) for k in _key_parts(c)),
-                         _md_escape(c.note)])
+                         "; ".join(x for x in (_default(c, _code), _md_escape(c.note)) if x)])
         if rows:
             block(title, _table(rows, ["", "setting", "old", "new", "verl key", "note"]))
     block("Environment", [f"- {_SIGN[e.change]} {_md_env(e)}" for e in diff.environment])
@@ -231,6 +243,9 @@ def _md_release(diff: Diff) -> list[str]:
         lines.append(f"- ~ verl {_code(r.old)} ({r.old_variant}) → verl {_code(r.new)} ({r.new_variant})")
     if r.old_config != r.new_config:
         lines.append(f"- ~ config: {_code('--config-name ' + r.old_config)} → {_code('--config-name ' + r.new_config)}")
+    if r.old_config_path != r.new_config_path:
+        old, new = (_code(f"--config-path {p}") if p else VERL_CONFIGS for p in (r.old_config_path, r.new_config_path))
+        lines.append(f"- ~ config folder: {old} → {new}")
     if r.old_select != r.new_select:
         lines.append(f"- ~ config selection: {_code(' '.join(r.old_select)) or '(none)'} → "
                      f"{_code(' '.join(r.new_select)) or '(none)'}")

@@ -2,10 +2,22 @@
 
 Generated from the very structs the compiler validates with, so the editor and
 ``tutorrl compile`` cannot disagree about a field's type, range or choices.
-msgspec's output is adapted for TOML: TOML has no null, so the ``| None``
-branches (which mean "leave it out") are dropped, and the root is inlined
-because some editors do not follow a root ``$ref``. Cross-field rules (batch
-sizes divide, GPU layouts fit) stay in the compiler: a schema cannot say them.
+msgspec's output is adapted for TOML and for editors:
+
+* TOML has no null, so the ``| None`` branches (which mean "leave it out",
+  i.e. verl's default) are dropped;
+* the root is inlined, because some editors do not follow a root ``$ref``;
+* patterns end in ``$`` instead of Python's ``\\Z``: JSON Schema patterns are
+  ECMA-262 regular expressions, where ``\\Z`` is a literal ``Z`` and ``$``
+  (without the multiline flag) is the end of the input -- what ``\\Z`` means
+  to the compiler.
+
+``[reward.options]`` is checked against the options struct of the plug-in that
+``reward.plugin`` names, for every reward plug-in installed where the schema is
+generated (``$defs`` ``reward-plugin:<name>.<struct>``, chosen with ``if``/``then``),
+and ``reward.plugin`` offers exactly those plug-ins -- as ``tutorrl compile``
+in the same environment would. Cross-field rules (batch sizes divide, GPU
+layouts fit) stay in the compiler: a schema cannot say them.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from tutorrl.compiler.spec import Spec
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 TITLE = "tutorrl experiment spec"
+PLUGIN_DEF = "reward-plugin:{name}"
 
 
 def _strip_null(node: Any) -> Any:
@@ -38,6 +51,8 @@ def _strip_null(node: Any) -> Any:
             node["anyOf"] = branches
     if node.get("default", 0) is None:
         del node["default"]
+    if isinstance(node.get("pattern"), str):
+        node["pattern"] = ecma_pattern(node["pattern"])
     if node.get("type") == "object" and "properties" in node:
         # forbid_unknown_fields on every struct: an editor must flag typos too.
         node.setdefault("additionalProperties", False)
@@ -46,18 +61,61 @@ def _strip_null(node: Any) -> Any:
     return node
 
 
+def ecma_pattern(pattern: str) -> str:
+    """A compiler (Python) pattern as JSON Schema reads it: ``\\Z`` -> ``$``."""
+    if pattern.endswith("\\Z") and not pattern.endswith("\\\\Z"):
+        return pattern[:-2] + "$"
+    return pattern
+
+
+def _plugins() -> list[tuple[str, Any]]:
+    from tutorrl.compiler.rewards import available, load_plugin
+
+    return [(name, load_plugin(name)) for name in available()]
+
+
+def _plugin_defs(defs: dict, reward: dict) -> None:
+    """Each installed plug-in's options, selected by ``reward.plugin``."""
+    plugins = _plugins()
+    if not plugins:
+        return
+    branches = []
+    for name, plugin in plugins:
+        prefix = PLUGIN_DEF.format(name=name)
+        (ref,), components = msgspec.json.schema_components(
+            [plugin.Options], ref_template="#/$defs/" + prefix + ".{name}")
+        for title, component in _strip_null(components).items():
+            defs[f"{prefix}.{title}"] = component
+        options = defs[ref["$ref"].rsplit("/", 1)[1]]
+        options["description"] = (f"Options of the reward plug-in {name} ({plugin.version})"
+                                  + (f": {options['description']}" if options.get("description") else "."))
+        branches.append({
+            "if": {"properties": {"plugin": {"const": name}}, "required": ["plugin"]},
+            "then": {"properties": {"options": ref}},
+        })
+    reward["properties"]["plugin"]["enum"] = [name for name, _ in plugins]
+    reward["properties"]["plugin"]["description"] += " Installed here: " + ", ".join(n for n, _ in plugins) + "."
+    reward["allOf"] = branches
+
+
 def spec_schema() -> dict:
     base = msgspec.json.schema(Spec)
     defs = _strip_null(base["$defs"])
     root = defs.pop("Spec")
     root.pop("title", None)
     root.pop("description", None)
+    reward = defs["Reward"]
+    # Options without a plug-in are refused by the compiler (reward.options).
+    reward["dependentRequired"] = {"options": ["plugin"]}
+    _plugin_defs(defs, reward)
     return {
         "$schema": DRAFT,
         "title": TITLE,
-        "description": "One tutorrl experiment (a spec TOML file), compiled by `tutorrl compile` into a verl launch bundle.",
+        "description": ("One tutorrl experiment (a spec TOML file), compiled by `tutorrl compile` into a verl "
+                        "launch bundle. Only experiment.verl is required: every verl setting left out keeps "
+                        "verl's own default for that release."),
         **root,
-        "$defs": defs,
+        "$defs": dict(sorted(defs.items())),
     }
 
 

@@ -45,16 +45,17 @@ class _Refused(RefusedError):
 
 
 def split_verl_list(value) -> list[str]:
-    """verl's data.train/val: unset, one path, a list, or ``[a,b]`` written as one string."""
+    """verl's data.train/val as the paths verl opens: unset, one path, or a list.
+
+    A string is one path even when it looks like ``[a, b]``: the compiler
+    passes it to verl as one quoted string, and verl opens it as one file
+    (a list of files is a TOML list in the spec).
+    """
     if value is None:
         return []
     if isinstance(value, list):
         return list(value)
-    text = value.strip()
-    if text.startswith("[") and text.endswith("]"):
-        items = [i.strip().strip("'\"") for i in text[1:-1].split(",")]
-        return [i for i in items if i]
-    return [text]
+    return [value]
 
 
 def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -> None:
@@ -294,18 +295,58 @@ def check_passthrough(names: list[str], findings: Findings) -> None:
         )
 
 
+_POOL = ("resources.nodes", "resources.trainer_gpus_per_node")
+
+
+def _pool(spec) -> list[tuple[int, str]]:
+    """(value, where it comes from) of nodes and trainer GPUs per node: the
+    spec's, else verl's default for the target release (from its lock), else,
+    for a release this tutorrl has no lock for (a bundle compiled elsewhere),
+    the default every release it does lock agrees on."""
+    from tutorrl.compiler.keymap import load_lock, supported_releases
+    from tutorrl.compiler.settings import variant_of
+    from tutorrl.compiler.spec import get_field
+    from tutorrl.errors import SpecError
+
+    out = []
+    for setting in _POOL:
+        value = get_field(spec, setting)
+        if value is not None:
+            out.append((int(value), ""))
+            continue
+        release, variant = spec.experiment.verl, variant_of(spec)
+        try:
+            default = load_lock(release, variant).targets[setting].default
+            where = f"verl {release}'s default"
+        except (SpecError, KeyError):
+            seen = {load_lock(r, variant).targets[setting].default for r in supported_releases()
+                    if setting in load_lock(r, variant).targets}
+            default = seen.pop() if len(seen) == 1 else None
+            where = f"verl's default in every release this tutorrl knows; {release} is not one of them"
+        if not isinstance(default, int) or isinstance(default, bool):
+            raise RefusedError(f"{setting} is unset and verl {release}'s default is not known to this tutorrl; "
+                               "set it in the spec")
+        out.append((default, where))
+    return out
+
+
 def gpu_layout(spec) -> tuple[int, int, int]:
     """(nodes, trainer GPUs per node, reward GPUs), verl's defaults where the spec says nothing."""
-    from tutorrl.compiler.rules import effective
-
-    value = effective(spec)
-    return (int(value("resources.nodes") or 1), int(value("resources.trainer_gpus_per_node") or 1),
-            int(spec.resources.reward_gpus or 0))
+    (nodes, _), (per_node, _) = _pool(spec)
+    return nodes, per_node, int(spec.resources.reward_gpus or 0)
 
 
 def needed_gpus(spec) -> int:
     nodes, per_node, reward = gpu_layout(spec)
     return nodes * per_node + reward
+
+
+def _layout_text(spec) -> str:
+    """``resources.nodes 1 (verl 0.9.1's default) x trainer_gpus_per_node 7 + reward_gpus 1``."""
+    (nodes, n_from), (per_node, p_from) = _pool(spec)
+    reward = int(spec.resources.reward_gpus or 0)
+    return (f"resources.nodes {nodes}{f' ({n_from})' if n_from else ''} x trainer_gpus_per_node "
+            f"{per_node}{f' ({p_from})' if p_from else ''} + reward_gpus {reward}")
 
 
 def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, findings: Findings) -> None:
@@ -318,10 +359,8 @@ def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, find
     if dry_run:
         findings.notes.append(f"dry run: GPU check skipped (a real run needs {need} GPU, {where} has {have:g})")
     elif have < need:
-        nodes, per_node, reward = gpu_layout(spec)
         findings.problems.append(
-            f"the spec needs {need} GPU (resources.nodes {nodes} x trainer_gpus_per_node "
-            f"{per_node} + reward_gpus {reward}), but {where} has {have:g} GPU "
+            f"the spec needs {need} GPU ({_layout_text(spec)}), but {where} has {have:g} GPU "
             f"over {resources.alive_nodes} ALIVE node(s)"
         )
     elif resources.alive_nodes < gpu_layout(spec)[0]:

@@ -101,7 +101,9 @@ def test_check(tree):
     assert doc["ok"] is True and doc["exit_code"] == 0 and doc["fix"] == []
     assert sorted(s["bundle"] for s in doc["specs"]) == sorted([a, b]) and {s["state"] for s in doc["specs"]} == {"ok"}
     spec = root / "specs" / "chess_tutor_grpo.toml"
-    spec.write_text(spec.read_text().replace("lr = 1e-6", "lr = 2e-6"))
+    text = spec.read_text()
+    assert "\nlr = 1e-06\n" in text
+    spec.write_text(text.replace("\nlr = 1e-06\n", "\nlr = 2e-06\n"))
     doc = _json(support.cli("check", "--format", "json", cwd=root), rc=1)
     (stale,) = [s for s in doc["specs"] if s["state"] != "ok"]
     assert stale["state"] == "stale" and stale["spec"] == "specs/chess_tutor_grpo.toml"

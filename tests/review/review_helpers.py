@@ -17,14 +17,15 @@ GOLDEN = Path(__file__).parent / "golden"
 # Set to 1 to rewrite the golden files from the current output (then review the diff).
 REGEN_ENV = "TUTORRL_REGEN_GOLDEN"
 
-# A simulator-reward chess run, like the team's launcher: every section used.
+# A simulator-reward chess run, like the team's launcher: every section used,
+# most verl settings left unset (verl's defaults).
 BASE = {
     "experiment": {"name": "chess-tutor-grpo", "verl": "0.9.1", "project": "chess-tutor"},
     "data": {"train": "data/chess/train.parquet", "val": "data/chess/val.parquet", "train_batch_size": 56},
     "model": {"path": "models/tutor-sft-merged"},
-    "actor": {"ppo_mini_batch_size": 28, "ppo_micro_batch_size_per_gpu": 4, "use_kl_loss": True},
+    "actor": {"lr": 1e-6, "ppo_mini_batch_size": 28, "ppo_micro_batch_size_per_gpu": 4, "use_kl_loss": True},
     "rollout": {"engine": "sglang", "n": 8, "tensor_parallel": 1},
-    "trainer": {"total_steps": 100},
+    "trainer": {"total_steps": 100, "loggers": ["console"]},
     "resources": {"trainer_gpus_per_node": 7, "reward_gpus": 1},
     "reward": {
         "plugin": "chess-simulator",

@@ -31,6 +31,9 @@ def _pair(name: str):
         # 8 trainer GPUs and a second reward GPU: the layout a bigger box allows.
         return b, with_(b, resources__trainer_gpus_per_node=8, resources__reward_gpus=2,
                         reward__options__device="cuda:8")
+    if name == "setting-unset":
+        # One setting unset (back to verl's default), one set that was verl's default.
+        return with_(b, data__max_prompt_length=1024), with_(b, rollout__temperature=0.7)
     if name == "nothing-changed":
         # Reordered, and the plug-in's defaults spelled out: the same launch.
         new = with_(b, reward__options__mate_clip_cp=1000, reward__options__alpha_style=0.5)
@@ -40,7 +43,8 @@ def _pair(name: str):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("name", ["setting-changed", "secret-added", "gpus-changed", "nothing-changed"])
+@pytest.mark.parametrize("name", ["setting-changed", "setting-unset", "secret-added", "gpus-changed",
+                                  "nothing-changed"])
 def test_golden(name, fmt):
     old, new = _pair(name)
     diff = diff_sides(side(old, "old.toml"), side(new, "new.toml"))
@@ -94,7 +98,11 @@ def test_golden_retargeted(fake_release, fmt):
     old = with_(base(), experiment__verl=fake_release)
     diff = diff_sides(side(old, "old.toml"), side(base(), "new.toml"))
     assert diff.release is not None and diff.release.moved
-    assert not diff.experiment and not diff.reward, "a retarget changes keys, not settings"
+    assert not diff.experiment and not diff.resources, "a retarget changes keys, not settings"
+    # ... except what the reward plug-in fills per release: it sizes verl's
+    # reward worker pool only where verl has one (0.7.1+), and says it did.
+    assert [(c.setting, c.change, c.note) for c in diff.reward] == [
+        ("reward.workers", "added", "filled by reward plug-in chess-simulator")]
     check_golden(f"retargeted.{FORMATS[fmt]}", render(diff, fmt))
 
 

@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from review_helpers import base, side, with_
-from tutorrl.compiler.resolve import settings as spec_settings
+from tutorrl.compiler.settings import flatten_table
+from tutorrl.compiler.settings import settings as spec_settings
 from tutorrl.review.model import diff_sides
 
 # Each mutation keeps the spec valid under the compiler's cross-field rules,
@@ -25,10 +26,16 @@ _MUTATIONS = {
     "rollout__top_k": st.sampled_from([-1, 50]),
     "trainer__total_steps": st.integers(1, 3),
     "trainer__loggers": st.sampled_from([["console"], ["console", "wandb"]]),
-    "trainer__resume": st.sampled_from(["auto", "disable", "checkpoints/step_10"]),
+    "trainer__resume_mode": st.sampled_from(["auto", "disable", "resume_path"]),
+    "trainer__resume_from": st.sampled_from(["checkpoints/step_10", "checkpoints/step_20"]),
+    "trainer__evidence_callback": st.booleans(),
+    "resources__nodes": st.sampled_from([1, 2]),
     "resources__reward_gpus": st.integers(1, 2),
-    "reward__scale_cp": st.sampled_from([400.0, 200.0]),
-    "reward__simulator__alpha_style": st.sampled_from([0.5, 0.25]),
+    "reward__options__scale_cp": st.sampled_from([400.0, 200.0]),
+    "reward__options__alpha_style": st.sampled_from([0.5, 0.25]),
+    "reward__options__style_preferred": st.sampled_from(["", "positional"]),
+    "reward__workers": st.sampled_from([1, 4]),
+    "reward__kwargs": st.sampled_from([{"device": "cpu"}, {"device": "cpu", "extra": {"a": 1}}]),
     "env__set": st.sampled_from([{}, {"TOKENIZERS_PARALLELISM": "false"}, {"A": "1", "B": "x y"}]),
     "env__passthrough": st.sampled_from([[], ["WANDB_API_KEY"], ["HF_TOKEN", "WANDB_API_KEY"]]),
     "verl__extra_overrides": st.sampled_from([[], ["trainer.default_hdfs_dir=null"]]),
@@ -60,8 +67,25 @@ def test_diff_nonempty_iff_digests_differ_and_names_every_setting(a, b):
     if not d.same:
         assert d.explained or d.file_diffs, "a difference the diff does not show"
         assert d.files
-    old, new = dict(spec_settings(sa.spec)), dict(spec_settings(sb.spec))
+    old, new = _shown_as(sa.spec), _shown_as(sb.spec)
     changed = {k for k in old.keys() | new.keys()
                if k not in old or k not in new or repr(old[k]) != repr(new[k])}
-    shown = {c.setting for c in (*d.experiment, *d.resources, *d.reward)}
+    shown = {c.setting for c in (*d.experiment, *d.resources, *d.reward, *d.spec_only)}
     assert changed <= shown
+    if d.same:
+        assert not changed
+
+
+def _shown_as(spec) -> dict:
+    """What a reviewer must see change: every setting (a table entry by entry),
+    the reward plug-in and each of its options, and the GPUs set aside."""
+    out = {}
+    for name, value in spec_settings(spec):
+        if isinstance(value, dict):
+            out.update({f"{name}.{sub}": v for sub, v in flatten_table(value)})
+        else:
+            out[name] = value
+    out["reward.plugin"] = spec.reward.plugin
+    out.update({f"reward.options.{k}": v for k, v in flatten_table(spec.reward.options or {})})
+    out["resources.reward_gpus"] = spec.resources.reward_gpus
+    return out

@@ -13,6 +13,7 @@ import pytest
 from review_helpers import base, side, with_
 from tutorrl.compiler import keymap as keymap_module
 from tutorrl.compiler.keymap import load_keymap
+from tutorrl.compiler.resolve import resolve
 from tutorrl.compiler.settings import settings, variant_of
 from tutorrl.errors import SpecError
 from tutorrl.review.model import diff_sides
@@ -38,13 +39,32 @@ def test_retarget_between_real_releases():
     d = diff_sides(old, new)
     assert d.release is not None
     assert (d.release.old, d.release.new) == (old_release, new_release)
-    # Same settings: only keys move, so no setting is reported as changed.
-    assert not d.experiment and not d.reward and not d.resources
-    # The moves are exactly the settings whose target differs in the key map.
-    a = keymap_module.load_lock(old_release, variant_of(old.spec))
-    b = keymap_module.load_lock(new_release, variant_of(new.spec))
-    expected = {s for s, _ in settings(new.spec) if a.target(s) != b.target(s)}
-    assert {m.setting for m in d.release.moved} == expected
+    # Same spec: the only settings that change are those the reward plug-in
+    # fills per release (e.g. reward workers, where verl has a pool to size);
+    # each is said to be the plug-in's.
+    a, b = dict(settings(old.spec)), dict(settings(new.spec))
+    differ = {s for s in a.keys() | b.keys() if s not in a or s not in b or a[s] != b[s]}
+    assert not d.experiment and not d.resources
+    assert {c.setting for c in d.reward} == differ
+    assert all(c.note == "filled by reward plug-in chess-simulator" for c in d.reward)
+    # The moves are exactly the settings the compiler writes to other keys (or
+    # spells otherwise) in the two releases: its own overrides are the oracle.
+    wa, wb = _written(old), _written(new)
+    expected = {s for s in wa.keys() & wb.keys() if wa[s] != wb[s]}
+    assert expected, "two releases this far apart move some key"
+    assert {m.table or m.setting for m in d.release.moved} == expected
+
+
+def _written(side) -> dict[str, set]:
+    """{setting: {(key as written, spelling)}} of the overrides the compiler emits for a side."""
+    lock = keymap_module.load_lock(side.manifest.verl, variant_of(side.spec))
+    resolved, problems = resolve(side.spec, lock)
+    assert problems == []
+    out: dict[str, set] = {}
+    for o in resolved.overrides:
+        if o.setting != "variant":
+            out.setdefault(o.setting, set()).add((("+" if o.append else "") + o.key, o.spelling))
+    return out
 
 
 def test_unsupported_release_is_refused():

@@ -38,14 +38,40 @@ def _walk(node):
 def test_schema_is_strict_and_documented():
     schema = spec_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" and schema["title"]
-    assert set(schema["required"]) >= {"experiment", "data", "model", "rollout", "trainer", "reward"}
+    # Only the release is required: every verl setting left out is verl's default.
+    assert schema["required"] == ["experiment"]
+    assert schema["$defs"]["Experiment"]["required"] == ["verl"]
+    assert [name for name, d in schema["$defs"].items() if d.get("required")] == [
+        "Experiment", "reward-plugin:chess-prompted.PromptedOptions", "reward-plugin:chess-simulator.SimulatorOptions"]
     objects = [n for n in _walk(schema) if n.get("type") == "object" and "properties" in n]
     assert len(objects) >= 10 and all(n["additionalProperties"] is False for n in objects)
+    # Every field an editor offers says what it is.
+    for name, d in schema["$defs"].items():
+        for field, prop in d.get("properties", {}).items():
+            assert prop.get("description"), f"{name}.{field} has no description"
     # TOML has no null: "unset" is "left out", never a value an editor offers.
     assert not [n for n in _walk(schema) if n.get("type") == "null"]
+    # Patterns are ECMA-262 (what editors run): Python's end-of-string \Z would be a literal Z there.
+    patterns = [n["pattern"] for n in _walk(schema) if isinstance(n.get("pattern"), str)]
+    assert len(patterns) >= 5 and not [p for p in patterns if "\\Z" in p or "\\A" in p or "(?P" in p]
+    assert schema["$defs"]["Experiment"]["properties"]["verl"]["pattern"].endswith("$")
     rollout = schema["$defs"]["Rollout"]["properties"]
-    assert rollout["engine"]["enum"] == ["sglang", "vllm"] and rollout["engine"]["description"]
+    assert rollout["engine"]["enum"] == ["hf", "sglang", "vllm"] and rollout["engine"]["description"]
     assert rollout["top_p"]["exclusiveMinimum"] == 0.0 and rollout["top_p"]["maximum"] == 1.0
+
+
+def test_reward_options_follow_the_plugin():
+    """Each installed plug-in's options struct, chosen by reward.plugin, with its own documentation."""
+    reward = spec_schema()["$defs"]["Reward"]
+    assert reward["properties"]["plugin"]["enum"] == ["chess-prompted", "chess-simulator"]
+    chosen = {b["if"]["properties"]["plugin"]["const"]: b["then"]["properties"]["options"]["$ref"]
+              for b in reward["allOf"]}
+    assert chosen == {"chess-prompted": "#/$defs/reward-plugin:chess-prompted.PromptedOptions",
+                      "chess-simulator": "#/$defs/reward-plugin:chess-simulator.SimulatorOptions"}
+    sim = spec_schema()["$defs"]["reward-plugin:chess-simulator.SimulatorOptions"]
+    assert sim["description"].startswith("Options of the reward plug-in chess-simulator")
+    assert set(sim["required"]) == {"table", "adapter", "heads_checkpoint", "heads_metrics"}
+    assert sim["properties"]["device"]["default"] == "cuda" and sim["properties"]["device"]["pattern"].endswith("$")
 
 
 def test_cli_prints_the_schema(capsys):
@@ -75,6 +101,10 @@ def _schema_keys(validator, data) -> set[str]:
             keys |= {".".join(path + [k]) for k in error.instance if k not in allowed}
         elif error.validator == "required":
             keys |= {".".join(path + [k]) for k in error.validator_value if k not in error.instance}
+        elif error.validator == "dependentRequired":
+            # The compiler names the field that needs the missing one.
+            keys |= {".".join(path + [k]) for k, needs in error.validator_value.items()
+                     if k in error.instance and not set(needs) <= set(error.instance)}
         elif error.validator == "propertyNames":
             keys.add(".".join(path + [str(error.instance)]))
         else:
@@ -100,8 +130,17 @@ BROKEN = {
     "bad enum": (lambda d: d["rollout"].update(engine="vlm"), "rollout.engine"),
     "bad enum in a list": (lambda d: d["trainer"].update(loggers=["console", "wandbb"]), "trainer.loggers.1"),
     "bad pattern": (lambda d: d["experiment"].update(verl="latest"), "experiment.verl"),
-    "missing key": (lambda d: d["trainer"].pop("total_steps"), "trainer.total_steps"),
-    "missing section": (lambda d: d.pop("rollout"), "rollout"),
+    "missing key": (lambda d: d["experiment"].pop("verl"), "experiment.verl"),
+    "missing section": (lambda d: d.pop("experiment"), "experiment"),
+    # [reward.options] against the options of the plug-in reward.plugin names.
+    "unknown plug-in": (lambda d: d["reward"].update(plugin="chess-simulatr"), "reward.plugin"),
+    "unknown option": (lambda d: d["reward"]["options"].update(adaptr="x"), "reward.options.adaptr"),
+    "option of the other plug-in": (lambda d: d["reward"]["options"].update(student_model="m"),
+                                    "reward.options.student_model"),
+    "option out of range": (lambda d: d["reward"]["options"].update(scale_cp=0.0), "reward.options.scale_cp"),
+    "option bad pattern": (lambda d: d["reward"]["options"].update(device="gpu"), "reward.options.device"),
+    "missing option": (lambda d: d["reward"]["options"].pop("table"), "reward.options.table"),
+    "options without a plug-in": (lambda d: d["reward"].pop("plugin"), "reward.options"),
 }
 
 

@@ -47,11 +47,8 @@ trainer_gpus_per_node = {gpus}
 reward_gpus = 0
 
 [reward]
-kind = "custom"
 module = "tutorrl_test_reward"
-
-[reward.custom]
-kwargs = {{}}
+function = "compute_score"
 
 [env]
 set = {{ {env} }}

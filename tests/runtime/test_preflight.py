@@ -1,15 +1,22 @@
 from types import SimpleNamespace as NS
 
+import msgspec
 import pytest
 
+from tutorrl.compiler.spec import Spec
 from tutorrl.errors import RefusedError
 from tutorrl.runtime import preflight
 from tutorrl.runtime.cluster import Resources, is_loopback, normalise_address
 
-
-def _spec(train="data/t.parquet", val="data/v.parquet", model="Qwen/Qwen2.5-0.5B", nodes=1, gpn=2, reward=1):
-    return NS(data=NS(train=train, val=val), model=NS(path=model),
-              resources=NS(nodes=nodes, trainer_gpus_per_node=gpn, reward_gpus=reward))
+def _spec(train="data/t.parquet", val="data/v.parquet", model="Qwen/Qwen2.5-0.5B", nodes=1, gpn=2, rgpus=1,
+          verl="0.9.1", **sections):
+    """A real (parsed) spec; ``None`` leaves a field unset, so verl's default applies."""
+    resources = {k: v for k, v in (("nodes", nodes), ("trainer_gpus_per_node", gpn), ("reward_gpus", rgpus))
+                 if v is not None}
+    return msgspec.convert({"experiment": {"verl": verl},
+                            "data": {k: v for k, v in (("train", train), ("val", val)) if v is not None},
+                            "model": {} if model is None else {"path": model},
+                            "resources": resources, **sections}, Spec)
 
 
 def test_paths_uris_home_and_hub_ids(tmp_path, monkeypatch):
@@ -23,9 +30,10 @@ def test_paths_uris_home_and_hub_ids(tmp_path, monkeypatch):
 
 def test_missing_paths_are_all_reported(tmp_path):
     f = preflight.Findings()
-    preflight.check_paths(_spec(train="[data/a.parquet, s3://b/c]", model="./models/tutor"), tmp_path, f)
+    preflight.check_paths(_spec(train=["data/a.parquet", "s3://b/c"], model="./models/tutor"), tmp_path, f)
     text = "\n".join(f.problems)
     assert "data.train: 'data/a.parquet'" in text and "data.val" in text and "model.path" in text
+    assert len(f.problems) == 3 and any("s3://b/c" in n and "remote" in n for n in f.notes)
     with pytest.raises(RefusedError, match="nothing was submitted"):
         f.raise_if_any("local checks")
 
@@ -44,10 +52,47 @@ def _res(gpus, cpus=2.0, nodes=1):
 
 def test_gpu_shortfall_is_refused_and_explained():
     f = preflight.Findings()
-    preflight.check_cluster(_spec(nodes=2, gpn=2, reward=1), {"entrypoint_num_cpus": 1}, _res(4),
+    preflight.check_cluster(_spec(nodes=2, gpn=2, rgpus=1), {"entrypoint_num_cpus": 1}, _res(4),
                             dry_run=False, where="the cluster", findings=f)
     assert len(f.problems) == 1
     assert "needs 5 GPU" in f.problems[0] and "has 4 GPU" in f.problems[0]
+    assert "resources.nodes 2 x trainer_gpus_per_node 2 + reward_gpus 1" in f.problems[0]
+
+
+def test_unset_resources_count_as_verls_defaults():
+    # Unset: verl's defaults for the target release (one node of 8 GPUs), read
+    # from the release's lock; the message says they are defaults.
+    assert preflight.gpu_layout(_spec(nodes=None, gpn=None, rgpus=None)) == (1, 8, 0)
+    assert preflight.needed_gpus(_spec(nodes=2, gpn=None, rgpus=1)) == 17
+    f = preflight.Findings()
+    preflight.check_cluster(_spec(nodes=None, gpn=None, rgpus=None), {"entrypoint_num_cpus": 1}, _res(4),
+                            dry_run=False, where="the cluster", findings=f)
+    (problem,) = f.problems
+    assert "needs 8 GPU" in problem
+    assert ("resources.nodes 1 (verl 0.9.1's default) x trainer_gpus_per_node 8 (verl 0.9.1's default) "
+            "+ reward_gpus 0") in problem
+
+
+def test_a_string_is_one_data_file_as_verl_reads_it(tmp_path):
+    # The compiler hands a string to verl as one quoted string, which verl opens
+    # as one file: a bracketed string is not a list (a TOML list is).
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.parquet").write_bytes(b"")
+    f = preflight.Findings()
+    preflight.check_paths(_spec(train="[data/a.parquet]", val=None, model=None), tmp_path, f)
+    assert [p.split(" does not")[0] for p in f.problems] == ["data.train: '[data/a.parquet]'"]
+
+
+def test_a_release_this_tutorrl_does_not_map_still_gets_a_gpu_count():
+    # A bundle compiled by another tutorrl for a release this one has no lock
+    # for: the spec's own numbers count; unset ones are said to be unknown.
+    spec = _spec(nodes=1, gpn=2, rgpus=1, verl="0.0.1")
+    assert preflight.gpu_layout(spec) == (1, 2, 1)
+    f = preflight.Findings()
+    preflight.check_cluster(_spec(nodes=None, gpn=None, rgpus=0, verl="0.0.1"), {"entrypoint_num_cpus": 1},
+                            _res(1), dry_run=False, where="x", findings=f)
+    (problem,) = f.problems
+    assert "needs 8 GPU" in problem and "0.0.1" in problem
 
 
 def test_dry_run_skips_gpus_and_says_so():
@@ -59,7 +104,7 @@ def test_dry_run_skips_gpus_and_says_so():
 
 def test_entrypoint_must_fit_one_node():
     f = preflight.Findings()
-    preflight.check_cluster(_spec(gpn=1, reward=0), {"entrypoint_num_cpus": 4}, _res(2, cpus=2, nodes=2),
+    preflight.check_cluster(_spec(gpn=1, rgpus=0), {"entrypoint_num_cpus": 4}, _res(2, cpus=2, nodes=2),
                             dry_run=False, where="x", findings=f)
     assert any("CPU=4" in p for p in f.problems)
 
@@ -80,15 +125,22 @@ def test_addresses():
 
 
 def test_relative_paths_are_refused_for_a_real_run_on_an_existing_cluster():
-    spec = NS(data=NS(train="[data/a.parquet, /abs/b.parquet]", val="hdfs://nn/v.parquet"),
-              model=NS(path="Qwen/Qwen2.5-0.5B"), trainer=NS(output_dir="checkpoints/x"),
-              reward=NS(table="tables/r.json", simulator=NS(adapter="/m/a", heads_checkpoint="~/h.pt",
-                                                             heads_metrics="../m.json")))
+    # The reward plug-in names the files its reward reads (here: the chess simulator's).
+    spec = _spec(train=["data/a.parquet", "/abs/b.parquet"], val="hdfs://nn/v.parquet", model="Qwen/Qwen2.5-0.5B",
+                 trainer={"output_dir": "checkpoints/x"},
+                 reward={"plugin": "chess-simulator",
+                         "options": {"table": "tables/r.json", "adapter": "/m/a", "heads_checkpoint": "~/h.pt",
+                                     "heads_metrics": "../m.json"}})
     f = preflight.Findings()
     preflight.check_relative_paths(spec, "http://head:8265", f)
     refused = sorted(p.split(":")[0] for p in f.problems)
-    assert refused == ["data.train", "reward.simulator.heads_metrics", "reward.table", "trainer.output_dir"]
+    assert refused == ["data.train", "reward.options.heads_metrics", "reward.options.table", "trainer.output_dir"]
     assert all("do not run in this folder" in p for p in f.problems)
+    # A reward file of the core spec (verl's custom_reward_function.path) is a path too.
+    f = preflight.Findings()
+    preflight.check_relative_paths(_spec(train=None, val=None, model=None, reward={"path": "rewards/gsm8k.py"}),
+                                   "http://head:8265", f)
+    assert [p.split(":")[0] for p in f.problems] == ["reward.path"]
 
 
 # -- the reward function, imported in the job's Python -------------------------

@@ -116,7 +116,10 @@ def test_interrupt_stops_job_and_head(make_bundle, workdir):
 def test_tampered_bundle_is_refused_before_anything_starts(make_bundle, workdir):
     bundle = make_bundle()
     launch = bundle / "launch.sh"
-    launch.write_text(launch.read_text().replace("data.seed=1", "data.seed=2"))
+    text = launch.read_text()
+    tampered = text.replace("trainer.total_training_steps=1", "trainer.total_training_steps=2")
+    assert tampered != text
+    launch.write_text(tampered)
     proc = run_tutorrl(["run", str(bundle)], workdir)
     assert proc.returncode == 2
     assert "launch.sh was modified" in proc.stderr
