@@ -30,8 +30,13 @@ def _apply_plugin(spec: Spec) -> Spec:
     for field, value in plugin.normalize(spec, options).items():
         section, _, name = field.partition(".")
         if section == "reward":
-            if getattr(reward, name) is None:  # what the user set wins
+            mine = getattr(reward, name)
+            if mine is None:
                 reward = msgspec.structs.replace(reward, **{name: value})
+            elif isinstance(mine, dict) and isinstance(value, dict):
+                # A table the plug-in fills: the user's entries win one by one.
+                reward = msgspec.structs.replace(reward, **{name: {**value, **mine}})
+            # else: what the user set wins
         elif field == "env.set":
             env = msgspec.structs.replace(env, set={**value, **env.set})
         else:

@@ -102,7 +102,7 @@ def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
     out += _parallel_layout(spec, value)
     out += _reward(spec)
     out += _env(spec)
-    out += _trainer(spec)
+    out += _trainer(spec, value)
     return out
 
 
@@ -192,9 +192,19 @@ def _parallel_layout(spec: Spec, value: Effective) -> list[Finding]:
     return out
 
 
+_NOSET = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
+
+
 def _reward(spec: Spec) -> list[Finding]:
     out: list[Finding] = []
     r = spec.reward
+    if (spec.resources.reward_gpus or 0) > 0 and _NOSET not in spec.env.set:
+        # verl asks Ray for no GPUs on its reward workers, and Ray then hides
+        # every GPU from them: the GPUs set aside would be invisible.
+        out.append(Finding("resources.reward_gpus",
+                           f"{spec.resources.reward_gpus} GPU(s) are set aside for the reward, but Ray hides GPUs from "
+                           "verl's reward workers", f"set env.set.{_NOSET} = \"1\" (a reward plug-in may do it)",
+                           "warning"))
     if r.module is not None and r.path is not None:
         out.append(Finding("reward.path", "reward.module and reward.path both name the reward's code",
                            "keep one: a module installed where the job runs, or a file"))
@@ -228,8 +238,15 @@ def _env(spec: Spec) -> list[Finding]:
     return out
 
 
-def _trainer(spec: Spec) -> list[Finding]:
+def _trainer(spec: Spec, value: "Effective | None" = None) -> list[Finding]:
     out: list[Finding] = []
+    loggers = value("trainer.loggers") if value is not None else spec.trainer.loggers
+    if isinstance(loggers, list) and "wandb" in loggers and "WANDB_API_KEY" not in spec.env.passthrough \
+            and "WANDB_MODE" not in spec.env.set:
+        how = "trainer.loggers includes" if spec.trainer.loggers else "verl's default trainer.loggers includes"
+        out.append(Finding("trainer.loggers", f"{how} wandb, which fails without an account",
+                           "pass WANDB_API_KEY through (env.passthrough), or set trainer.loggers = [\"console\"]",
+                           "warning"))
     for name in ("save_freq", "test_freq"):
         if getattr(spec.trainer, name) == 0:
             out.append(Finding(f"trainer.{name}", "0 means never in verl", "-1 says never plainly", "warning"))

@@ -382,26 +382,26 @@ class Spec(Section):
 
 
 def to_builtins(spec: Struct) -> dict:
-    """The spec as plain data with unset (``None``) fields and empty sections left out."""
-    return _drop_empty(msgspec.to_builtins(spec))
+    """The spec as plain data: unset (``None``) fields and sections with nothing set left out.
 
-
-def _drop_empty(value):
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            v = _drop_empty(v)
-            if v is None or (isinstance(v, dict) and not v and k not in _KEEP_EMPTY):
+    Tables keep every entry, empty ones included: an empty table entry is a
+    value verl receives (``+key={}``), so the bundle's spec.toml must say it.
+    """
+    out = {}
+    for name in spec.__struct_fields__:
+        value = getattr(spec, name)
+        if value is None:
+            continue
+        if isinstance(value, Struct):
+            value = to_builtins(value)
+            if not value:
                 continue
-            out[k] = v
-        return out
-    if isinstance(value, list):
-        return [_drop_empty(v) for v in value]
-    return value
-
-
-# Tables whose emptiness is itself a value the user wrote.
-_KEEP_EMPTY = frozenset()
+        else:
+            value = msgspec.to_builtins(value)
+            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "extra_overrides"):
+                continue
+        out[name] = value
+    return out
 
 
 def get_field(spec: Struct, path: str):

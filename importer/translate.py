@@ -73,6 +73,9 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     """The spec for a launch of ``release`` (raises SpecError for an unsupported release)."""
     variant = variant or variant_of(config_name, overrides)
     lock = load_lock(release, variant)
+    from tutorrl.compiler.keysets import load_keyset
+
+    keyset = load_keyset(release, variant)
     parser = _parser()
     spec: dict = {"experiment": {"verl": release}}
     if variant == "megatron":
@@ -112,7 +115,9 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         value = parsed.value()
         home = _home(key, value, by_key, tables)
         moved = ""
-        if home is None:
+        if home is None and not keyset.has(key):
+            # Only a key this release lacks is a moved one: a key it declares
+            # under another setting's old name is its own key.
             home, moved = _moved_home(key, value, lock, by_key, tables)
         if home is None:
             extra.append(text)

@@ -15,7 +15,8 @@ import msgspec
 from msgspec import Meta, Struct
 
 from tutorrl import __version__
-from tutorrl.compiler.keymap import release_tuple
+from tutorrl.compiler import keymap
+from tutorrl.compiler.settings import variant_of
 
 _DEVICE = r"^(cpu|cuda(:[0-9]+)?)\Z"
 
@@ -50,6 +51,11 @@ class PromptedOptions(_Options):
 _REWARD_GPU_ENV = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
 
 
+def _has_reward_workers(spec) -> bool:
+    """Whether the spec's release has verl's reward.num_workers (asked of its lock, not a version cut-off)."""
+    return "reward.workers" in keymap.load_lock(spec.experiment.verl, variant_of(spec)).targets
+
+
 class _Chess:
     version = __version__
     module = ""
@@ -65,10 +71,10 @@ class _Chess:
             "reward.function": "compute_score",
             "reward.kwargs": self._kwargs(options),
         }
-        if release_tuple(spec.experiment.verl) >= (0, 7, 1, 0):
+        if _has_reward_workers(spec):
             # One reward worker per GPU set aside: verl's default of eight
-            # workers would put eight simulators on one card. Before 0.7.1
-            # verl has no reward worker pool to size.
+            # workers would put eight simulators on one card. Releases without
+            # a reward worker pool (before 0.7.1) have nothing to size.
             fill["reward.workers"] = max(1, reward_gpus)
         if reward_gpus:
             fill["env.set"] = dict(_REWARD_GPU_ENV)

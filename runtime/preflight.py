@@ -68,6 +68,9 @@ def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -
             entries.append((f"data.{key}", item, False))
     if spec.model.path is not None:
         entries.append(("model.path", spec.model.path, True))
+    # The reward's own files: a reward file, and what a plug-in reads.
+    entries += [(key, raw, False) for key, raw in spec_paths(spec)
+                if key == "reward.path" or key.startswith("reward.options.")]
     for key, raw, may_be_hub in entries:
         if _URI.match(raw):
             findings.notes.append(f"{key} = {raw!r} is remote; not checked here")

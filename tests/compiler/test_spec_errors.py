@@ -34,6 +34,7 @@ BASE = textwrap.dedent("""\
 
     [trainer]
     total_steps = 10
+    loggers = ["console"]
 
     [resources]
     trainer_gpus_per_node = 2
@@ -131,7 +132,7 @@ def test_list_element_is_located():
 def test_inline_table_key_is_located():
     (p,) = problems(BASE + '\n[env]\nset = { A = "x", B = 2 }\n')
     assert p.key == "env.set.B"
-    assert (p.line, p.column) == (32, 18)
+    assert (p.line, p.column) == (33, 18)
 
 
 def test_control_characters_are_refused():

@@ -67,6 +67,7 @@ def _bundle(tmp_path: Path) -> Path:
     data = tomllib.loads((support.SPECS / "gsm8k_custom_reward.toml").read_text())
     data["resources"]["trainer_gpus_per_node"] = 1
     data["trainer"]["output_dir"] = "ckpt"
+    data["trainer"]["evidence_callback"] = True
     compiled = compile_bytes(tomli_w.dumps(data).encode(), "spec.toml")
     return write_bundle(reseal(compiled, launch_sh=STANDIN.encode()), tmp_path / "bundles").path
 
@@ -91,6 +92,10 @@ def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
     (work / "data" / "gsm8k").mkdir(parents=True)
     for name in ("train.parquet", "test.parquet"):
         (work / "data" / "gsm8k" / name).write_bytes(b"")
+    # The spec's reward module, importable where the job starts (the preflight imports it).
+    (work / "my_rewards").mkdir()
+    (work / "my_rewards" / "__init__.py").write_text("")
+    (work / "my_rewards" / "gsm8k.py").write_text("def score(*args, **kwargs):\n    return 0.0\n")
     bundle = _bundle(tmp_path)
 
     ok = _run(bundle, work, first_step=1, exit_code=0)

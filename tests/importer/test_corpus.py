@@ -22,12 +22,16 @@ _SPEC.loader.exec_module(corpus)
 
 def test_classify_spec_extra_refused():
     assert corpus.classify("actor_rollout_ref.actor.optim.lr=1e-6", "0.7.1", "fsdp") == ("spec", "actor.lr")
-    assert corpus.classify("data.truncation=error", "0.7.1", "fsdp") == ("extra", "")
+    assert corpus.classify("data.truncation=error", "0.7.1", "fsdp") == ("spec", "data.truncation")
+    assert corpus.classify("trainer.ray_wait_register_center_timeout=60", "0.7.1", "fsdp") == (
+        "extra", "no spec field for this key")
+    cls, why = corpus.classify("custom_reward_function.path=x.py", "0.9.1", "fsdp")
+    assert cls == "dropped" and "never reads it" in why
     cls, why = corpus.classify("reward_model.use_reward_loop=True", "0.7.1", "fsdp")
     assert cls == "refused" and "no key 'reward_model.use_reward_loop'" in why
     cls, why = corpus.classify("+trainer.nnodes=2", "0.7.1", "fsdp")
     assert cls == "spec"  # the key has a spec home whatever its spelling
-    cls, why = corpus.classify("+data.truncation=error", "0.7.1", "fsdp")
+    cls, why = corpus.classify("+trainer.ray_wait_register_center_timeout=60", "0.7.1", "fsdp")
     assert cls == "refused" and "already exists" in why
 
 
@@ -77,7 +81,7 @@ def test_aggregate_counts_and_groups():
     assert c["refused_by_reason"] == [{"reason": "no key '…'", "overrides": 2, "keys": 2}]
     assert s["keys_by_scripts"][0] == {"key": "x", "scripts": 2}
     text = corpus.render_readme([s], ["python tools/corpus.py run --verl-git D --tag v9"])
-    assert "| v9 | wheel | 3 | 2 | 2 |" in text
+    assert "| v9 | 3 | 2 | 2 |" in text
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -141,7 +145,10 @@ def test_one_tag_end_to_end(fake_verl, tmp_path):
     assert comp["ok"] == 1 and comp["failed"] == 2  # the own-config launch composes; `+` on a set key; no such key
     c = summary["classification"]
     assert summary["target"] == "0.9.1" and summary["overrides"] == 8
-    assert (c["spec"]["overrides"], c["extra"]["overrides"], c["refused"]["overrides"]) == (4, 2, 2)
+    # Every key with a spec field lands there, whatever its '+'; the unknown key is refused.
+    assert (c["spec"]["overrides"], c["extra"]["overrides"], c["refused"]["overrides"]) == (7, 0, 1)
+    # The launch that composes (its own config) imports and composes to the identical config.
+    assert summary["round_trip"]["launches_composing"] == 1 and summary["round_trip"]["exact"] == 1
     by_script = {s["script"]: s for s in detail["scripts"]}
     assert by_script["examples/grpo/run.sh"]["unset"] == {"NNODES": "__UNSET_NNODES__"}
     assert by_script["examples/own/run.sh"]["launches"][0]["config_path"] == "examples/own/config"

@@ -32,6 +32,7 @@ exec "$python_bin" -m verl.trainer.main_ppo --config-name ppo_trainer "$@" \
   +actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager=true \
   trainer.total_training_steps=50 \
   trainer.save_freq=10 \
+  'trainer.logger=["console"]' \
   'trainer.resume_mode="disable"' \
   trainer.n_gpus_per_node=8 \
   'reward.custom_reward_function.path="pkg://my_rewards.gsm8k"' \
