@@ -32,8 +32,8 @@ name = "bench-trivial"
 verl = "0.9.1"
 project = "bench"
 [data]
-train = "data/train.parquet"
-val = "data/val.parquet"
+train = "{root}/data/train.parquet"
+val = "{root}/data/val.parquet"
 train_batch_size = 8
 [model]
 path = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -45,17 +45,15 @@ engine = "vllm"
 n = 2
 [trainer]
 total_steps = 1
-output_dir = "out"
+output_dir = "{root}/out"
 loggers = ["console"]
 [resources]
 nodes = 1
 trainer_gpus_per_node = 1
 reward_gpus = 0
 [reward]
-kind = "custom"
 module = "bench_reward"
-[reward.custom]
-kwargs = {}
+function = "compute_score"
 """
 TRIVIAL = "#!/usr/bin/env bash\necho hello from the trivial bundle\n"
 
@@ -66,8 +64,11 @@ def trivial_bundle(root: Path) -> Path:
     from tutorrl.compiler.bundle import reseal
 
     spec = root / "bench.toml"
-    spec.write_text(SPEC)
+    # Absolute paths: a real run on an existing cluster refuses relative ones
+    # (verl's workers there do not run in this folder).
+    spec.write_text(SPEC.replace("{root}", str(root)))
     path = write_bundle(reseal(compile_spec(spec), launch_sh=TRIVIAL.encode()), root / "bundles").path
+    (root / "bench_reward.py").write_text("def compute_score(*args, **kwargs):\n    return 0.0\n")
     (root / "data").mkdir()
     for name in ("train.parquet", "val.parquet"):
         (root / "data" / name).write_bytes(b"")

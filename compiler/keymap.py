@@ -18,11 +18,9 @@ Two layers, both data:
   the ``keymap_digest`` a manifest records.
 """
 
-from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -322,6 +320,8 @@ def _absent_why(setting: Setting, release: str, variant: Variant) -> str:
 
 def encode_lock(lock: Lock) -> bytes:
     """Canonical JSON of a lock (sorted keys, one target per line)."""
+    import json
+
     data = msgspec.to_builtins(lock, order="sorted")
     targets = data.pop("targets")
     head = json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1)

@@ -74,9 +74,16 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     except tomllib.TOMLDecodeError as exc:
         raise SpecError([_syntax_problem(exc, name)]) from None
 
-    positions = key_positions(text)
-    locate = Locator(name, positions)
-    problems = list(_check_struct(data, Spec, (), locate))
+    # Positions are only needed to report a problem: computed on first use.
+    locate = Locator(name, lambda: key_positions(text))
+    try:
+        # The common case -- a valid spec -- is decided by msgspec alone; the
+        # field-by-field walk below only runs to say where every problem is.
+        spec = msgspec.convert(data, Spec)
+        problems = []
+    except msgspec.ValidationError:
+        spec = None
+        problems = list(_check_struct(data, Spec, (), locate))
     problems += [locate(p, "control characters other than tab cannot travel through the launch script")
                  for p in _control_chars(data, ())]
     problems += list(_check_plugin_options(data, locate))
@@ -85,7 +92,7 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
                  for p, name in _placeholders(data, ())]
     if problems:
         raise SpecError(problems)
-    return msgspec.convert(data, Spec), locate
+    return spec, locate
 
 
 def _check_plugin_options(data: dict, locate: "Locator"):
@@ -101,7 +108,11 @@ def _check_plugin_options(data: dict, locate: "Locator"):
         for problem in exc.problems:
             yield locate(("reward", "plugin"), problem.message, problem.hint)
         return
-    yield from _check_struct(reward.get("options", {}), plugin.Options, ("reward", "options"), locate)
+    options = reward.get("options", {})
+    try:
+        msgspec.convert(options, plugin.Options)
+    except msgspec.ValidationError:
+        yield from _check_struct(options, plugin.Options, ("reward", "options"), locate)
 
 
 def _syntax_problem(exc: tomllib.TOMLDecodeError, name: str) -> Problem:
@@ -120,9 +131,15 @@ def _syntax_problem(exc: tomllib.TOMLDecodeError, name: str) -> Problem:
 class Locator:
     """Turns a key path and a message into a located :class:`Problem`."""
 
-    def __init__(self, file: str, positions: dict[KeyPath, tuple[int, int]]):
+    def __init__(self, file: str, positions):
         self.file = file
-        self.positions = positions
+        self._positions = positions  # a dict, or a function that computes it
+
+    @property
+    def positions(self) -> dict[KeyPath, tuple[int, int]]:
+        if callable(self._positions):
+            self._positions = self._positions()
+        return self._positions
 
     def __call__(self, path: Iterable[str], message: str, hint: str | None = None) -> Problem:
         path = tuple(path)

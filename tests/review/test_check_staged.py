@@ -196,7 +196,7 @@ def test_check_needs_only_the_core_dependencies(repo, git_env):
     --staged` must run with nothing else importable (stdlib aside)."""
     core = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(">")[0].split("=")[0].split("<")[0].strip().replace("-", "_").lower() for d in core}
-    allowed = names | {"tutorrl", "markupsafe"}  # markupsafe: jinja2's own dependency
+    allowed = names | {"tutorrl"}
     code = f"""
 import sys
 allowed = {sorted(allowed)!r}

@@ -1,0 +1,45 @@
+"""Every benchmark runs at its smallest size: benchmarks rot unless they run.
+
+These assert that each one completes and prints its table with every row --
+never a timing (speed is what the benchmarks themselves report).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _bench(name: str, *args: str, timeout: int = 600) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    proc = subprocess.run([sys.executable, str(BENCH / name), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_bench_compile_smallest():
+    out = _bench("bench_compile.py", "--runs", "1", "--verl-runs", "0")
+    for row in ("python -c pass (same interpreter)", "tutorrl compile (cold process, writes)",
+                "tutorrl compile (unchanged: no-op)", "compile_bytes (in process, warm)"):
+        assert row in out, out
+
+
+def test_bench_hash_smallest():
+    out = _bench("bench_hash.py", "--size-gib", "0.01", "--repeat", "1")
+    assert "tutorrl manifest" in out and "sha256sum" in out, out
+
+
+@pytest.mark.slow
+def test_bench_run_smallest():
+    out = _bench("bench_run.py", "--repeat", "1")
+    for row in ("ray job submit", "sdk submit+poll", "tutorrl run --address", "embedded head start",
+                "tutorrl run (embedded, cold)"):
+        assert row in out, out
