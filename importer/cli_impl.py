@@ -110,6 +110,10 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
 
 
 def cmd_import(args) -> int:
+    try:
+        import hydra  # noqa: F401  (Hydra's own parser and composer decide what a launch means)
+    except ImportError:
+        raise RefusedError("tutorrl import needs Hydra: pip install 'tutorrl[import]'") from None
     from tutorrl.importer.translate import render_spec, translate, validate, variant_of
 
     source, config_name, config_path, overrides, unset, others = _launch_from_args(args)
