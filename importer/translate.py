@@ -259,7 +259,33 @@ def validate(translation: Translation) -> Translation:
                 moved = True
             if not moved:
                 break
+    spec, mapped = _drop_unread(translation, spec, mapped)
     return msgspec.structs.replace(translation, spec=spec, mapped=mapped)
+
+
+def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
+    """Raw overrides verl would accept and never read are dropped and named, as the compiler would refuse them."""
+    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.compiler.resolve import check_extra
+
+    extra = spec.get("verl", {}).get("extra_overrides", [])
+    if not extra:
+        return spec, mapped
+    lock = load_lock(translation.release, translation.variant)
+    keyset = load_keyset(translation.release, translation.variant)
+    keep = []
+    for text in extra:
+        _, problem = check_extra(text, lock, keyset, {})
+        if problem is not None and "never read it" in problem[0]:
+            index = next(i for i, m in enumerate(mapped) if m.override == text)
+            mapped[index] = msgspec.structs.replace(mapped[index], how="dropped", note=problem[0])
+        else:
+            keep.append(text)
+    if keep:
+        spec["verl"]["extra_overrides"] = keep
+    else:
+        spec.pop("verl", None)
+    return spec, mapped
 
 
 def _owner(mapped: list[Mapped], key: str) -> int | None:
