@@ -226,6 +226,13 @@ _STEP = re.compile(r"\[(\d+)\]|\[\"((?:[^\"\\]|\\.)*)\"\]|\.(\w+)")
 
 def _check_value(value: Any, hint: Any, path: KeyPath, locate: Locator):
     inner = _unwrap(hint)
+    if typing.get_origin(inner) is Union and isinstance(value, (list, dict)):
+        # A value that is a list (or table) can only be the union's list (or
+        # dict) member: check it against that, so the element is located.
+        kind = list if isinstance(value, list) else dict
+        members = [a for a in typing.get_args(inner) if typing.get_origin(_unwrap(a)) is kind]
+        if len(members) == 1:
+            hint, inner = members[0], _unwrap(members[0])
     if typing.get_origin(inner) is dict and isinstance(value, dict):
         # msgspec does not say which entry of a dict failed: check each one.
         key_type, value_type = typing.get_args(inner)

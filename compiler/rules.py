@@ -241,6 +241,7 @@ def _env(spec: Spec) -> list[Finding]:
 def _trainer(spec: Spec, value: "Effective | None" = None) -> list[Finding]:
     out: list[Finding] = []
     loggers = value("trainer.loggers") if value is not None else spec.trainer.loggers
+    loggers = [loggers] if isinstance(loggers, str) else loggers
     if isinstance(loggers, list) and "wandb" in loggers and "WANDB_API_KEY" not in spec.env.passthrough \
             and "WANDB_MODE" not in spec.env.set:
         how = "trainer.loggers includes" if spec.trainer.loggers else "verl's default trainer.loggers includes"
@@ -251,7 +252,7 @@ def _trainer(spec: Spec, value: "Effective | None" = None) -> list[Finding]:
         if getattr(spec.trainer, name) == 0:
             out.append(Finding(f"trainer.{name}", "0 means never in verl", "-1 says never plainly", "warning"))
     loggers = spec.trainer.loggers or []
-    if len(set(loggers)) != len(loggers):
+    if isinstance(loggers, list) and len(set(loggers)) != len(loggers):
         out.append(Finding("trainer.loggers", "a logger is listed twice", None, "warning"))
     if spec.trainer.resume_from is not None and spec.trainer.resume_mode not in (None, "resume_path"):
         out.append(Finding("trainer.resume_from", "verl reads resume_from only with resume_mode = \"resume_path\"",

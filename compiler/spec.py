@@ -154,6 +154,7 @@ class MegatronLayout(Section):
     sequence_parallel: opt(bool, "Megatron sequence parallelism (with tensor parallelism).") = None
     use_dist_checkpointing: opt(bool, "Load weights from a Megatron distributed checkpoint.") = None
     dist_checkpointing_path: opt(Text, "Where that distributed checkpoint is.") = None
+    use_mbridge: opt(bool, "Build the Megatron model through mbridge (Hugging Face <-> Megatron weights).") = None
     transformer_overrides: opt(Table, (
         "Entries passed whole into Megatron's TransformerConfig (verl's override_transformer_config), "
         "e.g. MoE routing, fusions, recomputation.")) = None
@@ -188,6 +189,7 @@ class Actor(Section):
     param_offload: opt(bool, "Offload parameters to the CPU (FSDP's fsdp_config, or Megatron's).") = None
     optimizer_offload: opt(bool, "Offload optimizer state to the CPU (FSDP's fsdp_config, or Megatron's).") = None
     grad_offload: opt(bool, "Offload gradients to the CPU (Megatron).") = None
+    use_torch_compile: opt(bool, "torch.compile the actor's loss and log-prob computations.") = None
     fsdp_size: opt(Annotated[int, Meta(ge=-1, le=_I64)], "FSDP shard group size (-1: all GPUs).") = None
     mixed_precision: opt(Table, "FSDP mixed precision (param_dtype, reduce_dtype, buffer_dtype), read whole by verl.") = None
     megatron: opt(MegatronLayout, "Megatron parallel layout of the actor; only with strategy = \"megatron\".") = None
@@ -201,6 +203,7 @@ class Ref(Section):
     log_prob_use_dynamic_bsz: opt(bool, "Dynamic batch sizes for the reference pass.") = None
     param_offload: opt(bool, "Offload the reference model's parameters to the CPU.") = None
     ulysses_sequence_parallel_size: opt(PosInt, "Ulysses sequence parallelism of the reference pass.") = None
+    use_torch_compile: opt(bool, "torch.compile the reference pass.") = None
     megatron: opt(MegatronLayout, "Megatron layout of the reference model (Megatron runs).") = None
 
 
@@ -244,6 +247,7 @@ class Rollout(Section):
     log_prob_micro_batch_size: opt(PosInt, "Legacy global micro-batch of the old log-prob pass.") = None
     log_prob_max_token_len_per_gpu: opt(PosInt, "Token budget per GPU for the log-prob pass with dynamic batch sizes.") = None
     log_prob_use_dynamic_bsz: opt(bool, "Dynamic batch sizes for the log-prob pass.") = None
+    layered_summon: opt(bool, "Gather FSDP weights layer by layer when syncing them to the engine (saves memory).") = None
     enable_chunked_prefill: opt(bool, "Chunked prefill in the engine.") = None
     max_num_batched_tokens: opt(PosInt, "Most tokens the engine batches at once.") = None
     max_num_seqs: opt(PosInt, "Most sequences the engine runs at once.") = None
@@ -293,7 +297,8 @@ class Trainer(Section):
     output_dir: opt(Text, (
         "Checkpoint folder (verl's trainer.default_local_dir). Relative paths are relative to where the job runs "
         "(the folder `tutorrl run` is started in, on its embedded Ray head).")) = None
-    loggers: opt(Annotated[list[Logger], Meta(min_length=1)], "Trackers (verl's trainer.logger).") = None
+    loggers: opt(Union[Logger, Annotated[list[Logger], Meta(min_length=1)]], (
+        "Trackers (verl's trainer.logger): a list, or one name as verl also accepts.")) = None
     log_val_generations: opt(NonNegInt, "Validation generations logged per validation.") = None
     resume_mode: opt(Literal["auto", "disable", "resume_path"], "Resume from the latest checkpoint, start fresh, or from resume_from.") = None
     resume_from: opt(Text, "Checkpoint to resume from with resume_mode = \"resume_path\".") = None
@@ -323,6 +328,7 @@ class RewardModel(Section):
     max_length: opt(PosInt, "Longest sequence the reward model scores.") = None
     param_offload: opt(bool, "Offload the reward model's parameters to the CPU.") = None
     use_remove_padding: opt(bool, "Pack the reward model's sequences without padding.") = None
+    use_reward_loop: opt(bool, "Score through verl 0.7.0's reward loop (0.7.1 always does).") = None
 
 
 class Reward(Section):

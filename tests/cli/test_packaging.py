@@ -132,7 +132,7 @@ def test_wheel_holds_every_module_and_data_file(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     data = _data_files()
     assert any(n.endswith(".toml") for n in data) and any(n.endswith(".json") for n in data)
-    assert any(n.endswith(".j2") for n in data)
+    assert any(n.endswith(".tmpl") for n in data) and any("keymap/lock/" in n for n in data)
     missing = sorted(set(data) - names)
     assert missing == []
     for package, folder in PACKAGE_DIRS.items():
