@@ -38,6 +38,7 @@ from typing import Any
 import msgspec
 
 from tutorrl.compiler.keysets import SCHEMA, VARIANTS, KeyInfo, KeySet, available_keysets, load_keyset
+from tutorrl import _files
 from tutorrl.errors import RefusedError
 
 CONFIG_PREFIX = "verl/trainer/config/"
@@ -263,18 +264,6 @@ def extract_config(wheel: Path, dest: Path) -> Path:
     return dest / CONFIG_PREFIX.rstrip("/")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def keysets_from_config_dir(config_dir: Path, release: str) -> list[KeySet]:
     """Every variant's key set of the config in ``config_dir``."""
     return [compose_keyset(config_dir, release, variant) for variant in VARIANTS]
@@ -284,7 +273,7 @@ def write_keysets(keysets: Sequence[KeySet], dest_dir: Path) -> list[Path]:
     written = []
     for ks in keysets:
         path = Path(dest_dir) / f"verl-{ks.release}-{ks.variant}.json"
-        _write_atomic(path, encode_keyset(ks))
+        _files.replace_atomic(path, encode_keyset(ks))
         written.append(path)
     return written
 

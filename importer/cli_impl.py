@@ -124,10 +124,11 @@ def cmd_import(args) -> int:
     text = render_spec(translation, source)
     spec_path = None
     if args.output:
+        from tutorrl import _files
+
         out = Path(args.output)
         try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            _write(out, text)
+            _files.replace_atomic(out, text.encode())
         except OSError as exc:
             raise RefusedError(f"cannot write {out}: {exc.strerror}") from None
         spec_path = str(out)
@@ -181,20 +182,6 @@ def _default_config(release: str, variant: str) -> str:
     from tutorrl.compiler.keymap import load_lock
 
     return load_lock(release, variant).config_name
-
-
-def _write(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def render_report(r: ImportReport) -> str:

@@ -44,7 +44,8 @@ def config_root(release: str, cache: Path | None = None) -> Path:
 
 
 @contextlib.contextmanager
-def _cwd(path: Path):
+def working_dir(path: Path):
+    """Run the body in ``path`` (Hydra resolves verl's file:// search paths against it)."""
     old = os.getcwd()
     os.chdir(path)
     try:
@@ -73,7 +74,7 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
         config_dir = custom
     GlobalHydra.instance().clear()
     try:
-        with _cwd(root), initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
+        with working_dir(root), initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
             cfg = hydra_compose(config_name=config_name.removesuffix(".yaml"), overrides=list(overrides))
         return Composed(OmegaConf.to_container(cfg, resolve=False), None)
     except Exception as exc:  # noqa: BLE001 - Hydra and OmegaConf raise many kinds; reported, not hidden

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import io
 import json
 import os
@@ -347,24 +346,16 @@ def install_wheel_config(release: str, root: Path, wheel_cache: Path | None) -> 
     return source, match.group(1) if match else "ppo_trainer"
 
 
-@contextlib.contextmanager
-def _cwd(path: Path):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def compose_launch(root: Path, config_dir: Path, config_name: str, overrides: list[str]) -> str | None:
+    from tutorrl.importer.roundtrip import working_dir
+
     """None when Hydra composes the launch; else the error (checkout paths made relative)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     try:
-        with _cwd(root), initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        with working_dir(root), initialize_config_dir(config_dir=str(config_dir), version_base=None):
             compose(config_name=config_name, overrides=overrides)
     except Exception as exc:  # noqa: BLE001 - Hydra and OmegaConf raise many kinds
         return f"{type(exc).__name__}: {exc}".replace(str(root) + "/", "").replace(str(root), ".")

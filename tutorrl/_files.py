@@ -37,6 +37,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def replace_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (a temporary file beside it, then a rename), for files meant to change."""
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def display_path(path: str | Path) -> str:
     """``path`` relative to the current folder when it is below it, else as given."""
     try:

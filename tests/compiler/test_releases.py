@@ -83,7 +83,6 @@ def test_the_map_and_the_spec_name_the_same_settings():
 
 
 def test_table_settings_are_dict_fields():
-    from tutorrl.compiler.spec import Spec, get_field
 
     tables = {name for name, s in load_keymap().setting.items() if s.kind == "table"}
     assert tables == {"model.override_config", "actor.mixed_precision", "actor.megatron.transformer_overrides",

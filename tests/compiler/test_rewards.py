@@ -9,7 +9,6 @@ import sys
 import textwrap
 from importlib.metadata import entry_points
 
-import support
 from tutorrl.compiler import compile_bytes
 from tutorrl.compiler.rewards import BUILTIN, GROUP
 

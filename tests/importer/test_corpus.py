@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tutorrl.importer._jail import landlock_abi
 
 _SPEC = importlib.util.spec_from_file_location("corpus_tool", Path(__file__).parents[2] / "tools" / "corpus.py")
 corpus = importlib.util.module_from_spec(_SPEC)
