@@ -221,7 +221,7 @@ def _spec_settings(cls, prefix: str = "") -> list[str]:
 
 
 def _seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, variant: str,
-          keymap_digest: str, reward_plugin: str = "") -> CompiledBundle:
+          keymap_digest: str, reward_plugin: str = "", compiler: str = f"tutorrl {__version__}") -> CompiledBundle:
     """Digest the launch files, name the digest in the job, and write the manifest."""
     files = dict(files)
     job = {**job, "metadata": {k: v for k, v in job["metadata"].items() if k != DIGEST_FIELD}}
@@ -229,7 +229,7 @@ def _seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, var
     job["metadata"][DIGEST_FIELD] = digest
     files["ray-job.json"] = canonical_json(job)
     manifest = Manifest(
-        schema=SCHEMA, digest=digest, compiler=f"tutorrl {__version__}", experiment=experiment,
+        schema=SCHEMA, digest=digest, compiler=compiler, experiment=experiment,
         verl=verl, variant=variant, keymap_digest=keymap_digest,
         files={name: sha256(files[name]) for name in CONTENT_FILES}, reward_plugin=reward_plugin,
     )
@@ -243,7 +243,10 @@ def reseal(compiled: CompiledBundle, **replaced: bytes) -> CompiledBundle:
     Bundles are content-addressed, not signed: anyone can seal any files. This
     exists for tests and benchmarks that need a bundle the compiler would
     never emit (a stand-in launch.sh, a key verl must reject); keyword names
-    are file names with ``_`` for ``.`` and ``-`` (``launch_sh=b"..."``).
+    are file names with ``_`` for ``.`` and ``-`` (``launch_sh=b"..."``). The
+    manifest says the bundle was resealed, so `tutorrl verify` cannot take it
+    for this compiler's output: it checks its digests and warns that it did
+    not re-derive the launch.
     """
     names = {name.replace(".", "_").replace("-", "_"): name for name in CONTENT_FILES}
     files = {name: data for name, data in compiled.files.items() if name in CONTENT_FILES}
@@ -252,7 +255,7 @@ def reseal(compiled: CompiledBundle, **replaced: bytes) -> CompiledBundle:
     job = msgspec.json.decode(files.pop("ray-job.json"))
     m = compiled.manifest
     return _seal(files, job, experiment=m.experiment, verl=m.verl, variant=m.variant, keymap_digest=m.keymap_digest,
-                 reward_plugin=m.reward_plugin)
+                 reward_plugin=m.reward_plugin, compiler=f"tutorrl {__version__} (resealed, not compiled)")
 
 
 class WriteResult(msgspec.Struct, frozen=True):

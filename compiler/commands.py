@@ -40,7 +40,9 @@ def _compile(args) -> int:
     compiled = compile_spec(args.spec)
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.
-        print(f"warning: {warning.render()}", file=sys.stderr)
+        from tutorrl.cli import printable
+
+        print(printable(f"warning: {warning.render()}"), file=sys.stderr)
     result = write_bundle(compiled, args.out)
     m = compiled.manifest
     state = "wrote" if result.created else "unchanged, already at"
@@ -51,6 +53,7 @@ def _compile(args) -> int:
 
 def _verify(args) -> int:
     import json
+    import sys
 
     from tutorrl._files import display_path
     from tutorrl.compiler import verify_bundle
@@ -67,11 +70,14 @@ def _verify(args) -> int:
     except BundleError as exc:
         report(False, None, None, [str(exc)])
         raise
+    for warning in bundle.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     problems = list(verify_evidence(bundle.path, bundle_digest=bundle.digest))
     records = len(list((bundle.path / "evidence").glob("[0-9]*.json")))
     report(not problems, bundle.digest, records, problems)
     if problems:
         raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
     if args.format != "json":
-        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest}")
+        how = "re-derived from its spec" if not bundle.warnings else "digests match"
+        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how})")
     return 0

@@ -51,11 +51,39 @@ def resolve_bytes(raw: bytes, name: str):
         keyset = load_keyset(lock.release, lock.variant)
     resolved, problems = resolve(spec, lock, keyset)
     findings += [Finding(*p) for p in problems]
+    findings += _argument_limits(spec, resolved)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise SpecError([locate(f.key.split("."), f.message, f.hint) for f in errors])
     warnings = tuple(locate(f.key.split("."), f.message, f.hint) for f in findings if f.severity == "warning")
     return spec, lock, resolved, warnings
+
+
+# Linux refuses one argument over 128 KiB (MAX_ARG_STRLEN) and an argv plus
+# environment over ARG_MAX (2 MiB by default): the launch would die at `exec`
+# with "Argument list too long". A quarter of ARG_MAX leaves room for the
+# environment a job inherits.
+MAX_ARG = 128 * 1024 - 1
+MAX_ARGV = 512 * 1024
+
+
+def _argument_limits(spec, resolved) -> list[Finding]:
+    out = []
+    total = 0
+    for o in resolved.overrides:
+        if o.runtime:
+            continue
+        size = len(o.text.encode())
+        total += size + 1
+        if size > MAX_ARG:
+            out.append(Finding(o.setting.replace("verl.extra_overrides", "verl.extra_overrides"),
+                               f"the override for {o.key} is {size} bytes; Linux passes at most {MAX_ARG + 1} "
+                               "bytes in one argument", "shorten the value, or put it in a file verl reads"))
+    total += sum(len(k) + len(v) + 2 for k, v in spec.env.set.items())
+    if total > MAX_ARGV:
+        out.append(Finding("verl", f"the launch's arguments and environment take {total} bytes; more than "
+                           f"{MAX_ARGV} risks \"Argument list too long\" at launch", None))
+    return out
 
 
 def _options(plugin, spec):

@@ -41,16 +41,47 @@ _TYPE_WORDS = {
 }
 
 
+# A spec is a page of TOML; a larger "spec" is a mistake (or /dev/zero).
+MAX_SPEC_BYTES = 1 << 20
+# Nesting deeper than this is never a spec (the deepest real one is ~5).
+MAX_DEPTH = 32
+
+
 def read_spec_bytes(path: str | Path, name: str) -> bytes:
-    """The spec file's bytes; a missing or unreadable file is a located error."""
+    """The spec file's bytes; a missing, special or oversized file is a located error.
+
+    Opened without blocking and checked to be a regular file before reading, so
+    a FIFO or a device (``/dev/zero``) is refused instead of hanging or
+    reading forever; at most ``MAX_SPEC_BYTES`` are read.
+    """
+    import os
+    import stat
+
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise SpecError([Problem("no such file", file=name)]) from None
     except IsADirectoryError:
         raise SpecError([Problem("is a folder, not a spec file", file=name)]) from None
     except OSError as exc:
         raise SpecError([Problem(f"cannot read: {exc.strerror}", file=name)]) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SpecError([Problem("is a folder, not a spec file", file=name)])
+        if not stat.S_ISREG(info.st_mode):
+            raise SpecError([Problem("is not a regular file (a FIFO, device or socket); give a spec file", file=name)])
+        if info.st_size > MAX_SPEC_BYTES:
+            raise SpecError([Problem(f"is {info.st_size} bytes; a spec is at most {MAX_SPEC_BYTES} bytes", file=name)])
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError([Problem(f"cannot read: {exc.strerror}", file=name)]) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError([Problem(f"is more than {MAX_SPEC_BYTES} bytes; a spec is at most that", file=name)])
+    return data
 
 
 def load_spec(path: str | Path, *, display_name: str | None = None) -> Spec:
@@ -65,14 +96,26 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     Returns the spec and a :class:`Locator` that places later findings
     (key-map resolution) at their line and column.
     """
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError([Problem(f"is more than {MAX_SPEC_BYTES} bytes; a spec is at most that", file=name)])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError([Problem(f"not UTF-8 text (byte {exc.start})", file=name)]) from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError([Problem(f"not UTF-8 text (byte 0x{raw[exc.start]:02x})", file=name, line=line,
+                                 column=column)]) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError([_syntax_problem(exc, name)]) from None
+    except ValueError as exc:
+        # Python refuses to turn an integer of over 4,300 digits into an int.
+        raise SpecError([Problem(f"a value TOML cannot hold here: {exc}", file=name)]) from None
+    except RecursionError:
+        raise SpecError([Problem(f"nested more than {MAX_DEPTH} levels deep; a spec never is", file=name)]) from None
+    if _depth(data) > MAX_DEPTH:
+        raise SpecError([Problem(f"nested more than {MAX_DEPTH} levels deep; a spec never is", file=name)])
 
     # Positions are only needed to report a problem: computed on first use.
     locate = Locator(name, lambda: key_positions(text))
@@ -113,6 +156,21 @@ def _check_plugin_options(data: dict, locate: "Locator"):
         msgspec.convert(options, plugin.Options)
     except msgspec.ValidationError:
         yield from _check_struct(options, plugin.Options, ("reward", "options"), locate)
+
+
+def _depth(value) -> int:
+    """How deep tables and arrays nest, counted without recursion (the walks after this one recurse)."""
+    best, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        best = max(best, depth)
+        if depth > MAX_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, list):
+            stack += [(v, depth + 1) for v in node]
+    return best
 
 
 def _syntax_problem(exc: tomllib.TOMLDecodeError, name: str) -> Problem:

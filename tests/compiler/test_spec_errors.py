@@ -328,3 +328,83 @@ def test_cli_reports_every_problem_exit_2_no_traceback_nothing_written(tmp_path)
 def test_cli_missing_file(tmp_path):
     result = support.cli("compile", str(tmp_path / "nope.toml"))
     assert result.returncode == 2 and "no such file" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- hostile input: every reader bounded, every failure located (issue 14) -----------------
+
+
+@pytest.mark.parametrize("names,allow,refused", [
+    (["PATH"], [], ["env.set.PATH"]),
+    (["PATH"], ["PATH"], []),
+    (["LD_PRELOAD", "PYTHONPATH", "BASH_ENV"], ["PYTHONPATH"], ["env.set.BASH_ENV", "env.set.LD_PRELOAD"]),
+    (["UID"], ["UID"], ["env.set.UID"]),  # bash's own: not even allowed
+])
+def test_names_that_take_over_the_launch_need_env_allow(names, allow, refused):
+    text = BASE + "\n[env]\nset = {" + ", ".join(f'{n} = "x"' for n in names) + "}\n"
+    text += f"allow = {allow!r}\n".replace("'", '"')
+    if refused:
+        assert sorted(p.key for p in problems(text)) == refused
+    else:
+        launch = compile_bytes(text.encode(), "spec.toml")
+        assert b"export PATH=x" in launch.files["bundle.env"]
+
+
+def test_passthrough_of_a_takeover_name_is_refused_too():
+    (p,) = problems(BASE + '\n[env]\npassthrough = ["LD_LIBRARY_PATH"]\n')
+    assert p.key == "env.passthrough.0" and "env.allow" in p.hint
+
+
+def test_an_argument_linux_cannot_pass_is_refused_at_compile_time():
+    found = problems(edit('path = "m"', 'path = "' + "m" * 140_000 + '"'))
+    assert any(p.key == "model.path" and "at most 131072 bytes in one argument" in p.message for p in found)
+
+
+@pytest.mark.parametrize("content,words", [
+    (None, "is not a regular file"),  # a FIFO: refused without blocking
+    ("[experiment]\nverl = \"0.9.1\"\n[data]\nseed = " + "9" * 5000 + "\n", "a value TOML cannot hold here"),
+    ("[experiment]\nverl = \"0.9.1\"\n[data]\ntrain = " + "[" * 400 + "]" * 400 + "\n", "nested more than 32"),
+    ("[" + ".".join(["a"] * 300) + "]\nx = 1\n", "nested more than 32"),
+])
+def test_hostile_spec_files_get_a_message_never_a_traceback_or_a_hang(tmp_path, content, words):
+    import os
+
+    spec = tmp_path / "hostile.toml"
+    if content is None:
+        os.mkfifo(spec)
+    else:
+        spec.write_text(content)
+    result = support.cli("compile", str(spec), "--out", str(tmp_path / "b"))
+    assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_devices_and_oversized_files_are_refused():
+    result = support.cli("compile", "/dev/zero")
+    assert result.returncode == 2 and "not a regular file" in result.stderr
+
+
+def test_non_utf8_is_located_by_line_and_column(tmp_path):
+    spec = tmp_path / "latin1.toml"
+    spec.write_bytes(b'[experiment]\nverl = "0.9.1"\n# caf\xe9\n')
+    result = support.cli("compile", str(spec))
+    assert result.returncode == 2 and f"{spec}:3:6: not UTF-8 text (byte 0xe9)" in result.stderr
+
+
+def test_terminal_control_characters_are_escaped_in_messages(tmp_path):
+    spec = tmp_path / "esc.toml"
+    spec.write_text('[experiment]\nverl = "0.9.1"\nname = "a\\u001b[31mred\\u202e"\n')
+    result = support.cli("compile", str(spec))
+    assert result.returncode == 2
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+    assert "\\x1b" in result.stderr and "\\u202e" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_infinite_and_nan_numbers_are_refused(value):
+    (p,) = problems(edit("ppo_mini_batch_size = 8", f"ppo_mini_batch_size = 8\nentropy_coeff = {value}"))
+    assert p.key == "actor.entropy_coeff"
+
+
+def test_integers_beyond_int64_are_refused():
+    (p,) = problems(edit("total_steps = 10", f"total_steps = {2**63}"))
+    assert p.key == "trainer.total_steps"
