@@ -134,7 +134,7 @@ def inspect_checkpoint(step_dir: Path, *, workers: int | None = None, progress: 
     files, links = list_files(step_dir)
     if links:
         checks.append(Check(id="files.no_symlinks", status="fail",
-                            detail=f"symlinks are not hashed and hide content: {', '.join(links[:5])}"))
+                            detail=f"symlinks and special files are not hashed and hide content: {', '.join(links[:5])}"))
     headers, tensor_jobs, st_checks = _safetensors_plan(step_dir, files)
     checks.extend(st_checks)
     file_jobs = [Job(path, ((f"f\0{rel}", 0, size),)) for rel, path, size in files]
