@@ -4,34 +4,56 @@
 n-1's bytes, and `HEAD` names the newest, so a record removed (even the last),
 reordered or edited breaks a link that `verify` checks.
 
-Concurrency without a lock around the slow part: each writer builds its record
-against the newest record it sees, writes it to a private temp file (O_EXCL,
-fsync) and publishes it with `link()`, which fails with EEXIST if another
-writer took that sequence number first -- then it re-reads the new
-predecessor and retries. `link()` makes a record appear complete or not at all,
-so a reader never chains to a half-written predecessor (an O_EXCL create of the
-final name would be visible while still empty). Only the tiny HEAD update is
-serialised, by `flock`, so HEAD never moves backwards.
+Concurrency: the slow part (hashing a checkpoint) happens before `append` is
+called; publishing -- reading the tail, building the record against it,
+`link()`-ing it into place and advancing HEAD -- happens under an exclusive
+`flock` on `evidence/.lock`. That keeps the instant of publishing serial and,
+as important, lets `verify` take the same lock shared and see HEAD and the
+record list as one consistent snapshot: without it, a verify racing a writer
+could list the records before a new one and read HEAD after it, and report a
+removal that never happened. `link()` from a private temp file still makes a
+record appear complete or not at all for readers that take no lock.
+
+Every read goes through `tutorrl._read` (regular files only, no symlinks, size
+limits), and the directory itself must be a real directory inside the bundle:
+a symlinked `evidence/` would put records somewhere `verify` cannot vouch for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
+import stat
 import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tutorrl._files import fsync_dir, write_new
+from tutorrl._read import ReadError, file_kind, read_file
+from tutorrl.errors import BundleError
 from tutorrl.evidence.schema import ChainLink, Head, Statement
 from tutorrl.evidence.statement import RecordFormatError, canonical, decode_head, digest
 
 RECORD = re.compile(r"(\d{6,})\.json")
 HEAD_NAME = "HEAD"
-_LOCK_NAME = ".lock"
-MAX_ATTEMPTS = 10_000
+LOCK_NAME = ".lock"
+# What a writer's private temp file is called (see `_write_private`); left behind only by a crash.
+TEMP = re.compile(r"\.tmp-\d+-\d+-[0-9a-f]{32}")
+# A record holds one digest per file and per tensor: tens of MB for the largest
+# models. HEAD is one small object.
+MAX_RECORD = 64 * 1024 * 1024
+MAX_HEAD = 4096
+# How long a reader or writer waits for the lock before saying so (a writer
+# holds it only for the instant of publishing).
+LOCK_WAIT_S = 60.0
+
+
+class ChainError(BundleError):
+    """The evidence directory cannot be appended to or read as a chain."""
 
 
 def record_name(sequence: int) -> str:
@@ -39,8 +61,9 @@ def record_name(sequence: int) -> str:
 
 
 def record_files(evdir: Path) -> dict[int, Path]:
+    """Entries named like records (`NNNNNN.json`), by sequence; not yet opened or checked."""
     out: dict[int, Path] = {}
-    if evdir.is_dir():
+    if evdir.is_dir() and not evdir.is_symlink():
         for p in evdir.iterdir():
             m = RECORD.fullmatch(p.name)
             if m and p.name == record_name(int(m.group(1))):
@@ -48,12 +71,80 @@ def record_files(evdir: Path) -> dict[int, Path]:
     return out
 
 
+def read_record(path: Path) -> bytes:
+    """A record's bytes (regular file, not a symlink, at most MAX_RECORD); ReadError otherwise."""
+    return read_file(path, MAX_RECORD, name=path.name)
+
+
+def read_head(evdir: Path) -> bytes | None:
+    """HEAD's bytes, None when absent; ReadError when it is not a small regular file."""
+    try:
+        return read_file(evdir / HEAD_NAME, MAX_HEAD, name=HEAD_NAME)
+    except FileNotFoundError:
+        return None
+
+
+def directory_problem(evdir: Path) -> str | None:
+    """Why `evdir` cannot hold records (a symlink, not a directory); None when it can or is absent."""
+    try:
+        st = os.lstat(evdir)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return f"{evdir}: is a symlink; evidence must live inside the bundle, not be redirected out of it"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{evdir}: is {file_kind(st.st_mode)}, not a directory"
+    return None
+
+
+@contextlib.contextmanager
+def chain_lock(evdir: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold `evidence/.lock`: exclusive to publish, shared to read a consistent snapshot.
+
+    A reader does not create the lock file (verify must work on a read-only
+    copy); without one there is no writer of this protocol to wait for.
+    """
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_RDWR | os.O_CREAT if exclusive else os.O_RDONLY)
+    try:
+        fd = os.open(evdir / LOCK_NAME, flags, 0o644)
+    except FileNotFoundError:
+        yield
+        return
+    except OSError as exc:
+        raise ChainError(f"{evdir / LOCK_NAME}: cannot open the evidence lock ({exc.strerror}; a symlink?)") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ChainError(f"{evdir / LOCK_NAME}: the evidence lock is not a regular file")
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ChainError(f"{evdir}: another process has held the evidence lock for "
+                                     f"{LOCK_WAIT_S:.0f} s; try again when it is done") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 def _tail(evdir: Path) -> tuple[int, str | None]:
     files = record_files(evdir)
     if not files:
         return 0, None
     last = max(files)
-    return last, digest(files[last].read_bytes())
+    # Chaining past a gap would bless it, and a crafted huge sequence number
+    # would be carried into every later record: the count of files present
+    # bounds what a sound chain can hold.
+    if last != len(files):
+        raise ChainError(f"{evdir}: the newest record is {record_name(last)} but only {len(files)} record(s) "
+                         "exist; the chain is broken (run `tutorrl verify`), nothing appended")
+    try:
+        return last, digest(read_record(files[last]))
+    except (ReadError, FileNotFoundError) as exc:
+        raise ChainError(f"{evdir}: cannot chain to the newest record: {exc}") from None
 
 
 def _write_private(evdir: Path, data: bytes) -> Path:
@@ -64,41 +155,48 @@ def _write_private(evdir: Path, data: bytes) -> Path:
 
 def append(evdir: Path, build: Callable[[ChainLink], Statement]) -> Path:
     """Append one record built for the link it will occupy; returns its path."""
-    created = not evdir.exists()
-    evdir.mkdir(parents=True, exist_ok=True)
+    evdir = Path(evdir)
+    created = not os.path.lexists(evdir)
     if created:
+        evdir.mkdir(parents=True, exist_ok=True)
         fsync_dir(evdir.parent)
-    for _ in range(MAX_ATTEMPTS):
-        last, prev = _tail(evdir)
-        link = ChainLink(sequence=last + 1, previous=prev)
-        data = canonical(build(link))
-        final = evdir / record_name(link.sequence)
-        tmp = _write_private(evdir, data)
-        try:
-            os.link(tmp, final)
-        except FileExistsError:
-            continue  # another writer took this number: chain to its record instead
-        finally:
-            tmp.unlink()
-        fsync_dir(evdir)
-        _advance_head(evdir)
-        return final
-    raise RuntimeError(f"could not append to {evdir} after {MAX_ATTEMPTS} attempts")
+    problem = directory_problem(evdir)
+    if problem:
+        raise ChainError(problem)
+    with chain_lock(evdir, exclusive=True):
+        # Under the lock nobody else publishes, so the tail read here is the
+        # predecessor; EEXIST can only come from a writer that takes no lock.
+        for _ in range(100):
+            last, prev = _tail(evdir)
+            link = ChainLink(sequence=last + 1, previous=prev)
+            final = evdir / record_name(link.sequence)
+            tmp = _write_private(evdir, canonical(build(link)))
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                continue
+            finally:
+                tmp.unlink()
+            fsync_dir(evdir)
+            _advance_head(evdir)
+            return final
+    raise ChainError(f"could not append to {evdir}: another writer kept taking the next number")
 
 
 def _advance_head(evdir: Path) -> None:
-    fd = os.open(evdir / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    """Point HEAD at the newest record; the caller holds the lock, so HEAD never moves backwards."""
+    last, last_digest = _tail(evdir)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        last, last_digest = _tail(evdir)
-        head_path = evdir / HEAD_NAME
+        raw = read_head(evdir)
+        current = decode_head(raw).sequence if raw is not None else 0
+    except (ReadError, RecordFormatError):
+        current = 0  # an unreadable HEAD is replaced by a correct one; verify reports the records
+    if last > current and last_digest is not None:
+        tmp = _write_private(evdir, canonical(Head(sequence=last, digest=last_digest)))
         try:
-            current = decode_head(head_path.read_bytes()).sequence
-        except (FileNotFoundError, RecordFormatError):
-            current = 0
-        if last > current and last_digest is not None:
-            tmp = _write_private(evdir, canonical(Head(sequence=last, digest=last_digest)))
-            os.replace(tmp, head_path)
-            fsync_dir(evdir)
-    finally:
-        os.close(fd)  # releases the flock
+            os.replace(tmp, evdir / HEAD_NAME)
+        except OSError as exc:  # HEAD made a directory, say
+            tmp.unlink()
+            raise ChainError(f"{evdir}: {record_name(last)} was written but HEAD could not be advanced "
+                             f"({exc.strerror}); run `tutorrl verify`") from None
+        fsync_dir(evdir)

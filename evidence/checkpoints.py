@@ -7,16 +7,20 @@ hint: the `global_step_N` directories and their contents are the ground truth.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tutorrl._read import ReadError, inside, read_file, read_json
 from tutorrl.evidence.schema import Check, RoleLayout, Tracker
 
 TRACKER = "latest_checkpointed_iteration.txt"
 _STEP_DIR = re.compile(r"global_step_(\d+)")
-_SHARD = re.compile(r"(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt")
+_SHARD = re.compile(r"(model|optim|extra_state)_world_size_(\d{1,18})_rank_(\d{1,18})\.pt")
+# verl writes the tracker as str(step); its JSON metadata is a few KB.
+MAX_TRACKER = 4096
+MAX_METADATA = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,14 +32,21 @@ class StepDir:
 def read_tracker(root: Path) -> Tracker:
     path = root / TRACKER
     try:
-        raw = path.read_bytes()
+        raw = read_file(path, MAX_TRACKER, name=TRACKER)
     except FileNotFoundError:
         return Tracker(present=False)
+    except ReadError as exc:  # a FIFO, directory, symlink or huge file: present, and no step number
+        return Tracker(present=True, raw=str(exc)[:200])
     text = raw.decode("utf-8", errors="replace")
     stripped = text.strip()
     # int() also accepts "+4" or "4_0"; verl only ever writes str(int).
-    step = int(stripped) if re.fullmatch(r"\d+", stripped) else None
-    return Tracker(present=True, raw=text[:200], step=step)
+    return Tracker(present=True, raw=text[:200], step=_step_number(stripped))
+
+
+def _step_number(digits: str) -> int | None:
+    # Steps are stored as 64-bit integers in records; a longer digit string is
+    # not a step verl wrote (and int() of thousands of digits is refused by Python).
+    return int(digits) if re.fullmatch(r"\d{1,18}", digits) else None
 
 
 def find_step_dirs(root: Path) -> list[StepDir]:
@@ -43,15 +54,15 @@ def find_step_dirs(root: Path) -> list[StepDir]:
         return []
     found = []
     for p in root.iterdir():
-        m = _STEP_DIR.fullmatch(p.name)
-        if m and p.is_dir() and not p.is_symlink():
-            found.append(StepDir(int(m.group(1)), p))
+        step = step_of(p)
+        if step is not None and p.is_dir() and not p.is_symlink():
+            found.append(StepDir(step, p))
     return sorted(found, key=lambda s: s.step)
 
 
 def step_of(path: Path) -> int | None:
     m = _STEP_DIR.fullmatch(path.name)
-    return int(m.group(1)) if m else None
+    return _step_number(m.group(1)) if m else None
 
 
 def tracker_checks(root: Path, tracker: Tracker, step: int) -> list[Check]:
@@ -94,9 +105,11 @@ def _role_dirs(step_dir: Path) -> list[Path]:
 
 def _load_json(path: Path) -> tuple[object | None, str | None]:
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"{path.name} unreadable: {exc}"
+        return read_json(path, MAX_METADATA, name=path.name), None
+    except FileNotFoundError:
+        return None, f"{path.name} missing"
+    except ReadError as exc:
+        return None, f"unreadable: {exc}"
 
 
 def _fsdp(role: Path) -> tuple[RoleLayout, list[Check]]:
@@ -105,14 +118,20 @@ def _fsdp(role: Path) -> tuple[RoleLayout, list[Check]]:
     shards: dict[str, dict[int, set[int]]] = {}
     for p in role.iterdir():
         m = _SHARD.fullmatch(p.name)
-        if m and p.is_file():
+        if m and p.is_file() and not p.is_symlink():
             shards.setdefault(m.group(1), {}).setdefault(int(m.group(2)), set()).add(int(m.group(3)))
+    shard_files = sum(len(r) for by_world in shards.values() for r in by_world.values())
     problems: list[str] = []
     world = None
     if err:
         problems.append(err)
     elif not isinstance(cfg, dict) or type(cfg.get("world_size")) is not int or cfg["world_size"] < 1:
         problems.append("fsdp_config.json has no positive integer world_size")
+    elif cfg["world_size"] > shard_files:
+        # Listing the missing ranks of a crafted world_size would be unbounded
+        # work; the shard files present bound any honest answer.
+        problems.append(f"fsdp_config.json says world_size {cfg['world_size']}, but only {shard_files} "
+                        "rank shard file(s) exist")
     else:
         world = cfg["world_size"]
     if world is not None:
@@ -158,14 +177,14 @@ def _megatron_v2(role: Path) -> tuple[RoleLayout, list[Check]]:
         listed.extend(k for k in dirs if isinstance(k, str))
     missing = []
     for rel in sorted(set(listed)):
-        target = (role / rel).resolve()
-        # A listed path must stay inside the role directory we are hashing.
-        if role.resolve() not in target.parents and target != role.resolve():
-            return layout, [Check(id=cid, status="fail", detail=f"Megatron: listed path {rel!r} leaves the checkpoint")]
-        if not target.exists():
+        # A listed path must stay inside the role directory we are hashing
+        # (a NUL byte cannot name a file at all: os calls refuse it).
+        if "\0" in rel or not inside(role / rel, role):
+            return layout, [Check(id=cid, status="fail", detail=f"Megatron: listed path {rel[:200]!r} leaves the checkpoint")]
+        if not os.path.exists(role / rel):
             missing.append(rel)
     if missing:
-        return layout, [Check(id=cid, status="fail", detail=f"Megatron: listed but missing: {', '.join(missing)}")]
+        return layout, [Check(id=cid, status="fail", detail=f"Megatron: {len(missing)} listed but missing: {', '.join(missing[:20])}")]
     return layout, [Check(id=cid, status="pass", detail=f"Megatron: ckpt_contents.json present, all {len(set(listed))} listed path(s) exist")]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import sys
 import threading
 import time
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tutorrl._read import file_kind
 from tutorrl.evidence.schema import FileManifest, FileResource, Serialization
 
 CHUNK = 8 * 1024 * 1024
@@ -121,7 +123,7 @@ def hash_jobs(jobs: list[Job], *, workers: int | None = None, progress: Progress
 
 
 def list_files(root: Path) -> tuple[list[tuple[str, Path, int]], list[str]]:
-    """Regular files under `root` as (posix relative name, path, size), and symlinks found."""
+    """Regular files under `root` as (posix relative name, path, size), and symlinks and special files found."""
     files: list[tuple[str, Path, int]] = []
     links: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -133,9 +135,14 @@ def list_files(root: Path) -> tuple[list[tuple[str, Path, int]], list[str]]:
                 links.append(p.relative_to(root).as_posix())
         for name in sorted(filenames):
             p = base / name
-            if p.is_symlink():
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
                 continue
-            files.append((p.relative_to(root).as_posix(), p, p.stat().st_size))
+            if not stat.S_ISREG(st.st_mode):
+                # A FIFO would block the hashing open() forever; no special file holds weights.
+                links.append(f"{p.relative_to(root).as_posix()} ({file_kind(st.st_mode)})")
+                continue
+            files.append((p.relative_to(root).as_posix(), p, st.st_size))
     files.sort(key=lambda t: t[0])
     return files, sorted(links)
 

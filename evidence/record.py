@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tutorrl._read import ReadError, read_json
 from tutorrl.errors import TutorrlError
 from tutorrl.evidence.bundle import BundleInfo, load_bundle
-from tutorrl.evidence.chain import append, record_files
+from tutorrl.evidence.chain import ChainError, append, directory_problem, read_record, record_files
 from tutorrl.evidence.checkpoints import find_step_dirs, inspect_step, read_tracker, step_of, tracker_checks
 from tutorrl.evidence.hashing import Job, Progress, build_manifest, default_workers, hash_jobs, list_files
 from tutorrl.evidence.schema import (
@@ -36,6 +37,8 @@ EVIDENCE_DIR = "evidence"
 # Tensors are hashed in jobs of at least this many bytes: small enough to spread
 # one big export file over all cores, big enough to keep per-job cost negligible.
 TENSOR_JOB_BYTES = 64 * 1024 * 1024
+# A weight_map names every tensor once: a few MB for the largest models.
+MAX_INDEX = 64 * 1024 * 1024
 
 
 class CheckpointError(TutorrlError):
@@ -87,18 +90,19 @@ def _safetensors_plan(step_dir: Path, files: list[tuple[str, Path, int]]):
 
 
 def _index_checks(step_dir: Path, files, headers) -> list[Check]:
-    import json
-
     checks = []
     for rel, path, _ in files:
         if not rel.endswith("model.safetensors.index.json"):
             continue
         base = rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
         try:
-            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-            assert isinstance(weight_map, dict)
-        except Exception as exc:  # any malformation is the same finding
-            checks.append(Check(id=f"export.index:{rel}", status="fail", detail=f"unreadable weight_map: {exc!r}"))
+            doc = read_json(path, MAX_INDEX, name=rel)
+        except (ReadError, FileNotFoundError) as exc:
+            checks.append(Check(id=f"export.index:{rel}", status="fail", detail=f"unreadable: {exc}"))
+            continue
+        weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(weight_map, dict):
+            checks.append(Check(id=f"export.index:{rel}", status="fail", detail="no weight_map object"))
             continue
         problems = []
         for name, shard in sorted(weight_map.items()):
@@ -130,7 +134,7 @@ def inspect_checkpoint(step_dir: Path, *, workers: int | None = None, progress: 
     files, links = list_files(step_dir)
     if links:
         checks.append(Check(id="files.no_symlinks", status="fail",
-                            detail=f"symlinks are not hashed and hide content: {', '.join(links[:5])}"))
+                            detail=f"symlinks and special files are not hashed and hide content: {', '.join(links[:5])}"))
     headers, tensor_jobs, st_checks = _safetensors_plan(step_dir, files)
     checks.extend(st_checks)
     file_jobs = [Job(path, ((f"f\0{rel}", 0, size),)) for rel, path, size in files]
@@ -176,13 +180,21 @@ def _publication(inspection: Inspection, engines: list[str], base_model: Path | 
                             detail=skip_reason or "no rollout engine URL to ask (give --engine URL; engines stop with the run)")]
     from tutorrl.evidence.sglang import judge, read_engine, safetensors_sglang_hashes
 
+    from tutorrl.evidence.safetensors import SafetensorsError
+
     readings = [read_engine(url) for url in engines]
-    ckpt = safetensors_sglang_hashes(inspection.safetensors_files) if inspection.safetensors_files else None
+    try:
+        ckpt = safetensors_sglang_hashes(inspection.safetensors_files) if inspection.safetensors_files else None
+    except SafetensorsError as exc:  # it read fine a moment ago: changed under us
+        raise CheckpointError(f"{exc} (changed while being recorded?)") from None
     base = None
     if base_model is not None:
         base_files = sorted(base_model.glob("*.safetensors")) if base_model.is_dir() else []
         if base_files:
-            base = safetensors_sglang_hashes(base_files)
+            try:
+                base = safetensors_sglang_hashes(base_files)
+            except SafetensorsError as exc:  # the user's --base-model, not the checkpoint: theirs to fix
+                raise CheckpointError(f"--base-model {base_model}: {exc}") from None
     return judge(readings, ckpt, base)
 
 
@@ -217,11 +229,14 @@ def record_checkpoint(
 
 
 def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
+    problem = directory_problem(Path(bundle_path) / EVIDENCE_DIR)
+    if problem:
+        raise ChainError(problem)
     out = []
-    for _seq, path in sorted(record_files(bundle_path / EVIDENCE_DIR).items()):
+    for _seq, path in sorted(record_files(Path(bundle_path) / EVIDENCE_DIR).items()):
         try:
-            out.append((path, decode_statement(path.read_bytes())))
-        except (OSError, RecordFormatError):
+            out.append((path, decode_statement(read_record(path))))
+        except (OSError, ReadError, RecordFormatError):  # shown as malformed; `verify` says why
             out.append((path, None))
     return out
 

@@ -7,11 +7,15 @@ LLM exports use -- and torch is too heavy for `tutorrl evidence`.
 
 from __future__ import annotations
 
-import json
+import errno
 import math
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+from tutorrl._read import ReadError, decode_json, file_kind
 
 # Bytes per element; None where elements are not byte-addressable (packed types).
 ITEMSIZE: dict[str, int | None] = {
@@ -24,6 +28,7 @@ ITEMSIZE: dict[str, int | None] = {
 
 # A header larger than this is not a checkpoint we should trust our RAM to.
 MAX_HEADER = 100 * 1024 * 1024
+MAX_DIMS = 64
 
 
 class SafetensorsError(ValueError):
@@ -51,20 +56,32 @@ class Header:
 
 
 def read_header(path: Path) -> Header:
-    with open(path, "rb") as f:
+    # Opened like every untrusted file (tutorrl._read): no symlinks, regular
+    # files only, and a FIFO cannot block the open.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        why = "is a symlink; not followed" if exc.errno == errno.ELOOP else f"cannot read ({exc.strerror})"
+        raise SafetensorsError(f"{path.name}: {why}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SafetensorsError(f"{path.name}: is {file_kind(st.st_mode)}, not a regular file")
+        size = st.st_size
         prefix = f.read(8)
-        size = f.seek(0, 2)
         if len(prefix) < 8:
             raise SafetensorsError(f"{path.name}: shorter than the 8-byte header length")
         (n,) = struct.unpack("<Q", prefix)
         if n > MAX_HEADER or 8 + n > size:
-            raise SafetensorsError(f"{path.name}: header length {n} exceeds the file ({size} bytes)")
-        f.seek(8)
+            raise SafetensorsError(f"{path.name}: header length {n} exceeds the file ({size} bytes) or the "
+                                   f"{MAX_HEADER}-byte limit")
         raw = f.read(n)
+    if len(raw) != n:
+        raise SafetensorsError(f"{path.name}: shrank while its header was read")
     try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SafetensorsError(f"{path.name}: header is not JSON: {exc}") from None
+        obj = decode_json(raw, name=f"{path.name} header")
+    except ReadError as exc:
+        raise SafetensorsError(str(exc)) from None
     if not isinstance(obj, dict):
         raise SafetensorsError(f"{path.name}: header is not a JSON object")
     data_start = 8 + n
@@ -80,24 +97,29 @@ def read_header(path: Path) -> Header:
 
 
 def _entry(fname: str, name: str, info: object, data_start: int, data_len: int) -> TensorEntry:
+    label = name if len(name) <= 200 else name[:200] + "..."  # for messages only
     if not isinstance(info, dict):
-        raise SafetensorsError(f"{fname}: tensor {name!r}: entry is not an object")
+        raise SafetensorsError(f"{fname}: tensor {label!r}: entry is not an object")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dtype, str):
-        raise SafetensorsError(f"{fname}: tensor {name!r}: dtype missing")
-    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
-        raise SafetensorsError(f"{fname}: tensor {name!r}: bad shape {shape!r}")
+        raise SafetensorsError(f"{fname}: tensor {label!r}: dtype missing")
+    if len(dtype) > 40:
+        raise SafetensorsError(f"{fname}: tensor {label!r}: dtype {dtype[:40]!r}... is no dtype")
+    # The product of a crafted shape with many huge dimensions would take
+    # unbounded time to compute; no real tensor has more than a handful.
+    if not (isinstance(shape, list) and len(shape) <= MAX_DIMS and all(type(d) is int and d >= 0 for d in shape)):
+        raise SafetensorsError(f"{fname}: tensor {label!r}: bad shape {str(shape)[:200]}")
     if not (
         isinstance(offsets, list)
         and len(offsets) == 2
         and all(type(o) is int for o in offsets)
         and 0 <= offsets[0] <= offsets[1] <= data_len
     ):
-        raise SafetensorsError(f"{fname}: tensor {name!r}: data_offsets {offsets!r} outside the data")
+        raise SafetensorsError(f"{fname}: tensor {label!r}: data_offsets {str(offsets)[:200]} outside the data")
     itemsize = ITEMSIZE.get(dtype)
     if itemsize is not None and math.prod(shape) * itemsize != offsets[1] - offsets[0]:
         raise SafetensorsError(
-            f"{fname}: tensor {name!r}: {dtype}{shape} needs {math.prod(shape) * itemsize} bytes,"
+            f"{fname}: tensor {label!r}: {dtype}{shape} needs {math.prod(shape) * itemsize} bytes,"
             f" offsets give {offsets[1] - offsets[0]}"
         )
     return TensorEntry(name, dtype, tuple(shape), data_start + offsets[0], data_start + offsets[1])
@@ -109,7 +131,7 @@ def _check_layout(fname: str, entries: list[TensorEntry], data_len: int, data_st
     pos = data_start
     for e in sorted(entries, key=lambda e: (e.start, e.end)):
         if e.start != pos:
-            raise SafetensorsError(f"{fname}: tensor {e.name!r} starts at {e.start - data_start}, expected {pos - data_start}")
+            raise SafetensorsError(f"{fname}: tensor {e.name[:200]!r} starts at {e.start - data_start}, expected {pos - data_start}")
         pos = e.end
     if pos != data_start + data_len:
         raise SafetensorsError(f"{fname}: {data_start + data_len - pos} trailing bytes belong to no tensor")

@@ -10,6 +10,7 @@ test server is recorded as exactly that.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import re
 import urllib.error
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import msgspec
 
+from tutorrl._read import ReadError, decode_json, read_stream
 from tutorrl.errors import RefusedError
 from tutorrl.evidence.schema import Check, EngineObservation, EngineRank, Publication, TensorComparison
 
@@ -31,6 +33,10 @@ _HEX16 = re.compile(r"[0-9a-f]{16}")
 _PADDED = ("embed_tokens", "lm_head")
 # Engines are cluster-internal; an HTTP(S)_PROXY meant for the internet must not see them.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# /weights_checker lists one checksum per tensor per rank: a few MB for large
+# models; anything far beyond is not an answer to keep in memory.
+MAX_ANSWER = 128 * 1024 * 1024
+MAX_NAME = 1024
 
 
 class EngineError(Exception):
@@ -55,27 +61,43 @@ class EngineReading:
 
 
 def _request(url: str, path: str, body: dict | None, timeout: float) -> tuple[int, object]:
+    """Status and decoded JSON (None when not JSON) of one request; bounded like every untrusted input."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url.rstrip("/") + path, data=data, method="GET" if body is None else "POST")
     if data is not None:
         req.add_header("Content-Type", "application/json")
+    where = f"{url}{path}"
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
-            status, raw = resp.status, resp.read()
+            status, raw = resp.status, read_stream(resp, MAX_ANSWER, name=where)
     except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise EngineError(f"{url}{path}: {getattr(exc, 'reason', exc)}") from None
-    try:
-        return status, json.loads(raw) if raw else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        status, raw = exc.code, read_stream(exc, MAX_ANSWER, name=where)
+    except ReadError as exc:
+        raise EngineError(str(exc)) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        # ValueError: a URL urllib cannot even form a request from.
+        raise EngineError(f"{where}: {getattr(exc, 'reason', exc)}") from None
+    if not raw:
         return status, None
+    try:
+        return status, decode_json(raw, name=where)
+    except ReadError as exc:
+        if status == 200:  # an answer that claims success must be one
+            raise EngineError(f"{exc} (not an sglang engine?)") from None
+        return status, None
+
+
+def _short(text: str, what: str) -> str:
+    # Strings from the engine are copied into the record: keep them record-sized.
+    if len(text) > MAX_NAME:
+        raise EngineError(f"{what} is {len(text)} characters long, over the {MAX_NAME}-character limit")
+    return text
 
 
 def _int(d: dict, key: str) -> int:
     v = d.get(key, 0)
     if type(v) is not int:
-        raise EngineError(f"parallelism_info.{key} is {v!r}, not an integer")
+        raise EngineError(f"parallelism_info.{key} is {str(v)[:40]}, not an integer")
     return v
 
 
@@ -83,7 +105,7 @@ def normalise_checksum_response(body: object) -> tuple[str, list[RankChecksums]]
     """The ranks of a `/weights_checker` checksum answer from any sglang 0.5.12+."""
     if not isinstance(body, dict) or body.get("success") is not True:
         msg = body.get("message") if isinstance(body, dict) else body
-        raise EngineError(f"weights_checker did not succeed: {msg!r}")
+        raise EngineError(f"weights_checker did not succeed: {str(msg)[:200]}")
     ranks = body.get("ranks")
     if not isinstance(ranks, list) or not ranks:
         raise EngineError("weights_checker answer has no ranks")
@@ -99,7 +121,7 @@ def normalise_checksum_response(body: object) -> tuple[str, list[RankChecksums]]
             if not roles:
                 raise EngineError("parallelism_info list is empty")
             info = next((r for r in roles if r.get("role") == "target"), roles[0])
-            role = str(info.get("role", "target"))
+            role = _short(str(info.get("role", "target"))[:MAX_NAME + 1], "parallelism_info.role")
         elif isinstance(info, dict):
             this = "0.5.13-0.5.20" if "per_gpu_checksum" in entry else "0.5.12"
             role = "target"
@@ -110,8 +132,8 @@ def normalise_checksum_response(body: object) -> tuple[str, list[RankChecksums]]
         shape = this
         checksums = {}
         for name, value in entry["checksums"].items():
-            if not (isinstance(name, str) and isinstance(value, str) and _HEX16.fullmatch(value)):
-                raise EngineError(f"checksum of {name!r} is {value!r}, not 16 lowercase hex digits")
+            if not (isinstance(name, str) and len(name) <= MAX_NAME and isinstance(value, str) and _HEX16.fullmatch(value)):
+                raise EngineError(f"checksum of {str(name)[:200]!r} is {str(value)[:40]!r}, not 16 lowercase hex digits")
             checksums[name] = value
         out.append(RankChecksums(role, _int(info, "pp_rank"), _int(info, "tp_rank"), max(1, _int(info, "tp_size")),
                                  _int(info, "dp_rank"), max(1, _int(info, "dp_size")), checksums))
@@ -136,11 +158,13 @@ def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
         if info.get("server_kind") == CONTRACT_TEST_SERVER:
             kind = "contract-test-server"
         if isinstance(info.get("weight_version"), str):
-            version = info["weight_version"]
+            version = _short(info["weight_version"], "weight_version")
         else:
             status, wv = _request(url, "/get_weight_version", None, timeout)
-            if status == 200:
-                version = wv if isinstance(wv, str) else (wv or {}).get("weight_version") if isinstance(wv, dict) else None
+            if isinstance(wv, dict):
+                wv = wv.get("weight_version")
+            if status == 200 and isinstance(wv, str):
+                version = _short(wv, "weight_version")
         # Only `action`: sglang 0.5.12 knows no other field, later releases default the rest.
         status, body = _request(url, "/weights_checker", {"action": "checksum"}, timeout)
         if status == 404:

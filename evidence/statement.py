@@ -35,6 +35,8 @@ def _decode(data: bytes, typ: type[T]) -> T:
         obj = msgspec.json.decode(data, type=typ, strict=True)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # bad UTF-8 surfaces as the latter
         raise RecordFormatError(str(exc)) from None
+    except RecursionError:  # the schema is shallow; msgspec recurses only while skipping garbage
+        raise RecordFormatError("nested too deeply to be a record") from None
     if canonical(obj) != data:
         raise RecordFormatError("not in canonical form (edited after it was written?)")
     return obj

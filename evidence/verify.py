@@ -1,10 +1,21 @@
-"""Checking a bundle's evidence directory: every record, every link, and HEAD."""
+"""Checking a bundle's evidence directory: every record, every link, and HEAD.
+
+HEAD and the list of records are read together under the chain's shared lock
+(`chain.chain_lock`), so a writer publishing meanwhile can never make a record
+look removed. Work is bounded by the files actually present: a record named
+with a huge sequence number is one gap to report, not a loop up to it.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from tutorrl.evidence.chain import HEAD_NAME, RECORD, record_files, record_name
+from tutorrl._read import ReadError
+from tutorrl.evidence.chain import (
+    HEAD_NAME, LOCK_NAME, RECORD, TEMP, ChainError, chain_lock, directory_problem, read_head, read_record,
+    record_files, record_name,
+)
 from tutorrl.evidence.hashing import manifest_root
 from tutorrl.evidence.schema import PREDICATE_TYPE, STATEMENT_TYPE, Statement, overall_status
 from tutorrl.evidence.statement import RecordFormatError, decode_head, decode_statement, digest
@@ -30,16 +41,42 @@ def _record_problems(name: str, s: Statement, bundle_digest: str | None) -> list
     return problems
 
 
+def _gaps(present: list[int]) -> list[str]:
+    """The missing sequence numbers below the newest, as ranges: O(records present), whatever the numbers."""
+    problems, expected = [], 1
+    for seq in present:
+        if seq > expected:
+            if seq == expected + 1:
+                problems.append(f"{record_name(expected)}: missing (record removed?); the chain is broken here")
+            else:
+                problems.append(f"{record_name(expected)} to {record_name(seq - 1)}: {seq - expected} records missing "
+                                "(removed, or a record misnamed?); the chain is broken here")
+        expected = seq + 1
+    return problems
+
+
+def _stray_problems(evdir: Path, records: dict[int, Path]) -> list[str]:
+    known = {p.name for p in records.values()}
+    problems = []
+    for name in sorted(os.listdir(evdir)):
+        if name in known or name in (HEAD_NAME, LOCK_NAME) or TEMP.fullmatch(name):
+            continue  # a writer's temp file is inert: left only by a crash between write and link
+        why = "record name not in NNNNNN.json form" if RECORD.fullmatch(name) else "unexpected file"
+        problems.append(f"{name}: {why}")
+    return problems
+
+
 def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list[str]:
     """Problems with `bundle_path/evidence` (empty: all hold; no evidence dir: empty).
 
     `bundle_digest`, when given, must be the digest every record names.
     """
     evdir = Path(bundle_path) / EVIDENCE_DIR
-    if not evdir.exists():
+    if not os.path.lexists(evdir):
         return []
-    if not evdir.is_dir():
-        return [f"{evdir}: not a directory"]
+    problem = directory_problem(evdir)
+    if problem:
+        return [problem]
     if bundle_digest is None:
         try:
             from tutorrl.evidence.bundle import load_bundle
@@ -47,52 +84,57 @@ def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list
             bundle_digest = load_bundle(Path(bundle_path)).digest
         except Exception as exc:  # the bundle's own check reports this better; note and go on
             return [f"cannot read the bundle's digest to check records against: {exc}"]
-    problems: list[str] = []
-    files = record_files(evdir)
-    for p in sorted(evdir.iterdir()):
-        if p.name.startswith(".") or p.name == HEAD_NAME or p.name in {f.name for f in files.values()}:
-            continue
-        why = "record name not in NNNNNN.json form" if RECORD.fullmatch(p.name) else "unexpected file"
-        problems.append(f"{p.name}: {why}")
-    last = max(files, default=0)
-    previous: str | None = None
+    try:
+        with chain_lock(evdir, exclusive=False):
+            try:
+                head = read_head(evdir)
+            except ReadError as exc:
+                head = exc
+            files = record_files(evdir)
+            problems = _stray_problems(evdir, files)
+    except (ChainError, OSError) as exc:
+        return [f"{evdir}: cannot take a consistent look: {exc}"]
+    present = sorted(files)
+    problems.extend(_gaps(present))
     digests: dict[int, str] = {}
-    for seq in range(1, last + 1):
+    for seq in present:
         name = record_name(seq)
-        if seq not in files:
-            problems.append(f"{name}: missing (record removed?); the chain is broken here")
-            previous = None
+        try:
+            data = read_record(files[seq])
+        except FileNotFoundError:
+            problems.append(f"{name}: removed while being verified")
             continue
-        data = files[seq].read_bytes()
+        except ReadError as exc:
+            problems.append(f"{exc}")
+            continue
         digests[seq] = digest(data)
         try:
             s = decode_statement(data)
         except RecordFormatError as exc:
             problems.append(f"{name}: malformed: {exc}")
-            previous = digests[seq]
             continue
         link = s.predicate.chain
         if link.sequence != seq:
             problems.append(f"{name}: says it is record {link.sequence} (reordered or renamed?)")
         if seq == 1 and link.previous is not None:
             problems.append(f"{name}: first record names a predecessor (earlier records removed?)")
-        elif seq > 1 and (seq - 1) in files and link.previous != previous:
+        elif seq > 1 and (seq - 1) in digests and link.previous != digests[seq - 1]:
             problems.append(f"{name}: names a predecessor digest that is not {record_name(seq - 1)}'s (edited or reordered?)")
         try:
             problems.extend(_record_problems(name, s, bundle_digest))
         except ValueError as exc:  # a value the schema admits but the checks cannot use
             problems.append(f"{name}: inconsistent: {exc}")
-        previous = digests[seq]
-    problems.extend(_head_problems(evdir, last, digests))
+    problems.extend(_head_problems(head, max(present, default=0), digests))
     return problems
 
 
-def _head_problems(evdir: Path, last: int, digests: dict[int, str]) -> list[str]:
-    head_path = evdir / HEAD_NAME
-    if not head_path.exists():
+def _head_problems(head_bytes: bytes | ReadError | None, last: int, digests: dict[int, str]) -> list[str]:
+    if isinstance(head_bytes, ReadError):
+        return [str(head_bytes)]
+    if head_bytes is None:
         return [f"{HEAD_NAME}: missing while {last} record(s) exist"] if last else []
     try:
-        head = decode_head(head_path.read_bytes())
+        head = decode_head(head_bytes)
     except RecordFormatError as exc:
         return [f"{HEAD_NAME}: malformed: {exc}"]
     if head.sequence > last:

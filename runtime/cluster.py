@@ -13,8 +13,8 @@ Two Ray quirks are handled here once for every caller:
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
-import json
 import os
 import urllib.error
 import urllib.parse
@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tutorrl._read import ReadError, decode_json, read_file, read_stream
 from tutorrl.errors import RefusedError
 
 HIJACK_VARS = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
@@ -29,6 +30,9 @@ HIJACK_VARS = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
 # or a file holding it.
 TOKEN_ENV = "RAY_AUTH_TOKEN"
 TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+# The nodes API answers a few KB per node; limit=10000 nodes stays far below this.
+MAX_ANSWER = 256 * 1024 * 1024
+MAX_TOKEN = 64 * 1024
 
 
 def normalise_address(address: str) -> str:
@@ -62,10 +66,14 @@ def token_from_environment() -> str | None:
         return value.strip()
     path = os.environ.get(TOKEN_PATH_ENV)
     if path:
+        # Followed if a symlink (mounted secrets usually are), but never a FIFO or a huge file.
         try:
-            return Path(path).expanduser().read_text().strip()
-        except OSError as exc:
-            raise RefusedError(f"{TOKEN_PATH_ENV}={path}: cannot read the token ({exc.strerror})") from exc
+            raw = read_file(Path(path).expanduser(), MAX_TOKEN, name=f"{TOKEN_PATH_ENV}={path}", follow=True)
+            return raw.decode("utf-8").strip()
+        except FileNotFoundError:
+            raise RefusedError(f"{TOKEN_PATH_ENV}={path}: cannot read the token (no such file)") from None
+        except (ReadError, UnicodeDecodeError) as exc:
+            raise RefusedError(f"{TOKEN_PATH_ENV}={path}: cannot read the token: {exc}") from None
     return None
 
 
@@ -93,7 +101,7 @@ def _get_json(url: str, headers: dict[str, str], timeout: float = 10.0):
     req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read())
+            raw = read_stream(resp, MAX_ANSWER, name=url)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             raise RefusedError(
@@ -101,23 +109,49 @@ def _get_json(url: str, headers: dict[str, str], timeout: float = 10.0):
                 f"set {TOKEN_ENV} (or {TOKEN_PATH_ENV}) to the cluster's auth token"
             ) from None
         raise RefusedError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
+    except ReadError as exc:
+        raise RefusedError(f"{exc}; is --address a Ray dashboard?") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise RefusedError(f"cannot reach the Ray dashboard at {url}: {reason}") from None
+    try:
+        return decode_json(raw, name=url)
+    except ReadError as exc:
+        raise RefusedError(f"{exc}; is --address a Ray dashboard?") from None
+
+
+def _nodes(url: str, body: object) -> list:
+    """The node list of a state-API answer: {"result": true, "data": {"result": {"result": [...]}}}."""
+    if isinstance(body, dict) and body.get("result", True) is not False:
+        data = body.get("data")
+        inner = data.get("result") if isinstance(data, dict) else None
+        nodes = inner.get("result") if isinstance(inner, dict) else None
+        if isinstance(nodes, list) and all(isinstance(n, dict) for n in nodes):
+            return nodes
+    raise RefusedError(f"{url}: not an answer of Ray's nodes API (is --address a Ray dashboard?): {str(body)[:200]}")
+
+
+def _amount(url: str, name: object, value: object) -> float:
+    # bool is an int in Python; NaN and infinities cannot come from JSON (decode refuses them).
+    if not isinstance(name, str) or type(value) not in (int, float) or value < 0:
+        raise RefusedError(f"{url}: resource {str(name)[:80]!r} = {str(value)[:80]}: not a non-negative number"
+                           " (is --address a Ray dashboard?)")
+    return float(value)
 
 
 def cluster_resources(dashboard_url: str, headers: dict[str, str]) -> Resources:
     """Sum ``resources_total`` over ALIVE nodes (the state API, as the dashboard serves it)."""
-    body = _get_json(f"{dashboard_url}/api/v0/nodes?detail=1&limit=10000", headers)
-    if not isinstance(body, dict) or not body.get("result", True):
-        raise RefusedError(f"{dashboard_url}: unexpected answer from the nodes API: {str(body)[:200]}")
-    nodes = body.get("data", {}).get("result", {}).get("result", [])
+    url = f"{dashboard_url}/api/v0/nodes?detail=1&limit=10000"
+    nodes = _nodes(url, _get_json(url, headers))
     res = Resources()
     for node in nodes:
         if node.get("state") != "ALIVE":
             continue
+        totals = node.get("resources_total") or {}
+        if not isinstance(totals, dict):
+            raise RefusedError(f"{url}: a node's resources_total is not an object (is --address a Ray dashboard?)")
         res.alive_nodes += 1
-        node_total = {k: float(v) for k, v in (node.get("resources_total") or {}).items()}
+        node_total = {k: _amount(url, k, v) for k, v in totals.items()}
         res.per_node.append(node_total)
         for k, v in node_total.items():
             res.total[k] = res.total.get(k, 0.0) + v
