@@ -133,9 +133,11 @@ def verify_bundle(path: str | Path) -> LoadedBundle:
     problems += [f"unexpected file {p.name}" for p in sorted(path.iterdir()) if p.name not in expected]
     for name in APPENDED_DIRS:
         entry = path / name
-        if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+        if entry.is_symlink():
             # Records written through a link would land outside the bundle.
-            problems.append(f"{name} must be a folder inside the bundle, not a link or a file")
+            problems.append(f"{name} is a symlink; it must be a folder inside the bundle")
+        elif entry.exists() and not entry.is_dir():
+            problems.append(f"{name} is a file; it must be a folder inside the bundle")
 
     job: dict = {}
     if "ray-job.json" in files:

@@ -246,6 +246,6 @@ def test_verify_refuses_links_fifos_and_hidden_files(tmp_path):
         else:
             (tmp_path / "elsewhere").mkdir(exist_ok=True)
             (path / "runs").symlink_to(tmp_path / "elsewhere")
-            words = "runs must be a folder inside the bundle"
+            words = "runs is a symlink; it must be a folder inside the bundle"
         with pytest.raises(BundleError, match=words):
             verify_bundle(path)
