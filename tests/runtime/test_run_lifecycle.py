@@ -119,7 +119,9 @@ def test_kill_9_is_reconciled_by_the_next_command(make_bundle, workdir, tmp_path
     listing = run_tutorrl(["runs", str(bundle), "--format", "json"], workdir)
     assert listing.returncode == 0, listing.stderr
     (listed,) = json.loads(listing.stdout)
-    assert listed["status"] == "stopped" and listed["exit_code"] is None
+    # The head may still be draining (PR_SET_PDEATHSIG): then the job is stopped first (exit 130);
+    # once the head is gone the outcome is unknown (no exit code).
+    assert listed["status"] == "stopped" and listed["exit_code"] in (None, 130)
     assert "tutorrl run ended without closing the run" in listed["message"]
     assert _records(bundle)[0] == listed  # what was shown is what was written
     _assert_closed_cleanly(bundle, rec)
