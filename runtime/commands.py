@@ -25,6 +25,28 @@ def _runs(args: argparse.Namespace) -> int:
     return runs_command(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from tutorrl.runtime.observe import status_command
+
+    return status_command(args)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from tutorrl.runtime.observe import logs_command
+
+    return logs_command(args)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from tutorrl.runtime.observe import stop_command
+
+    return stop_command(args)
+
+
+RUN_REF_HELP = ("a run id (tutorrl-<bundle id>-<attempt>: found under ./bundles/ or in the index of runs "
+                "started on this machine) or a run folder bundles/<id>/runs/<run-id>")
+
+
 def register(subparsers) -> None:
     run = subparsers.add_parser(
         "run",
@@ -56,6 +78,9 @@ def register(subparsers) -> None:
                      help="run launch.sh with verl's --cfg all: verl composes and validates its config, no training; "
                           "the config goes to runs/<run-id>/verl-config.yaml, a summary to the terminal")
     run.add_argument("--quiet", action="store_true", help="no progress lines (the job's log is still shown)")
+    run.add_argument("--detach", action="store_true",
+                     help="submit, print the run id and how to follow it, and exit 0; a supervisor in its own "
+                          "session follows the job, closes the record and stops the embedded head when the job ends")
     run.set_defaults(handler=_run)
 
     runs = subparsers.add_parser("runs", help="list the runs of a bundle",
@@ -65,3 +90,25 @@ def register(subparsers) -> None:
 
     add_format_option(runs, legacy_json=True, help="output format: text (a table) or json (every run record in full)")
     runs.set_defaults(handler=_runs)
+
+    status = subparsers.add_parser(
+        "status", help="the state of a run (or of every open run), checked against Ray",
+        description="Show a run's state, reconciled with the Ray job's real state (a record left open by a "
+                    "tutorrl run that died is closed here), its dashboard while it runs, and the training "
+                    "step from verl's console log. Without a run id: every open run started on this machine.")
+    status.add_argument("run", nargs="?", help=RUN_REF_HELP)
+    add_format_option(status, help="output format: text or json (the run record plus what was checked)")
+    status.set_defaults(handler=_status)
+
+    logs = subparsers.add_parser("logs", help="print a run's job log",
+                                 description="Print a run's job log (its job.log; from Ray's Jobs API when no "
+                                             "tutorrl process is following a job that still runs).")
+    logs.add_argument("run", help=RUN_REF_HELP)
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
+    logs.set_defaults(handler=_logs)
+
+    stop = subparsers.add_parser("stop", help="stop a run: its job, then its embedded head",
+                                 description="Stop a run (detached or not): the job first, then the embedded "
+                                             "head; the record says stopped.")
+    stop.add_argument("run", help=RUN_REF_HELP)
+    stop.set_defaults(handler=_stop)

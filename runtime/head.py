@@ -139,6 +139,8 @@ class EmbeddedHead:
         self.dashboard_port: int | None = None
         self.gcs_port: int | None = None
         self._log = None
+        # Called with the head once its process exists (the run record notes it).
+        self.started = None
 
     @property
     def url(self) -> str:
@@ -202,6 +204,8 @@ class EmbeddedHead:
             argv, env=env, cwd=self.workdir or self.run_dir, stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=subprocess.STDOUT, preexec_fn=_child_setup(os.getpid()),
         )
+        if self.started is not None:
+            self.started(self)
         self._wait_ready(progress, timeout_s, should_stop)
 
     def _wait_ready(self, progress, timeout_s: float, should_stop) -> None:

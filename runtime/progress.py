@@ -13,9 +13,46 @@ import time
 from typing import TextIO
 
 
+class _Safe:
+    """A stream that goes quiet instead of raising once it is gone (a closed
+    terminal answers EIO, a closed pipe EPIPE): what tutorrl has left to do
+    then -- stop the job, stop the head, close the record -- must not be cut
+    short by a message nobody can read."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.dead = False
+
+    def write(self, text: str) -> None:
+        if self.dead:
+            return
+        try:
+            self._stream.write(text)
+        except (OSError, ValueError):
+            self.dead = True
+
+    def flush(self) -> None:
+        if self.dead:
+            return
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            self.dead = True
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+
+def safe(stream: TextIO) -> _Safe:
+    return stream if isinstance(stream, _Safe) else _Safe(stream)
+
+
 class Progress:
     def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, quiet: bool = False):
-        self._stream = stream if stream is not None else sys.stderr
+        self._stream = safe(stream if stream is not None else sys.stderr)
         self._tty = self._stream.isatty() if tty is None else tty
         self._quiet = quiet
         self._last = ""
@@ -73,5 +110,6 @@ class Progress:
         """Job output: clear the status line first so the two never interleave."""
         with self._lock:
             self._clear_locked()
+            out = safe(out)
             out.write(text)
             out.flush()

@@ -12,9 +12,12 @@ submission request, and the address is stored without credentials.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +29,7 @@ from tutorrl.errors import BundleError
 RUNS_DIR = "runs"
 RECORD_FILE = "run.json"
 LOG_FILE = "job.log"
+LOCK_FILE = ".lock"
 SCHEMA = 1
 
 Status = Literal["starting", "pending", "running", "succeeded", "failed", "stopped", "refused"]
@@ -56,6 +60,25 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     message: str | None = None
     working_dir_upload: bool = False
     cwd: str | None = None
+    # Who closes this record: the process following the job (``tutorrl run``,
+    # or the supervisor of a detached run), identified by host, pid and the
+    # kernel's start time of that pid (a reused pid is not mistaken for it).
+    owner: "Process | None" = None
+    detached: bool = False
+    # submit_job returned: Ray has the job (a record still "starting" may not).
+    submitted: bool = False
+    # The embedded head (its process and its private temp folder, which holds
+    # the token file): what a later command needs to check on a run whose
+    # owner died, and to clean up after it. Never the token itself.
+    head: "Process | None" = None
+    head_dir: str | None = None
+    dashboard: str | None = None
+
+
+class Process(msgspec.Struct, forbid_unknown_fields=False):
+    host: str
+    pid: int
+    start: int | None = None
 
 
 def utc_now() -> str:
@@ -105,13 +128,38 @@ def create_record(run_dir: Path, record: RunRecord) -> None:
 
 
 def update_record(run_dir: Path, record: RunRecord) -> None:
-    tmp = run_dir / f".{RECORD_FILE}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(_encode(record))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, run_dir / RECORD_FILE)
+    """Replace run.json whole (temporary file, fsync, rename); the temporary
+    file is removed on any failure, an exception raised mid-write included."""
+    data = _encode(record)
+    tmp = run_dir / f".{RECORD_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, run_dir / RECORD_FILE)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path):
+    """An exclusive lock on one run (``flock`` on ``runs/<run-id>/.lock``), held
+    by whoever closes its record, so two observers never both close it."""
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def read_record(run_dir: Path) -> RunRecord:

@@ -15,15 +15,19 @@ import platform
 import signal
 import sys
 import threading
+import time
 from importlib import metadata
 from pathlib import Path
 
 from tutorrl import __version__
 from tutorrl.errors import RefusedError, TutorrlError
-from tutorrl.runtime import cluster, dryrun, preflight, records, submit
+from tutorrl.runtime import cluster, dryrun, lifecycle, preflight, records, submit
 from tutorrl.runtime.progress import Progress
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = lifecycle.EXIT_INTERRUPTED
+# How long `run --detach` waits for its supervisor to get the job submitted.
+DETACH_SUBMIT_TIMEOUT_S = 300
+SUPERVISOR_LOG = "supervisor.log"
 
 
 class Interrupts:
@@ -66,13 +70,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _call_evidence(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None) -> None:
-    from tutorrl.evidence import record_run_checkpoints
-
-    record_run_checkpoints(bundle_path, run_id, finished, cwd=cwd)
-
-
-def _failure_summary(error_type: str | None, message: str | None) -> str:
+def failure_summary(error_type: str | None, message: str | None) -> str:
     """Ray's failure message is a header plus a 20,000-character log tail:
     keep the header and the last line the job printed (usually the reason)."""
     lines = [line for line in (message or "").splitlines() if line.strip()]
@@ -97,6 +95,8 @@ class RunSession:
         self.job_status: str | None = None
         self.secrets: list[str] = []
         self.summary: list[str] = []
+        self.interrupts: Interrupts | None = None
+        self.evidence_failed = None
 
     # -- record -----------------------------------------------------------
     def _save(self, **changes) -> None:
@@ -115,15 +115,16 @@ class RunSession:
             versions=records.Versions(tutorrl=__version__, ray=_version("ray"),
                                       python=platform.python_version(), verl=preflight.installed_verl()),
             started=records.utc_now(), status="starting", working_dir_upload=self.upload,
-            cwd=str(self.cwd),
+            cwd=str(self.cwd), owner=lifecycle.this_process(), detached=bool(getattr(self.args, "detach", False)),
         )
         records.create_record(self.run_dir, self.record)
+        lifecycle.index_run(self.run_dir)
 
     # -- main -------------------------------------------------------------
-    def run(self) -> int:
+    def _load(self):
         from tutorrl.compiler import verify_bundle
 
-        args, progress = self.args, self.progress
+        args = self.args
         bundle = verify_bundle(Path(args.bundle))
         bundle_path = Path(bundle.path).resolve()
         digest = bundle.manifest.digest
@@ -139,6 +140,11 @@ class RunSession:
             self.upload = bool(args.upload)
         if self.upload and not self.cluster_url:
             raise RefusedError("--upload only applies with --address (the embedded head sees the bundle directly)")
+        return bundle, bundle_path, digest, bundle_id, job, spec
+
+    def run(self) -> int:
+        args, progress = self.args, self.progress
+        bundle, bundle_path, digest, bundle_id, job, spec = self._load()
 
         findings = preflight.Findings()
         names = submit.passthrough_names(job)
@@ -167,12 +173,97 @@ class RunSession:
         interrupts.install()
         try:
             self._claim(bundle_path, bundle_id, digest)
+            if getattr(args, "detach", False):
+                return self._detach(interrupts)
+            return self._execute(bundle, bundle_path, bundle_id, digest, passthrough, token, interrupts)
+        finally:
+            interrupts.restore()
+
+    # -- detached runs ----------------------------------------------------
+    def _detach(self, interrupts) -> int:
+        """Hand the run to a supervisor in its own session (it outlives this
+        shell and its terminal), wait until Ray has the job, say how to follow it."""
+        import json
+        import subprocess
+
+        from tutorrl._files import display_path
+
+        progress, run_dir = self.progress, self.run_dir
+        options = {"bundle": str(Path(self.args.bundle).resolve()), "address": self.args.address,
+                   "upload": self.args.upload, "dry_run": bool(self.args.dry_run)}
+        with open(run_dir / SUPERVISOR_LOG, "ab") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "tutorrl.runtime.supervise", str(run_dir.resolve()), json.dumps(options)],
+                cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        # The supervisor closes the record from now on.
+        with records.locked(run_dir):
+            self.record = records.read_record(run_dir)
+            self._save(owner=lifecycle.this_process(child.pid))
+        sid = self.record.submission_id
+        progress.status(f"{sid}: detached; waiting for Ray to accept the job")
+        deadline = time.monotonic() + DETACH_SUBMIT_TIMEOUT_S
+        while True:
+            record = records.read_record(run_dir)
+            if record.submitted or record.status in records.TERMINAL:
+                break
+            if child.poll() is not None:
+                record = lifecycle.reconcile(run_dir)
+                break
+            if interrupts() or time.monotonic() > deadline:
+                child.send_signal(signal.SIGTERM)  # it stops the job and the head, and closes the record
+                child.wait()
+                progress.clear()
+                record = records.read_record(run_dir)
+                progress.note(f"{sid}: {record.status}" + ("" if interrupts() else
+                              f" (Ray had not accepted the job after {DETACH_SUBMIT_TIMEOUT_S}s)"))
+                return EXIT_INTERRUPTED if interrupts() else 1
+            progress.tick()
+            time.sleep(0.2)
+        progress.clear()
+        if not record.submitted:
+            progress.note(f"{sid}: {record.status}" + (f": {record.message}" if record.message else "")
+                          + f"; supervisor log: {display_path(run_dir / SUPERVISOR_LOG)}")
+            return record.exit_code if record.exit_code else 1
+        self.record = record
+        out = sys.stdout
+        try:
+            out.write(f"{sid}\n")
+            out.flush()
+        except OSError:
+            pass
+        progress.note(f"{sid}: submitted and detached; it runs on after this shell exits")
+        progress.note(f"  follow it:  tutorrl logs {sid} --follow")
+        progress.note(f"  its state:  tutorrl status {sid}")
+        progress.note(f"  stop it:    tutorrl stop {sid}")
+        progress.note(f"  record:     {display_path(run_dir)}")
+        return 0
+
+    def resume(self, run_dir: Path) -> int:
+        """The supervisor's side of a detached run: the record is claimed and
+        the local checks passed in `tutorrl run`; start the head, submit, follow."""
+        bundle, bundle_path, digest, bundle_id, job, spec = self._load()
+        names = submit.passthrough_names(job)
+        passthrough = {n: os.environ[n] for n in names if n in os.environ}
+        self.secrets = [v for v in passthrough.values() if v]
+        cluster.drop_hijack_vars()
+        token = cluster.token_from_environment() if self.cluster_url else None
+        self.run_dir = run_dir
+        interrupts = Interrupts(self.progress)
+        interrupts.install()
+        try:
+            with records.locked(run_dir):
+                self.record = records.read_record(run_dir)
+                self._save(owner=lifecycle.this_process())
+            if self.record.status in records.TERMINAL:
+                return self.record.exit_code or 0
             return self._execute(bundle, bundle_path, bundle_id, digest, passthrough, token, interrupts)
         finally:
             interrupts.restore()
 
     def _execute(self, bundle, bundle_path, bundle_id, digest, passthrough, token, interrupts) -> int:
         progress = self.progress
+        self.interrupts = interrupts
         try:
             if self.cluster_url:
                 url, headers = self.cluster_url, cluster.auth_headers(token)
@@ -181,9 +272,11 @@ class RunSession:
                 from tutorrl.runtime.head import EmbeddedHead
 
                 self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd)
+                self.head.started = lambda head: self._save(
+                    head=lifecycle.this_process(head.proc.pid), head_dir=str(head.run_dir))
                 self.head.start(progress, should_stop=interrupts)
                 url, headers = self.head.url, self.head.headers
-                self._save(address=url)
+                self._save(address=url, dashboard=url)
             if interrupts():
                 return self._interrupted()
 
@@ -207,9 +300,10 @@ class RunSession:
             if interrupts():
                 return self._interrupted()
             return self._follow(interrupts)
-        except TutorrlError:
+        except TutorrlError as exc:
             if self.record is not None and self.record.status not in records.TERMINAL:
-                self._save(status="refused", ended=records.utc_now(), exit_code=2)
+                self._save(status="refused", ended=records.utc_now(), exit_code=exc.exit_code,
+                           message=submit.Redactor(self.secrets).scrub(exc.render())[:1000])
             raise
         except BaseException as exc:
             if self.record is not None and self.record.status not in records.TERMINAL:
@@ -220,9 +314,8 @@ class RunSession:
             self._shutdown()
             for line in self.summary:
                 progress.note(line)
-            if self.record is not None and self.record.status in ("succeeded", "failed", "stopped") \
-                    and self.submitted and not self.args.dry_run:
-                self._evidence(bundle_path)
+            if self.record is not None and self.record.status in records.TERMINAL:
+                self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress)
 
     def _submit(self, bundle, bundle_path, bundle_id, digest, passthrough, interrupts) -> None:
         for _ in range(50):
@@ -243,8 +336,10 @@ class RunSession:
                 self._claim(bundle_path, bundle_id, digest, start_after=self.record.attempt)
                 continue
             self.submitted = True
-            self._save(status="pending")
-            self.sink = submit.LogSink(self.run_dir / records.LOG_FILE, sub.secrets, progress=self.progress)
+            self._save(status="pending", submitted=True,
+                       dashboard=self.record.dashboard or (self.cluster_url if self.cluster_url else None))
+            out = open(os.devnull, "w") if self.record.detached else None  # the supervisor: job.log only
+            self.sink = submit.LogSink(self.run_dir / records.LOG_FILE, sub.secrets, out=out, progress=self.progress)
             self.follower = submit.LogFollower(self.client, sid, self.sink)
             self.follower.start()
             return
@@ -278,7 +373,7 @@ class RunSession:
         elif status == "FAILED":
             code = info.driver_exit_code if info.driver_exit_code else 1
             state = "failed"
-            msg = submit.Redactor(self.secrets).scrub(_failure_summary(info.error_type, info.message))
+            msg = submit.Redactor(self.secrets).scrub(failure_summary(info.error_type, info.message))
         else:  # stopped by someone else (ray job stop, the dashboard)
             code, state, msg = 1, "stopped", "stopped outside tutorrl"
         self._save(status=state, exit_code=code, ended=records.utc_now(), message=msg)
@@ -319,8 +414,10 @@ class RunSession:
                 self.progress.note(f"{sid} did not stop in time (a PENDING job cannot be stopped); "
                                    + ("the embedded head is stopped next" if self.head else "it may still start on the cluster"))
         self._close_log()
+        signum = self.interrupts.signum if self.interrupts is not None else None
+        name = signal.Signals(signum).name if signum else None
         self._save(status="stopped", exit_code=EXIT_INTERRUPTED, ended=records.utc_now(),
-                   message="interrupted")
+                   message=f"interrupted ({name})" if name else "interrupted")
         return EXIT_INTERRUPTED
 
     def _close_log(self) -> None:
@@ -346,19 +443,6 @@ class RunSession:
                 self.head = None
             self.progress.clear()
 
-    def _evidence(self, bundle_path: Path) -> None:
-        # "finished": the job ran to its end and succeeded; a failed or
-        # stopped run may still have left checkpoints worth recording.
-        finished = self.record.status == "succeeded"
-        # Relative output dirs are relative to where the job ran; with an
-        # upload that is on the cluster, where no scan from here can look.
-        cwd = None if self.upload else self.cwd
-        try:
-            _call_evidence(bundle_path, self.record.run_id, finished, cwd)
-        except TutorrlError as exc:
-            self.progress.note(f"evidence: {exc.render()}")
-            self.evidence_failed = exc
-
 
 def run_command(args) -> int:
     progress = Progress(quiet=getattr(args, "quiet", False))
@@ -378,7 +462,14 @@ def runs_command(args) -> int:
         from tutorrl.errors import BundleError
 
         raise BundleError(f"{bundle_path} is not a bundle (no manifest.json)")
-    entries = records.list_records(bundle_path)
+    entries = []
+    for path, record in records.list_records(bundle_path):
+        if record is not None and record.status not in records.TERMINAL:
+            try:
+                record = lifecycle.reconcile(path, progress=Progress())
+            except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+                record = None
+        entries.append((path, record))
     if args.json:
         out = [msgspec.to_builtins(r) if r is not None else {"run_id": p.name, "status": "unreadable"}
                for p, r in entries]

@@ -148,7 +148,10 @@ class LogSink:
 
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._file = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
-        self._out = out if out is not None else sys.stdout
+        from tutorrl.runtime.progress import safe
+
+        # The terminal may go away mid-run; job.log must still be complete.
+        self._out = safe(out if out is not None else sys.stdout)
         self._progress = progress
         self._redactor = Redactor(secrets)
         self._lock = threading.Lock()

@@ -1,0 +1,304 @@
+"""How a run ends, whoever sees it end.
+
+A run record is closed by the process that follows the job (``tutorrl run``,
+or the supervisor of a detached run). When that process died without closing
+it (``kill -9``, the machine going away), the next command that reads the
+record -- ``runs``, ``status``, ``logs``, ``stop`` -- finds the record still
+open with its owner gone, asks Ray what became of the job, and closes the
+record itself. Closing is done once, under the run's lock, and is always
+followed by the post-run evidence scan (``finish``), so checkpoints are
+recorded whichever command observed the end.
+
+Run ids are ``tutorrl-<bundle id>-<attempt>``, so the bundle is named by the
+id; a run is found from any folder through ``bundles/<bundle id>/runs/`` under
+the current folder, an explicit ``.../runs/<run-id>`` path, or the index under
+the user's state folder (one file per run id listing the run folders it names;
+two checkouts of a bundle give the same ids, and then the choice is asked for).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import shutil
+import socket
+import time
+from pathlib import Path
+
+from tutorrl.errors import RefusedError, TutorrlError
+from tutorrl.runtime import records
+
+EXIT_INTERRUPTED = 130
+STATE_ENV = "XDG_STATE_HOME"
+RUN_ID_RE = re.compile(r"^tutorrl-([0-9A-Za-z]+)-(\d+)$")
+
+
+class RunNotFound(TutorrlError):
+    exit_code = 2
+
+
+# -- processes ---------------------------------------------------------------
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: fields resume after the last ')'.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if fields and fields[0] == b"Z":  # a zombie has ended; only its parent has not reaped it
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def this_process(pid: int | None = None) -> records.Process:
+    pid = os.getpid() if pid is None else pid
+    return records.Process(host=socket.gethostname(), pid=pid, start=_start_time(pid))
+
+
+def alive(proc: records.Process | None) -> bool | None:
+    """True/False for a process of this host; None when it ran elsewhere (cannot tell)."""
+    if proc is None:
+        return False
+    if proc.host != socket.gethostname():
+        return None
+    start = _start_time(proc.pid)
+    return start is not None and (proc.start is None or start == proc.start)
+
+
+# -- closing a record -------------------------------------------------------
+def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -> TutorrlError | None:
+    """The post-run evidence scan: every checkpoint of the run not yet recorded.
+
+    Runs for a real run that reached Ray and ended (a dry run writes none). A
+    failed or stopped run may still have left checkpoints worth recording;
+    "finished" tells the record whether the job ran to its end. Repeating it
+    records nothing twice."""
+    if record.dry_run or record.status not in ("succeeded", "failed", "stopped") or not record.submitted:
+        return None
+    from tutorrl.evidence import record_run_checkpoints
+
+    # Relative output dirs are relative to where the job ran; with an upload
+    # that is on the cluster, where no scan from here can look.
+    cwd = None if record.working_dir_upload else (Path(record.cwd) if record.cwd else None)
+    try:
+        record_run_checkpoints(bundle_path, record.run_id, record.status == "succeeded", cwd=cwd)
+    except TutorrlError as exc:
+        if progress is not None:
+            progress.note(f"evidence: {exc.render()}")
+        return exc
+    return None
+
+
+def finish(run_dir: Path, *, status: str, exit_code: int | None, message: str | None,
+           scan: bool = True, progress=None) -> tuple[records.RunRecord, TutorrlError | None]:
+    """Close the record once (under its lock; a record already closed is left
+    as it is), then run the evidence scan. Returns the record as it now reads."""
+    with records.locked(run_dir):
+        record = records.read_record(run_dir)
+        if record.status in records.TERMINAL:
+            return record, None
+        record.status = status
+        record.exit_code = exit_code
+        record.message = message
+        record.ended = records.utc_now()
+        records.update_record(run_dir, record)
+    failed = scan_evidence(run_dir.parent.parent, record, progress) if scan else None
+    return record, failed
+
+
+# -- Ray, from a later command ---------------------------------------------
+def _head_token(record: records.RunRecord) -> str | None:
+    if not record.head_dir:
+        return None
+    try:
+        return (Path(record.head_dir) / "token").read_text().strip()
+    except OSError:
+        return None
+
+
+def client_for(record: records.RunRecord):
+    """A Jobs API client for the run's cluster or embedded head, or None if unreachable."""
+    from tutorrl.runtime import cluster
+
+    if record.address_kind == "embedded":
+        token = _head_token(record)
+        url = record.dashboard
+        if token is None or url is None or not alive(record.head):
+            return None
+    else:
+        url = record.address
+        try:
+            token = cluster.token_from_environment()
+        except RefusedError:
+            token = None
+    try:
+        cluster.cluster_resources(url, cluster.auth_headers(token))  # reachable and authorised
+        return cluster.job_client(url, cluster.auth_headers(token))
+    except TutorrlError:
+        return None
+
+
+def job_outcome(client, record: records.RunRecord) -> tuple[str, int | None, str | None] | None:
+    """Ray's terminal state of the job as (status, exit code, message), or None while it runs."""
+    from tutorrl.runtime.run import failure_summary
+
+    try:
+        info = client.get_job_info(record.submission_id)
+    except Exception:  # noqa: BLE001 - never submitted, or the head forgot it
+        return None
+    status = str(info.status.value)
+    if status == "SUCCEEDED":
+        return "succeeded", 0, None
+    if status == "FAILED":
+        return "failed", info.driver_exit_code or 1, failure_summary(info.error_type, info.message)
+    if status == "STOPPED":
+        return "stopped", EXIT_INTERRUPTED, "stopped"
+    return None
+
+
+def _known(client, record: records.RunRecord) -> bool:
+    try:
+        client.get_job_info(record.submission_id)
+        return True
+    except Exception:  # noqa: BLE001 - Ray never got it
+        return False
+
+
+def stop_head(record: records.RunRecord, grace_s: float = 10.0) -> None:
+    """Stop an embedded head whose owner is gone: SIGTERM, then its process group."""
+    head = record.head
+    if head is not None and alive(head):
+        try:
+            os.kill(head.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace_s
+        while alive(head) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if alive(head):
+            try:
+                os.killpg(head.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    if record.head_dir and not alive(head):
+        shutil.rmtree(record.head_dir, ignore_errors=True)
+
+
+def reconcile(run_dir: Path, progress=None) -> records.RunRecord:
+    """The record as it should read now: an open record whose owner is gone is
+    closed from Ray's view of the job (see the module docstring)."""
+    record = records.read_record(run_dir)
+    if record.status in records.TERMINAL:
+        return record
+    owner = alive(record.owner)
+    if owner:
+        return record  # its owner is following the job and will close it
+    if record.address_kind == "embedded":
+        if owner is None:
+            return record  # started on another host: nothing here can check its head
+        client = client_for(record) if alive(record.head) else None
+        outcome = job_outcome(client, record) if client is not None else None
+        if client is not None and outcome is None and _known(client, record):
+            from tutorrl.runtime import submit
+
+            submit.stop_job(client, record.submission_id)
+            outcome = job_outcome(client, record)
+            if outcome is not None and outcome[0] == "stopped":
+                outcome = ("stopped", EXIT_INTERRUPTED,
+                           "tutorrl run ended without closing the run; its job was stopped when this was noticed")
+        stop_head(record)  # job first, then head
+        if outcome is None:
+            outcome = ("stopped", None,
+                       "tutorrl run ended without closing the run (killed?); its embedded Ray head is gone "
+                       "and the job with it; the job's outcome is unknown beyond job.log")
+    else:
+        client = client_for(record)
+        outcome = job_outcome(client, record) if client is not None else None
+        if outcome is None:
+            if client is not None and not _known(client, record):
+                outcome = ("failed", 1, "tutorrl run ended before the job was submitted")
+            if outcome is None:
+                return record  # still running on the cluster (or the cluster is unreachable now)
+    status, code, message = outcome
+    if status in ("succeeded", "failed") and record.owner is not None:
+        message = (message + "; " if message else "") + "closed after the job ended, not by its own tutorrl run"
+    record, _ = finish(run_dir, status=status, exit_code=code, message=message, progress=progress)
+    return record
+
+
+# -- finding runs -----------------------------------------------------------
+def state_dir() -> Path:
+    base = os.environ.get(STATE_ENV) or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "tutorrl" / "runs"
+
+
+def index_run(run_dir: Path) -> None:
+    """Note where a run's folder is, so `tutorrl status <run-id>` works from any folder."""
+    try:
+        folder = state_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        line = (str(run_dir.resolve()) + "\n").encode()
+        fd = os.open(folder / run_dir.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)  # one short O_APPEND write: concurrent writers never interleave
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # the index is a convenience; the record under the bundle is what counts
+
+
+def _indexed(run_id: str) -> list[Path]:
+    try:
+        lines = (state_dir() / run_id).read_text().splitlines()
+    except OSError:
+        return []
+    out: list[Path] = []
+    for line in lines:
+        path = Path(line)
+        if line and path not in out and (path / records.RECORD_FILE).is_file():
+            out.append(path)
+    return out
+
+
+def find_run(ref: str) -> Path:
+    """A run folder from a run id or a ``bundles/<id>/runs/<run-id>`` path."""
+    given = Path(ref)
+    if (given / records.RECORD_FILE).is_file():
+        return given
+    m = RUN_ID_RE.match(given.name)
+    if not m or given.name != ref:
+        raise RunNotFound(f"{ref}: not a run folder (no {records.RECORD_FILE}) and not a run id "
+                          "(tutorrl-<bundle id>-<attempt>)")
+    local = Path("bundles") / m.group(1) / records.RUNS_DIR / ref
+    if (local / records.RECORD_FILE).is_file():
+        return local
+    found = _indexed(ref)
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        raise RunNotFound(f"{ref} names runs in {len(found)} checkouts of the bundle; give one folder:\n"
+                          + "\n".join(f"  {p}" for p in found))
+    raise RunNotFound(f"{ref}: no such run under ./bundles/ or in the index of runs started on this machine")
+
+
+def open_runs() -> list[Path]:
+    """Every indexed run of this machine whose record is still open (for `tutorrl status`)."""
+    folder = state_dir()
+    out = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    for name in names:
+        for path in _indexed(name):
+            try:
+                if records.read_record(path).status not in records.TERMINAL:
+                    out.append(path)
+            except Exception:  # noqa: BLE001 - unreadable records are listed by `runs`
+                continue
+    return out

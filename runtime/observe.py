@@ -1,0 +1,185 @@
+"""``tutorrl status``, ``logs``, ``stop`` and ``runs``: looking at runs from any shell.
+
+Every command reconciles first (``lifecycle.reconcile``): a record left open by
+a ``tutorrl run`` that died is closed from Ray's view of the job, and the
+evidence scan runs, before anything is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+
+from tutorrl.runtime import lifecycle, records
+
+STEP_RE = re.compile(r"(?:^|\s)step:(\d+) - ")
+STOP_TIMEOUT_S = 90
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _total_steps(bundle_path: Path) -> int | None:
+    import tomllib
+
+    try:
+        spec = tomllib.loads((bundle_path / "spec.toml").read_text())
+        value = (spec.get("trainer") or {}).get("total_steps")
+        return int(value) if value is not None else None
+    except (OSError, ValueError, tomllib.TOMLDecodeError):
+        return None
+
+
+def last_step(log: Path) -> int | None:
+    """The last ``step:N - key:value`` line verl's console logger printed."""
+    try:
+        with open(log, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - 1_000_000))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    found = STEP_RE.findall(text)
+    return int(found[-1]) if found else None
+
+
+def describe(run_dir: Path, record: records.RunRecord) -> dict:
+    bundle_path = run_dir.parent.parent
+    owner = lifecycle.alive(record.owner)
+    open_ = record.status not in records.TERMINAL
+    out = msgspec.to_builtins(record)
+    out["path"] = str(run_dir)
+    out["log"] = str(run_dir / records.LOG_FILE)
+    # The dashboard only while something serves it (an embedded head dies with its run).
+    out["dashboard"] = record.dashboard if (open_ and (record.address_kind == "cluster" or
+                                                       lifecycle.alive(record.head))) else None
+    out["owner_alive"] = owner
+    out["step"] = last_step(run_dir / records.LOG_FILE)
+    out["total_steps"] = _total_steps(bundle_path)
+    return out
+
+
+def _text(d: dict) -> str:
+    where = "embedded Ray head" if d["address_kind"] == "embedded" else f"cluster {d['address']}"
+    lines = [f"{d['run_id']}: {d['status']}" + (" (dry run)" if d["dry_run"] else "")
+             + ("" if d["exit_code"] is None else f", exit code {d['exit_code']}")]
+    if d.get("message"):
+        lines.append(f"  {d['message']}")
+    lines.append(f"  where:     {where}" + (" (detached)" if d["detached"] else ""))
+    if d["dashboard"]:
+        lines.append(f"  dashboard: {d['dashboard']}")
+    if d["step"] is not None:
+        total = f"/{d['total_steps']}" if d["total_steps"] else ""
+        lines.append(f"  step:      {d['step']}{total}")
+    lines.append(f"  started:   {d['started']}" + (f"  ended: {d['ended']}" if d["ended"] else ""))
+    lines.append(f"  record:    {d['path']}")
+    return "\n".join(lines) + "\n"
+
+
+def status_command(args) -> int:
+    from tutorrl.runtime.progress import Progress
+
+    progress = Progress()
+    dirs = [lifecycle.find_run(args.run)] if args.run else lifecycle.open_runs()
+    found = [(p, lifecycle.reconcile(p, progress)) for p in dirs]
+    data = [describe(p, r) for p, r in found]
+    if args.format == "json":
+        body = data[0] if args.run else data
+        _out(msgspec.json.format(msgspec.json.encode(body), indent=2).decode() + "\n")
+        return 0
+    if not data:
+        print("no open runs started on this machine (tutorrl status <run-id> shows any run)", file=sys.stderr)
+        return 0
+    _out("".join(_text(d) for d in data))
+    return 0
+
+
+def _ray_log(record: records.RunRecord):
+    client = lifecycle.client_for(record)
+    if client is None:
+        return None
+    try:
+        return client, client.get_job_logs(record.submission_id)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def logs_command(args) -> int:
+    run_dir = lifecycle.find_run(args.run)
+    record = lifecycle.reconcile(run_dir)
+    log = run_dir / records.LOG_FILE
+    # job.log is written by the run's owner; when no owner is following a job
+    # that still runs (its tutorrl run died, on a cluster), Ray has the log.
+    if record.status not in records.TERMINAL and not lifecycle.alive(record.owner):
+        got = _ray_log(record)
+        if got is not None:
+            client, text = got
+            _out(text)
+            shown = len(text)
+            while args.follow:
+                if str(client.get_job_status(record.submission_id).value) in ("SUCCEEDED", "FAILED", "STOPPED"):
+                    _out(client.get_job_logs(record.submission_id)[shown:])
+                    lifecycle.reconcile(run_dir)
+                    break
+                text = client.get_job_logs(record.submission_id)
+                _out(text[shown:])
+                shown = len(text)
+                time.sleep(1.0)
+            return 0
+    offset = 0
+    while True:
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            chunk = b""
+        if chunk:
+            offset += len(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+        if not args.follow or record.status in records.TERMINAL:
+            if args.follow and chunk:
+                continue  # drain what the owner wrote before it closed the record
+            return 0
+        time.sleep(0.5)
+        record = lifecycle.reconcile(run_dir)
+
+
+def stop_command(args) -> int:
+    run_dir = lifecycle.find_run(args.run)
+    record = lifecycle.reconcile(run_dir)
+    sid = record.submission_id
+    if record.status in records.TERMINAL:
+        print(f"{sid}: already {record.status}", file=sys.stderr)
+        return 0
+    owner = lifecycle.alive(record.owner)
+    if owner:
+        # Its owner stops the job, then the head, and closes the record (as on Ctrl-C).
+        os.kill(record.owner.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while lifecycle.alive(record.owner) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        record = lifecycle.reconcile(run_dir)
+    elif record.address_kind == "cluster":
+        client = lifecycle.client_for(record)
+        if client is None:
+            print(f"{sid}: cannot reach {record.address} to stop the job", file=sys.stderr)
+            return 1
+        from tutorrl.runtime import submit
+
+        submit.stop_job(client, sid)
+        record = lifecycle.reconcile(run_dir)
+    if record.status not in records.TERMINAL:
+        print(f"{sid}: still {record.status} (its owner did not stop it within {STOP_TIMEOUT_S}s)", file=sys.stderr)
+        return 1
+    print(f"{sid}: {record.status}" + (f" ({record.message})" if record.message else ""), file=sys.stderr)
+    return 0

@@ -1,0 +1,202 @@
+"""Every way a run ends leaves a record that says what happened: signals, a
+terminal or pipe that goes away, `kill -9`, detached runs, `tutorrl stop`.
+Real `tutorrl` processes, real Ray heads on loopback."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import signal
+import subprocess
+import termios
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
+from test_run_embedded import _records
+
+pytestmark = pytest.mark.slow
+
+LONG_JOB = '#!/usr/bin/env bash\necho started\nsleep 600 &\nwait\n'
+ENV = dict(TUTORRL_EMBEDDED_NUM_GPUS="1")
+
+
+def _running(bundle: Path):
+    def check():
+        recs = _records(bundle)
+        if recs and recs[-1]["status"] == "running":
+            log = bundle / "runs" / recs[-1]["run_id"] / "job.log"
+            return log.is_file() and "started" in log.read_text() and recs[-1]
+        return False
+    return wait_for(check, 120, "the job to be RUNNING and print")
+
+
+def _assert_closed_cleanly(bundle: Path, rec: dict) -> None:
+    run_dir = bundle / "runs" / rec["run_id"]
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".") and p.name != ".lock") == []
+    wait_for(lambda: procs_with_env("TUTORRL_RUN_ID", rec["submission_id"]) == [], 30,
+             "no leftover processes of the run")
+    if rec.get("head_dir"):
+        assert not Path(rec["head_dir"]).exists()
+
+
+def test_closing_the_terminal_closes_the_record(make_bundle, workdir):
+    """The reported bug: tutorrl run on a terminal that is closed (SIGHUP, then EIO on every write)."""
+    bundle = make_bundle(LONG_JOB, gpus=1)
+    master, slave = pty.openpty()
+
+    def controlling_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([*TUTORRL, "run", str(bundle)], cwd=workdir, env=clean_env(**ENV),
+                            stdin=slave, stdout=slave, stderr=slave, preexec_fn=controlling_terminal)
+    os.close(slave)
+
+    closing = threading.Event()
+
+    def drain():  # a terminal that is read, until it is closed
+        import select
+
+        while not closing.is_set():
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    os.read(master, 65536)
+                except OSError:
+                    return
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        _running(bundle)
+        closing.set()
+        reader.join()  # a read in progress would keep the terminal open
+        os.close(master)  # the terminal window goes away
+        proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (rec,) = _records(bundle)
+    assert rec["status"] == "stopped" and rec["exit_code"] == 130, rec
+    assert rec["message"] == "interrupted (SIGHUP)"
+    assert rec["ended"] is not None
+    _assert_closed_cleanly(bundle, rec)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_signal_with_output_gone(make_bundle, workdir, sig):
+    """In its own session (setsid), its stdout/stderr pipes closed, then a signal."""
+    bundle = make_bundle(LONG_JOB, gpus=1)
+    proc = subprocess.Popen([*TUTORRL, "run", str(bundle)], cwd=workdir, env=clean_env(**ENV),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _running(bundle)
+        proc.stdout.close()
+        proc.stderr.close()
+        proc.send_signal(sig)
+        proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    (rec,) = _records(bundle)
+    assert rec["status"] == "stopped" and rec["message"] == f"interrupted ({sig.name})", rec
+    _assert_closed_cleanly(bundle, rec)
+
+
+def test_kill_9_is_reconciled_by_the_next_command(make_bundle, workdir, tmp_path):
+    bundle = make_bundle(LONG_JOB, gpus=1)
+    proc = subprocess.Popen([*TUTORRL, "run", str(bundle)], cwd=workdir, env=clean_env(**ENV),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rec = _running(bundle)
+    proc.kill()
+    proc.wait()
+    assert _records(bundle)[0]["status"] == "running"  # nobody closed it
+    listing = run_tutorrl(["runs", str(bundle), "--format", "json"], workdir)
+    assert listing.returncode == 0, listing.stderr
+    (listed,) = json.loads(listing.stdout)
+    # The head may still be draining (PR_SET_PDEATHSIG): then the job is stopped first (exit 130);
+    # once the head is gone the outcome is unknown (no exit code).
+    assert listed["status"] == "stopped" and listed["exit_code"] in (None, 130)
+    assert "tutorrl run ended without closing the run" in listed["message"]
+    assert _records(bundle)[0] == listed  # what was shown is what was written
+    _assert_closed_cleanly(bundle, rec)
+    # Found by its id from another folder (the index of runs of this machine).
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    status = run_tutorrl(["status", rec["run_id"]], elsewhere)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith(f"{rec['run_id']}: stopped")
+
+
+def test_detached_run_status_logs_stop(make_bundle, workdir, tmp_path):
+    bundle = make_bundle(LONG_JOB, gpus=1)
+    detach = run_tutorrl(["run", str(bundle), "--detach"], workdir, clean_env(**ENV))
+    assert detach.returncode == 0, detach.stderr
+    run_id = detach.stdout.strip()
+    assert run_id == f"tutorrl-{bundle.name}-1"
+    assert f"tutorrl logs {run_id} --follow" in detach.stderr and f"tutorrl stop {run_id}" in detach.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    wait_for(lambda: "started" in run_tutorrl(["logs", run_id], elsewhere).stdout, 60, "the job's output")
+    status = json.loads(run_tutorrl(["status", run_id, "--format", "json"], elsewhere).stdout)
+    assert status["status"] == "running" and status["detached"] is True and status["owner_alive"] is True
+    assert status["dashboard"].startswith("http://127.0.0.1:")
+    supervisor = status["owner"]["pid"]
+    listed = json.loads(run_tutorrl(["status", "--format", "json"], elsewhere).stdout)
+    assert [d["run_id"] for d in listed] == [run_id]
+
+    stop = run_tutorrl(["stop", run_id], elsewhere)
+    assert stop.returncode == 0, stop.stderr
+    (rec,) = _records(bundle)
+    assert rec["status"] == "stopped" and rec["exit_code"] == 130 and rec["message"] == "interrupted (SIGTERM)"
+    assert not Path(f"/proc/{supervisor}").exists() or b"zombie" in Path(f"/proc/{supervisor}/status").read_bytes()
+    _assert_closed_cleanly(bundle, rec)
+    again = run_tutorrl(["stop", run_id], elsewhere)
+    assert again.returncode == 0 and "already stopped" in again.stderr
+
+
+def test_detached_run_ends_by_itself(make_bundle, workdir):
+    launch = ('#!/usr/bin/env bash\necho started\nsleep 2\n'
+              'echo "step:1 - actor/loss:0.5 - critic/score:1.0"\necho finished\n')
+    bundle = make_bundle(launch, gpus=1)
+    detach = run_tutorrl(["run", str(bundle), "--detach"], workdir, clean_env(**ENV))
+    assert detach.returncode == 0, detach.stderr
+    run_id = detach.stdout.strip()
+    follow = run_tutorrl(["logs", run_id, "--follow"], workdir, timeout=120)  # returns when the run ends
+    assert follow.returncode == 0
+    assert "started" in follow.stdout and "finished" in follow.stdout
+    (rec,) = _records(bundle)
+    assert rec["status"] == "succeeded" and rec["exit_code"] == 0
+    status = run_tutorrl(["status", run_id], workdir)
+    assert "step:      1/1" in status.stdout and "dashboard" not in status.stdout
+    _assert_closed_cleanly(bundle, rec)
+    wait_for(lambda: not Path(f"/proc/{rec['owner']['pid']}").exists(), 30, "the supervisor to exit")
+
+
+def test_cluster_run_killed_then_reconciled_from_ray(ray_cluster, make_bundle, workdir):
+    """The submitter dies; the job ends on the cluster with nobody watching; `status` closes the record."""
+    bundle = make_bundle('#!/usr/bin/env bash\necho started >&2\nsleep 3\necho finished >&2\n', gpus=1)
+    env = clean_env(RAY_AUTH_TOKEN=ray_cluster["token"])
+    proc = subprocess.Popen([*TUTORRL, "run", str(bundle), "--address", ray_cluster["url"], "--dry-run"],
+                            cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rec = _running(bundle)
+    proc.kill()
+    proc.wait()
+    run_id = rec["run_id"]
+
+    def closed():
+        out = run_tutorrl(["status", run_id, "--format", "json"], workdir, env)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["status"] in ("running", "succeeded"), data
+        return data["status"] == "succeeded" and data
+    data = wait_for(closed, 60, "the record to follow the cluster's job", interval=0.5)
+    assert data["exit_code"] == 0
+    assert "closed after the job ended, not by its own tutorrl run" in data["message"]
+    logs = run_tutorrl(["logs", run_id], workdir, env)
+    assert "started" in logs.stdout
