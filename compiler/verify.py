@@ -164,26 +164,13 @@ MAX_FILE_BYTES = 16 << 20
 
 
 def _read_regular(path: Path) -> bytes:
-    """A regular file's bytes: a link, FIFO, device or folder in its place is refused, never followed or read."""
-    import os
-    import stat
+    """A bundle file's bytes, through the one bounded reader (a link, FIFO, device or folder is refused)."""
+    from tutorrl._read import ReadError, read_file
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise BundleError(f"{path.name} is not a regular file ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise BundleError(f"{path.name} is not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise BundleError(f"{path.name} is {info.st_size} bytes, more than a bundle file ever is")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
+        return read_file(path, MAX_FILE_BYTES, name=path.name)
+    except ReadError as exc:
+        raise BundleError(str(exc)) from None
 
 
 def _rederive(path: Path, manifest: Manifest, files: dict[str, bytes]) -> tuple[str, ...]:

@@ -239,7 +239,7 @@ def test_verify_refuses_links_fifos_and_hidden_files(tmp_path):
         if case == "fifo":
             (path / "bundle.env").unlink()
             os.mkfifo(path / "bundle.env")
-            words = "bundle.env is not a regular file"
+            words = "bundle.env: is a FIFO, not a regular file"
         elif case == "hidden":
             (path / ".extra").write_text("x")
             words = "unexpected file .extra"
