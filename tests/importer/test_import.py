@@ -142,6 +142,8 @@ def _scalars(release: str, variant: str) -> tuple:
     return keyset, sorted(k for k, info in keyset.keys.items()
                           if info.type in ("int", "float", "bool", "str") and not info.interpolation and not info.open
                           and not k.startswith(("hydra.", "defaults")) and "_target_" not in k and k not in _RULED
+                          # a top-level name is a config-group choice (model_engine=...), not a value
+                          and "." in k
                           and not k.endswith(("micro_batch_size", "parallel_size")))
 
 
