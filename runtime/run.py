@@ -126,6 +126,10 @@ class RunSession:
 
         args = self.args
         bundle = verify_bundle(Path(args.bundle))
+        for warning in bundle.warnings:
+            # A bundle this tutorrl could not re-derive (another release, or resealed) runs
+            # on its digests alone: say so before it runs.
+            self.progress.note(f"warning: {warning}")
         bundle_path = Path(bundle.path).resolve()
         digest = bundle.manifest.digest
         bundle_id = bundle.manifest.id

@@ -100,6 +100,8 @@ def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
 
     ok = _run(bundle, work, first_step=1, exit_code=0)
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    # The stand-in launch.sh was resealed, not compiled: the run says it was not re-derived.
+    assert "not re-derived from its spec" in ok.stderr
     assert f"actor cwd {work}" in ok.stdout
     (run,) = [json.loads(p.read_text()) for p in bundle.glob("runs/*/run.json")]
     records = _records(bundle, work)
