@@ -39,10 +39,9 @@ def resolve_bytes(raw: bytes, name: str):
     spec = normalize(spec)
     findings: list[Finding] = check_rules(spec, lock)
     if spec.reward.plugin is not None:
-        from tutorrl.compiler.rewards import load_plugin
+        from tutorrl.compiler.rewards import plugin_of
 
-        plugin = load_plugin(spec.reward.plugin)
-        options = _options(plugin, spec)
+        plugin, options = plugin_of(spec)
         findings += [Finding(*f) for f in plugin.rules(spec, options)]
     keyset = None
     if spec.verl.extra_overrides:
@@ -86,7 +85,3 @@ def _argument_limits(spec, resolved) -> list[Finding]:
     return out
 
 
-def _options(plugin, spec):
-    import msgspec
-
-    return msgspec.convert(spec.reward.options or {}, plugin.Options)

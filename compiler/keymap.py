@@ -84,13 +84,25 @@ class Setting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             out += [(release, Entry(key=i) if isinstance(i, str) else i) for i in items]
         return sorted(out, key=lambda pair: release_tuple(pair[0]))
 
-    def at(self, release: str, variant: Variant) -> Entry | None:
-        """The entry in force for ``release`` and ``variant`` (None: no home)."""
+    def in_force(self, release: str, variant: Variant) -> Entry | None:
+        """The entry in force for ``release`` and ``variant``, an ``absent`` one included (None: before the first)."""
         chosen = None
         for since, entry in self.entries():
             if release_tuple(since) <= release_tuple(release) and variant in entry.variants:
                 chosen = entry
+        return chosen
+
+    def at(self, release: str, variant: Variant) -> Entry | None:
+        """The entry that gives the setting a key in ``release`` and ``variant`` (None: no home)."""
+        chosen = self.in_force(release, variant)
         return None if chosen is None or chosen.absent is not None else chosen
+
+    def absent_why(self, release: str, variant: Variant) -> str:
+        """Why the setting has no key there ('' when it has one, or the map gives no reason)."""
+        chosen = self.in_force(release, variant)
+        if chosen is None:
+            return self.before
+        return chosen.absent or ""
 
 
 class Fact(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -270,7 +282,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
     for name, setting in keymap.setting.items():
         entry = setting.at(release, variant)
         if entry is None:
-            why = _absent_why(setting, release, variant)
+            why = setting.absent_why(release, variant)
             if why:
                 absent[name] = why
             continue
@@ -306,16 +318,6 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
     ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases))
     return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
                 passthrough, tuple(sorted(undeclared)), ignored)
-
-
-def _absent_why(setting: Setting, release: str, variant: Variant) -> str:
-    chosen = None
-    for since, entry in setting.entries():
-        if release_tuple(since) <= release_tuple(release) and variant in entry.variants:
-            chosen = entry
-    if chosen is not None and chosen.absent:
-        return chosen.absent
-    return setting.before if chosen is None else ""
 
 
 def encode_lock(lock: Lock) -> bytes:

@@ -21,10 +21,9 @@ def normalize(spec: Spec) -> Spec:
 
 
 def _apply_plugin(spec: Spec) -> Spec:
-    from tutorrl.compiler.rewards import load_plugin
+    from tutorrl.compiler.rewards import plugin_of
 
-    plugin = load_plugin(spec.reward.plugin)
-    options = msgspec.convert(spec.reward.options or {}, plugin.Options)
+    plugin, options = plugin_of(spec)
     reward = msgspec.structs.replace(spec.reward, options=msgspec.to_builtins(options))
     env = spec.env
     resources = spec.resources

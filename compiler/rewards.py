@@ -81,6 +81,12 @@ def available() -> list[str]:
     return sorted(set(_entry_points()) | set(BUILTIN))
 
 
+def plugin_of(spec) -> tuple[RewardPlugin, msgspec.Struct]:
+    """The spec's plug-in and its typed options (the spec names one: ``reward.plugin`` is set)."""
+    plugin = load_plugin(spec.reward.plugin)
+    return plugin, msgspec.convert(spec.reward.options or {}, plugin.Options)
+
+
 @functools.cache
 def load_plugin(name: str) -> RewardPlugin:
     """The plug-in registered as ``name``; a clear error when none is."""

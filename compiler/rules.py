@@ -259,9 +259,9 @@ def _env(spec: Spec) -> list[Finding]:
     return out
 
 
-def _trainer(spec: Spec, value: "Effective | None" = None) -> list[Finding]:
+def _trainer(spec: Spec, value: Effective) -> list[Finding]:
     out: list[Finding] = []
-    loggers = value("trainer.loggers") if value is not None else spec.trainer.loggers
+    loggers = value("trainer.loggers")
     loggers = [loggers] if isinstance(loggers, str) else loggers
     if isinstance(loggers, list) and "wandb" in loggers and "WANDB_API_KEY" not in spec.env.passthrough \
             and "WANDB_MODE" not in spec.env.set:

@@ -62,10 +62,11 @@ def _parser():
     return OverridesParser.create()
 
 
-def variant_of(config_name: str | None, overrides: list[str]) -> str:
+def variant_of(config_name: str | None, overrides) -> str:
+    """FSDP or Megatron: the launch's config name, or its model_engine choice, says which."""
     if config_name and "megatron" in config_name:
         return "megatron"
-    return "megatron" if "model_engine=megatron" in overrides else "fsdp"
+    return "megatron" if any(o.lstrip("+") == "model_engine=megatron" for o in overrides) else "fsdp"
 
 
 def translate(overrides: list[str], release: str, *, config_name: str | None = None,

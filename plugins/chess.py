@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import msgspec
 from msgspec import Meta, Struct
 
 from tutorrl import __version__
@@ -126,7 +125,3 @@ class _Prompted(_Chess):
 
 SIMULATOR = _Simulator()
 PROMPTED = _Prompted()
-
-
-def options_of(plugin, data: dict):
-    return msgspec.convert(data, plugin.Options)

@@ -98,12 +98,10 @@ def spec_paths(spec) -> list[tuple[str, str]]:
                                             ("trainer.output_dir", spec.trainer.output_dir),
                                             ("reward.path", spec.reward.path)) if value is not None]
     if spec.reward.plugin is not None:
-        import msgspec
+        from tutorrl.compiler.rewards import plugin_of
 
-        from tutorrl.compiler.rewards import load_plugin
-
-        plugin = load_plugin(spec.reward.plugin)
-        out += plugin.paths(msgspec.convert(spec.reward.options or {}, plugin.Options))
+        plugin, options = plugin_of(spec)
+        out += plugin.paths(options)
     return out
 
 

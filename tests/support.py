@@ -116,3 +116,44 @@ def cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: f
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "tutorrl", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+class CannedServer:
+    """A real HTTP server on 127.0.0.1 that answers every request with ``status`` and ``body``.
+
+    Readers of answers tutorrl does not control (a Ray dashboard, an engine)
+    are fuzzed against it: set ``status``/``body``, then let the real client ask.
+    """
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        canned = self
+        self.status, self.body = 200, b"{}"
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                self.send_response(canned.status)
+                self.send_header("Content-Length", str(len(canned.body)))
+                self.end_headers()
+                self.wfile.write(canned.body)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def answer(self, status: int, body: bytes) -> None:
+        self.status, self.body = status, body
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -171,11 +171,9 @@ def choose_target(release: str, supported: Sequence[str], given: str | None = No
 
 
 def variant_of(config_name: str | None, overrides: Iterable[str]) -> str:
-    if config_name and "megatron" in config_name:
-        return "megatron"
-    if any(o.lstrip("+") == "model_engine=megatron" for o in overrides):
-        return "megatron"
-    return "fsdp"
+    from tutorrl.importer.translate import variant_of as launch_variant
+
+    return launch_variant(config_name, overrides)
 
 
 # ---------------------------------------------------------------------------

@@ -9,44 +9,19 @@ sglang's documented API tested against its contract, not a live sglang.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import support
 from tutorrl.evidence.sglang import EngineReading, read_engine
-
-
-class _Answer:
-    status = 200
-    body = b"{}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def _answer(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        self.send_response(_Answer.status)
-        self.send_header("Content-Length", str(len(_Answer.body)))
-        self.end_headers()
-        self.wfile.write(_Answer.body)
-
-    do_GET = do_POST = _answer
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")
 def engine():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    canned = support.CannedServer()
+    yield canned
+    canned.close()
 
 
 _json = st.recursive(
@@ -67,8 +42,8 @@ _bodies = st.one_of(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(status=st.sampled_from([200, 200, 404, 500]), body=_bodies)
 def test_any_engine_answer_is_a_reading_or_a_recorded_error(engine, status, body):
-    _Answer.status, _Answer.body = status, body
-    reading = read_engine(engine, timeout=10)
+    engine.answer(status, body)
+    reading = read_engine(engine.url, timeout=10)
     assert isinstance(reading, EngineReading)
     obs = reading.observation
     # Whatever came back, what is recorded is bounded.
@@ -79,6 +54,6 @@ def test_any_engine_answer_is_a_reading_or_a_recorded_error(engine, status, body
 def test_the_server_is_really_asked(engine):
     # A positive control: the version is read from /model_info; the checksum
     # answer (the same body) is not a checksum answer, and that is recorded.
-    _Answer.status, _Answer.body = 200, b'{"weight_version": "3"}'
-    obs = read_engine(engine, timeout=10).observation
+    engine.answer(200, b'{"weight_version": "3"}')
+    obs = read_engine(engine.url, timeout=10).observation
     assert obs.weight_version == "3" and obs.error

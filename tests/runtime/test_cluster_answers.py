@@ -10,46 +10,26 @@ resource amounts, HTTP errors. The answer must be a `Resources` or a
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import support
 from tutorrl.errors import RefusedError
 from tutorrl.runtime.cluster import Resources, cluster_resources
 
 
-class _Answer:
-    status = 200
-    body = b"{}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - the standard library's name
-        self.send_response(_Answer.status)
-        self.send_header("Content-Length", str(len(_Answer.body)))
-        self.end_headers()
-        self.wfile.write(_Answer.body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    canned = support.CannedServer()
+    yield canned
+    canned.close()
 
 
-def _ask(url: str, status: int, body: bytes):
-    _Answer.status, _Answer.body = status, body
+def _ask(server, status: int, body: bytes):
+    server.answer(status, body)
     try:
-        return cluster_resources(url, {})
+        return cluster_resources(server.url, {})
     except RefusedError as exc:
         return exc
 
