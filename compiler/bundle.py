@@ -10,7 +10,6 @@ both end with the same, complete folder.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import shlex
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 import msgspec
 import tomli_w
 
-from tutorrl import __version__, _files
+from tutorrl import __version__, _files, _sha256
 from tutorrl.compiler import spelling as spellings
 from tutorrl.compiler.keymap import Lock
 from tutorrl.compiler.resolve import Resolved
@@ -71,7 +70,7 @@ def bundle_id(digest: str) -> str:
 
 
 def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return _sha256.sha256(data).hexdigest()
 
 
 def canonical_json(value) -> bytes:
@@ -284,11 +283,16 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
         os.mkdir(tmp, 0o700)
     except OSError as exc:
         raise BundleError(f"cannot write in {root}: {exc.strerror}") from None
+    # Atomic (a hidden folder renamed into place) but not fsynced: a bundle is
+    # derived data, like a compiler's output. A crash of tutorrl leaves nothing
+    # half-written; a power loss right after a compile can at worst leave a
+    # bundle whose files do not match, which `tutorrl verify` (re-derivation)
+    # and the next compile of the same spec both name. Seven fsyncs were most
+    # of a cold compile's wall time on a real disk.
     try:
         for name, data in compiled.files.items():
-            _files.write_new(tmp / name, data, 0o755 if name == "launch.sh" else 0o644)
+            _files.write_new(tmp / name, data, 0o755 if name == "launch.sh" else 0o644, durable=False)
         os.chmod(tmp, 0o755)
-        _files.fsync_dir(tmp)
         try:
             os.rename(tmp, final)
         except OSError:
@@ -297,7 +301,6 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
                 raise
             _check_existing(final, compiled)
             return WriteResult(final, created=False)
-        _files.fsync_dir(root)
         return WriteResult(final, created=True)
     except OSError as exc:
         raise BundleError(f"cannot write the bundle under {root}: {exc.strerror}") from None

@@ -9,12 +9,22 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    register_compile(sub)
+    register_verify(sub)
+    from tutorrl.compiler.keys_commands import register_keys
+
+    register_keys(sub)
+
+
+def register_compile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="validate a spec and write its bundle",
                        description="Validate a spec and write bundles/<id>/; prints the bundle's path last.")
     p.add_argument("spec", help="the spec file (TOML)")
     p.add_argument("--out", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
     p.set_defaults(handler=_compile)
 
+
+def register_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a bundle (and its evidence) against its manifest",
                        description="Exit 0 when every file matches the manifest and every evidence record holds.")
     p.add_argument("bundle", help="the bundle folder")
@@ -23,10 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format_option(p, help="output format: text or json ({\"ok\", \"bundle\", \"digest\", \"evidence_records\", "
                       "\"problems\"}, also on failure) (default: text)")
     p.set_defaults(handler=_verify)
-
-    from tutorrl.compiler.keys_commands import register_keys
-
-    register_keys(sub)
 
 
 def _compile(args) -> int:

@@ -20,13 +20,13 @@ Two layers, both data:
 
 
 import functools
-import hashlib
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import msgspec
 
+from tutorrl import _sha256
 from tutorrl.errors import Problem, SpecError
 
 Variant = Literal["fsdp", "megatron"]
@@ -233,7 +233,7 @@ class Lock(msgspec.Struct, frozen=True):
     ignored: tuple[Ignored, ...]
 
     def digest(self) -> str:
-        return "sha256:" + hashlib.sha256(msgspec.json.encode(self, order="sorted")).hexdigest()
+        return "sha256:" + _sha256.sha256(msgspec.json.encode(self, order="sorted")).hexdigest()
 
     def ignored_by(self, key: str) -> Ignored | None:
         return next((i for i in self.ignored if i.match(key)), None)

@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 
-def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Create ``path`` (refusing an existing file), write all of ``data``, fsync.
+def write_new(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+    """Create ``path`` (refusing an existing file), write all of ``data``, and
+    (``durable``) fsync it.
 
     The mode is set explicitly afterwards so the umask cannot make two writers
     of the same content produce different files.
@@ -22,7 +23,8 @@ def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
         os.fchmod(fd, mode)
     finally:
         os.close(fd)

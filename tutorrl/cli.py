@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from tutorrl import __version__
@@ -44,14 +45,49 @@ COMMAND_OWNERS = {
 }
 
 
+def _columns() -> int:
+    # What shutil.get_terminal_size() answers, without importing shutil: argparse
+    # imports it (and with it zlib, bz2, lzma) for every parser it formats, a
+    # measurable share of a cold `tutorrl compile` (benchmarks/bench_compile.py).
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width if width is not None else _columns() - 2)
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose help is formatted by `_Formatter`; sub-parsers inherit it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with ``command``, only the module owning it registers."""
-    parser = argparse.ArgumentParser(
+    """The parser; with ``command``, only what owns it registers.
+
+    A module may offer ``register_<command>(subparsers)`` to build that one
+    command alone (the compile path uses it); otherwise its ``register``
+    builds all of its commands.
+    """
+    parser = _Parser(
         prog="tutorrl",
         description="Compile RL post-training specs into verl launch bundles and run them on Ray.",
     )
     parser.add_argument("--version", action="version", version=f"tutorrl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if command == "--version":  # answered before any command is needed
+        return parser
     owner = COMMAND_OWNERS.get(command or "")
     for name in (owner,) if owner else _COMMAND_MODULES:
         try:
@@ -60,7 +96,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             if exc.name != name:
                 raise
             continue
-        module.register(sub)
+        register = getattr(module, f"register_{command}", None) if owner else None
+        (register or module.register)(sub)
     return parser
 
 

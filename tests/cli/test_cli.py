@@ -39,7 +39,7 @@ def test_unknown_command_is_a_usage_error_without_traceback():
 def test_compile_path_imports_nothing_heavy(tmp_path):
     code = ("import sys, tutorrl.cli as c; c.main(['compile', %r, '--out', %r]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('ray', 'torch', 'hydra', 'omegaconf', 'verl', 'tutorrl')))") % (
+            "('ray', 'torch', 'hydra', 'omegaconf', 'verl', 'tutorrl', '_hashlib', 'shutil')))") % (
         str(support.SPECS / "chess_tutor_grpo.toml"), str(tmp_path))
     import subprocess
     import sys
@@ -47,4 +47,20 @@ def test_compile_path_imports_nothing_heavy(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = eval(out.strip().splitlines()[-1])
     assert not [m for m in loaded if not m.startswith("tutorrl")]
+    # Each costs a cold compile measurably (benchmarks/bench_compile.py): OpenSSL
+    # for a few kB of sha256, shutil (with zlib, bz2, lzma) for argparse's width.
+    assert "_hashlib" not in loaded and "shutil" not in loaded
     assert not [m for m in loaded if m.startswith(("tutorrl.runtime.", "tutorrl.evidence.", "tutorrl.review."))]
+
+
+def test_help_width_follows_columns_without_shutil():
+    import os
+    import subprocess
+    import sys
+
+    code = "import sys, tutorrl.cli as c; c.main(['compile', '--help'])"
+    narrow = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "40"}).stdout
+    wide = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"}).stdout
+    assert max(map(len, narrow.splitlines())) <= 40 < max(map(len, wide.splitlines()))

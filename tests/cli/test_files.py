@@ -1,10 +1,12 @@
-"""The shared durable-write primitives."""
+"""The shared durable-write primitives, and the compile path's sha256."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tutorrl._files import display_path, fsync_dir, write_new
 
@@ -29,3 +31,13 @@ def test_display_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert display_path(tmp_path / "a") == "a"
     assert display_path("/") == "/"
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=4096))
+def test_compile_path_sha256_is_hashlibs(data):
+    import hashlib
+
+    from tutorrl import _sha256
+
+    assert _sha256.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()

@@ -132,11 +132,11 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     calls = []
     real = bundle_module._files.write_new
 
-    def failing(path, data, mode=0o644):
+    def failing(path, data, mode=0o644, **kwargs):
         calls.append(path.name)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
-        real(path, data, mode)
+        real(path, data, mode, **kwargs)
 
     monkeypatch.setattr(bundle_module._files, "write_new", failing)
     with pytest.raises(BundleError, match="No space left"):
