@@ -264,3 +264,24 @@ def test_control_setting_reaches_the_bundle(tmp_path):
     path = write_bundle(compile_bytes(tomli_w.dumps(doc).encode(), "b.toml"), tmp_path / "b").path
     assert load_bundle(path).publication_control is True
     assert "publication_control = true" in (path / "spec.toml").read_text()
+
+
+def test_tutorrl_callback_records_after_the_push(verl_parts, tmp_path, monkeypatch):
+    from tutorrl.evidence.callback import EvidenceCallback
+
+    bundle = make_bundle(tmp_path / "bundles")
+    monkeypatch.setenv("TUTORRL_BUNDLE_DIR", str(bundle))
+    cb = EvidenceCallback(config=None)
+    with ContractServer(served(4)) as a:
+        trainer, _ = verl_parts([a], served)
+        trainer.global_steps = 3
+        on_step_end(trainer)
+        trainer.global_steps = 4
+        step_dir = make_fsdp_step(tmp_path / "ckpts", 4, scale=4)
+        cb.on_save(trainer=trainer, global_step=4, checkpoint_dir=str(step_dir), async_save=False)
+        assert read_records(bundle) == []
+        on_step_end(trainer)
+    (rec,) = [s for _, s in read_records(bundle)]
+    assert rec.predicate.run.source == "callback" and rec.predicate.publication.in_run.global_step == 4
+    checks = {c.id: c.status for c in rec.predicate.verdict.checks}
+    assert checks["publication.matches_checkpoint"] == "pass" and checks["publication.version_step"] == "pass"
