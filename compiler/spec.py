@@ -368,6 +368,13 @@ class Verl(Section):
         default_factory=list)
 
 
+class Evidence(Section):
+    publication_control: opt(bool, (
+        "With trainer.evidence_callback: after each checkpoint is published, snapshot the rollout engines, reset every "
+        "served tensor to random values, republish and compare (sglang's /weights_checker), proving the check can see a "
+        "change. It perturbs the engines and costs a second push; unset or false: off.")) = None
+
+
 class Spec(Section):
     """One experiment."""
 
@@ -389,6 +396,8 @@ class Spec(Section):
     env: Annotated[Env, Meta(description="Environment of the job and of verl's Ray workers.")] = field(default_factory=Env)
     verl: Annotated[Verl, Meta(description="Escape hatch: raw overrides, still checked against the release.")] = field(
         default_factory=Verl)
+    evidence: Annotated[Evidence, Meta(description="tutorrl's checkpoint evidence inside the run (not verl settings).")] = field(
+        default_factory=Evidence)
 
 
 def to_builtins(spec: Struct) -> dict:

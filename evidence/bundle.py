@@ -22,6 +22,8 @@ class BundleInfo(msgspec.Struct, frozen=True):
     # relative to the run's cwd.
     output_dir: str
     model_path: str
+    # [evidence] publication_control: run the perturbing sensitivity control.
+    publication_control: bool = False
 
 
 def load_bundle(path: Path) -> BundleInfo:
@@ -32,4 +34,5 @@ def load_bundle(path: Path) -> BundleInfo:
     return BundleInfo(
         path=Path(loaded.path), digest=loaded.manifest.digest, verl=loaded.manifest.verl,
         output_dir=str(value("trainer.output_dir") or ""), model_path=str(value("model.path") or ""),
+        publication_control=bool(loaded.spec.evidence.publication_control),
     )

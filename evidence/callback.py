@@ -10,6 +10,11 @@ async_save=)` with keywords after each save -- only in the v1 trainer
 The bundle is found from the environment, which the runtime exports into the
 Ray job so that actors see it: TUTORRL_BUNDLE_DIR (absolute) and TUTORRL_RUN_ID.
 
+At on_save no engine serves the checkpoint yet (verl pushes it in on_step_end),
+so the record is written right after that push, with every engine read
+(`publication.check_after_push`); where that cannot be (trainer mode, rollout),
+it is written at once and says why.
+
 Exceptions from on_save abort training in verl. Evidence must not cost a
 multi-hour run, and `record_run_checkpoints` after the run records anything
 missed, so failures here are printed, never raised.
@@ -67,14 +72,30 @@ class EvidenceCallback(_Base):
             _warn(f"step {global_step}: asynchronous save is not durable yet; left to the post-run scan")
             return
         try:
+            from tutorrl.evidence import publication
             from tutorrl.evidence.bundle import load_bundle
-            from tutorrl.evidence.record import record_checkpoint
 
             bundle = load_bundle(Path(self.bundle_dir))
             # checkpoint_dir may be relative: to this process's cwd, where verl wrote it.
-            path = record_checkpoint(bundle, self.run_id, Path(os.path.abspath(checkpoint_dir)),
-                                     source="callback", finished=None, progress=False,
-                                     publication_skip_reason=NOT_YET_SERVED)
+            step_dir = Path(os.path.abspath(checkpoint_dir))
+
+            def deliver(observed):
+                self._record(bundle, step_dir, global_step, observed=observed)
+
+            # The record waits for the push that serves this checkpoint (on_step_end).
+            why_not = publication.check_after_push(trainer, global_step, deliver, control=bundle.publication_control)
+            if why_not is None:
+                return
+            self._record(bundle, step_dir, global_step, skip_reason=f"{NOT_YET_SERVED}; not read after it: {why_not}")
+        except Exception:
+            _warn(f"step {global_step}: could not record evidence (training continues):\n{traceback.format_exc()}")
+
+    def _record(self, bundle, step_dir: Path, global_step, *, observed=None, skip_reason: str | None = None) -> None:
+        try:
+            from tutorrl.evidence.record import record_checkpoint
+
+            path = record_checkpoint(bundle, self.run_id, step_dir, source="callback", finished=None, progress=False,
+                                     publication_skip_reason=skip_reason, observed=observed)
             _warn(f"step {global_step}: recorded {path.name}")
         except Exception:
             _warn(f"step {global_step}: could not record evidence (training continues):\n{traceback.format_exc()}")

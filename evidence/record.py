@@ -174,15 +174,19 @@ def inspect_checkpoint(step_dir: Path, *, workers: int | None = None, progress: 
     return Inspection(info, checks, subject, st_paths)
 
 
-def _publication(inspection: Inspection, engines: list[str], base_model: Path | None, skip_reason: str | None):
-    if not engines:
+def _publication(inspection: Inspection, engines: list[str], base_model: Path | None, skip_reason: str | None,
+                 observed=None):
+    if not engines and observed is None:
         return None, [Check(id="publication.engines_answered", status="skipped",
                             detail=skip_reason or "no rollout engine URL to ask (give --engine URL; engines stop with the run)")]
+    import msgspec
+
     from tutorrl.evidence.sglang import judge, read_engine, safetensors_sglang_hashes
 
     from tutorrl.evidence.safetensors import SafetensorsError
 
-    readings = [read_engine(url) for url in engines]
+    # Read inside the run right after the push (evidence/publication.py), or now.
+    readings = observed.readings if observed is not None else [read_engine(url) for url in engines]
     try:
         ckpt = safetensors_sglang_hashes(inspection.safetensors_files) if inspection.safetensors_files else None
     except SafetensorsError as exc:  # it read fine a moment ago: changed under us
@@ -195,7 +199,10 @@ def _publication(inspection: Inspection, engines: list[str], base_model: Path | 
                 base = safetensors_sglang_hashes(base_files)
             except SafetensorsError as exc:  # the user's --base-model, not the checkpoint: theirs to fix
                 raise CheckpointError(f"--base-model {base_model}: {exc}") from None
-    return judge(readings, ckpt, base)
+    pub, checks = judge(readings, ckpt, base)
+    if observed is not None:
+        pub, checks = msgspec.structs.replace(pub, in_run=observed.in_run), checks + observed.checks
+    return pub, checks
 
 
 def record_checkpoint(
@@ -210,11 +217,13 @@ def record_checkpoint(
     workers: int | None = None,
     progress: bool | None = None,
     publication_skip_reason: str | None = None,
+    observed=None,
 ) -> Path:
+    """`observed`: a `publication.Observed` read inside the run (instead of asking `engines` now)."""
     from tutorrl import __version__
 
     inspection = inspect_checkpoint(Path(os.path.abspath(step_dir)), workers=workers, progress=progress)
-    publication, pub_checks = _publication(inspection, list(engines or []), base_model, publication_skip_reason)
+    publication, pub_checks = _publication(inspection, list(engines or []), base_model, publication_skip_reason, observed)
     verdict = make_verdict(inspection.checks + pub_checks)
     run = RunInfo(run_id=run_id, source=source, finished=finished, tutorrl_version=__version__,
                   recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -134,13 +134,65 @@ class TensorComparison(_Strict, kw_only=True):
     different: list[str]
 
 
-class Publication(_Strict, kw_only=True):
+HASH_FUNCTION = "sglang.gpu_tensor_hash(seed=0x243F6A88,tile=8192)"
+
+
+class EngineVersions(_Strict, kw_only=True):
+    url: str
+    # sglang's own /model_info weight_version: verl 0.9.1 never sets it, so it
+    # stays what the engine started with ("default"); it must not move.
+    weight_version: str | None
+    # verl's version of the served weights: the rollout server actor's
+    # `global_steps`, set by verl after each push that carries a step.
+    global_steps: int | None
+    error: str | None = None
+
+
+class PushControl(_Strict, kw_only=True):
+    """The sensitivity control: the checker must see a reset, the push must undo it."""
+
+    snapshot_ok: bool
+    # Served tensors whose checksum changed after `reset_tensors`: must be > 0.
+    reset_changed: int
+    republished_versions: list[EngineVersions]
+    compare_ok: bool
+    # The checksums after the republication equal those first read.
+    republished_equal: bool
+    detail: str
+
+
+class InRun(_Strict, kw_only=True):
+    """When and how the engines were read inside the run (evidence/publication.py)."""
+
+    trainer: str
+    # The call after which the engines were read, as verl names it.
+    moment: str
+    global_step: int
+    # The same engines read at the first save (versions only: engines sleep then).
+    baseline: list[EngineVersions]
+    before: list[EngineVersions]
+    after: list[EngineVersions]
+    # Pushes observed since `before` was read, this one included.
+    pushes: int
+    # sha256 of the sorted (engine, role, pp, tp, dp, tensor name) roster.
+    roster_digest: Sha256 | None
+    # The step of the previous publication read in this run (roster and change baseline).
+    previous_step: int | None
+    changed_since_previous: int | None
+    control: PushControl | None
+
+
+class Publication(_Strict, kw_only=True, omit_defaults=True):
+    # The fields before `in_run` have no defaults so that they are always
+    # written: with omit_defaults, records written before `in_run` existed
+    # re-encode to the same bytes (verify requires canonical form).
     engines: list[EngineObservation]
-    served_digest: str | None = None
-    served_tensor_count: int = 0
-    hash_function: str = "sglang.gpu_tensor_hash(seed=0x243F6A88,tile=8192)"
-    vs_checkpoint: TensorComparison | None = None
-    vs_base: TensorComparison | None = None
+    served_digest: str | None
+    served_tensor_count: int
+    hash_function: str
+    vs_checkpoint: TensorComparison | None
+    vs_base: TensorComparison | None
+    in_run: InRun | None = None
 
 
 class ChainLink(_Strict, kw_only=True):

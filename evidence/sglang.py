@@ -23,7 +23,7 @@ import msgspec
 
 from tutorrl._read import ReadError, decode_json, read_stream
 from tutorrl.errors import RefusedError
-from tutorrl.evidence.schema import Check, EngineObservation, EngineRank, Publication, TensorComparison
+from tutorrl.evidence.schema import HASH_FUNCTION, Check, EngineObservation, EngineRank, Publication, TensorComparison
 
 # What tutorrl's own contract test server puts in /model_info (see tests).
 CONTRACT_TEST_SERVER = "tutorrl-contract-test-server"
@@ -145,6 +145,48 @@ def checksums_digest(checksums: dict[str, str]) -> str:
     return "sha256:" + hashlib.sha256(msgspec.json.encode(sorted(checksums.items()))).hexdigest()
 
 
+# sglang's /weights_checker actions other than `checksum` (all since 0.5.6):
+# `snapshot` copies every served tensor to host memory, `reset_tensors`
+# overwrites every one in place with random values (the engine serves garbage
+# until the next push), `compare` checks the served tensors against the
+# snapshot bit for bit and frees it. Only the sensitivity control uses them.
+ACTIONS = ("snapshot", "reset_tensors", "compare")
+
+
+def weights_checker_action(url: str, action: str, *, timeout: float = 600.0) -> str:
+    """Run one of ACTIONS on an engine; its message, or EngineError when it did not succeed."""
+    if action not in ACTIONS:
+        raise ValueError(action)
+    # `action` only (0.5.12 knows no other field); `compare` is then bitwise, as wanted.
+    status, body = _request(url, "/weights_checker", {"action": action}, timeout)
+    if status == 404:
+        raise EngineError("no /weights_checker route (sglang < 0.5.6)")
+    if status != 200 or not isinstance(body, dict) or body.get("success") is not True:
+        msg = body.get("message") if isinstance(body, dict) else body
+        raise EngineError(f"weights_checker {action} answered HTTP {status}: {str(msg)[:300]}")
+    return _short(str(body.get("message", "")), "message")
+
+
+def read_weight_version(url: str, *, timeout: float = 60.0) -> str | None:
+    """sglang's own weight_version (None when the engine reports none); EngineError when it does not answer."""
+    status, info = _request(url, "/model_info", None, timeout)
+    if status == 404:
+        status, info = _request(url, "/get_model_info", None, timeout)
+    if status != 200 or not isinstance(info, dict):
+        raise EngineError(f"/model_info answered HTTP {status}")
+    v = info.get("weight_version")
+    return _short(v, "weight_version") if isinstance(v, str) else None
+
+
+def rank_key(r: RankChecksums) -> tuple[str, int, int, int]:
+    return (r.role, r.pp_rank, r.tp_rank, r.dp_rank)
+
+
+def served_maps(readings: list[EngineReading]) -> dict[tuple[int, str, int, int, int], dict[str, str]]:
+    """Every rank's checksums keyed by (engine index, role, pp, tp, dp): what roster and change checks compare."""
+    return {(i, *rank_key(r)): r.checksums for i, reading in enumerate(readings) for r in reading.ranks}
+
+
 def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
     """One engine's weight version and checksums; failures land in `.error`."""
     kind = "sglang-http (unauthenticated)"
@@ -196,6 +238,42 @@ def _compare(label: str, served: dict[str, str], reference: dict[str, set[str]])
     return TensorComparison(against=label, compared=len(names), equal=len(names) - len(different), different=different[:20])
 
 
+def tp_coverage(readings: list[EngineReading]) -> Check:
+    """Whether every tensor-parallel rank of every engine answered with its checksums.
+
+    sglang 0.5.13+ all-gathers every TP rank's checksums into the answer; 0.5.12
+    returns only the replying (TP 0) scheduler's, so with tp_size > 1 the other
+    ranks cannot be covered through the API (verl 0.9.1 pins 0.5.12 and launches
+    sglang with tp_size = rollout TP x DP). With tp_size 1 there is nothing else.
+    """
+    missing, uncoverable = [], []
+    answered = [r for r in readings if not r.observation.error]
+    for reading in answered:
+        groups: dict[tuple[str, int, int], tuple[int, set[int]]] = {}
+        for r in reading.ranks:
+            size, seen = groups.setdefault((r.role, r.pp_rank, r.dp_rank), (r.tp_size, set()))
+            seen.add(r.tp_rank)
+            if r.tp_size != size:
+                missing.append(f"{reading.observation.url} {r.role} pp{r.pp_rank}: tp_size {size} and {r.tp_size}")
+        for (role, pp, dp), (size, seen) in sorted(groups.items()):
+            lacking = sorted(set(range(size)) - seen)
+            if not lacking:
+                continue
+            where = f"{reading.observation.url} {role} pp{pp} dp{dp}: tp ranks {lacking} of {size} absent"
+            (uncoverable if reading.observation.response_shape == "0.5.12" else missing).append(where)
+    if missing:
+        return Check(id="publication.tp_coverage", status="fail", detail="; ".join(missing[:10]))
+    if uncoverable:
+        return Check(id="publication.tp_coverage", status="skipped", detail=(
+            "sglang 0.5.12 returns only the replying TP rank's tensors (0.5.13+ return every rank): "
+            + "; ".join(uncoverable[:10])))
+    if not answered or not any(r.ranks for r in answered):
+        return Check(id="publication.tp_coverage", status="skipped", detail="no engine answered with checksums")
+    n = sum(len(r.ranks) for r in answered)
+    return Check(id="publication.tp_coverage", status="pass",
+                 detail=f"every tensor-parallel rank of {len(answered)} engine(s) answered ({n} rank(s))")
+
+
 def judge(
     readings: list[EngineReading],
     checkpoint_hashes: Callable[[Iterable[str]], dict[str, set[str]]] | None,
@@ -215,9 +293,7 @@ def judge(
     if test_servers:
         checks.append(Check(id="publication.real_engine", status="skipped",
                             detail=f"answered by tutorrl's contract test server ({', '.join(test_servers)}), not a real engine"))
-    if any(o.response_shape == "0.5.12" for o in obs):
-        checks.append(Check(id="publication.tp_coverage", status="skipped",
-                            detail="sglang 0.5.12 returns only the replying TP rank's tensors; other TP ranks unchecked"))
+    checks.append(tp_coverage(readings))
 
     versions = sorted({o.weight_version for o in obs if o.weight_version is not None})
     if not versions:
@@ -296,7 +372,8 @@ def judge(
                                 detail="served tensors differ from the base, but without a checkpoint match that may be dtype or layout"))
     pub = Publication(
         engines=obs, served_digest=served_digest,
-        served_tensor_count=sum(len(items) for *_, items in distinct), vs_checkpoint=vs_ckpt, vs_base=vs_base,
+        served_tensor_count=sum(len(items) for *_, items in distinct), hash_function=HASH_FUNCTION,
+        vs_checkpoint=vs_ckpt, vs_base=vs_base,
     )
     return pub, checks
 

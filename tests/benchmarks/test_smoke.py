@@ -43,3 +43,13 @@ def test_bench_run_smallest():
     for row in ("ray job submit", "sdk submit+poll", "tutorrl run --address", "embedded head start",
                 "tutorrl run (embedded, cold)"):
         assert row in out, out
+
+
+def test_gpu_checksum_parity_smallest_on_cpu():
+    """The GPU proof script's CPU path: tutorrl's port and a torch re-implementation agree on real tensors.
+
+    No GPU here: sglang's own kernel is not run (the row says so)."""
+    out = _bench("gpu/checksum_parity.py", "--sizes-mib", "0.01", "--repeat", "1")
+    for row in ("bf16 odd length", "fp32 one tile + 1 word", "fp32 0.01 MiB", "bf16 0.01 MiB"):
+        assert row in out, out
+    assert "MISMATCH" not in out and "not run: no CUDA device" in out, out

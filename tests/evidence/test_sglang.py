@@ -49,8 +49,29 @@ def test_served_checkpoint_passes_against_each_response_shape(setup, shape):
     assert checks["publication.real_engine"] == "skipped" and s.predicate.verdict.status == "partial"
     # embed_tokens is vocab-padded in a real engine: never compared by name.
     assert pub.vs_checkpoint.compared == 2 and pub.served_digest.startswith("sha256:")
-    if shape == "0.5.12":
-        assert checks["publication.tp_coverage"] == "skipped"
+    # tp_size 1: the one rank is every rank, whatever the release (0.5.12 included).
+    assert checks["publication.tp_coverage"] == "pass"
+
+
+@pytest.mark.parametrize("shape,status", [("0.5.12", "skipped"), ("0.5.13-0.5.20", "pass"), (">=0.5.21", "pass")])
+def test_tp_coverage_under_tensor_parallelism(setup, shape, status):
+    """0.5.12 answers for its TP-0 scheduler only: other ranks cannot be covered, and the record says so."""
+    bundle, step, _ = setup
+    with ContractServer(served(5), shape=shape, tp_size=2) as a:
+        record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None, engines=[a.url], progress=False)
+    s, checks = _checks(bundle)
+    assert checks["publication.tp_coverage"] == status
+    assert len(s.predicate.publication.engines[0].ranks) == (1 if shape == "0.5.12" else 2)
+
+
+def test_a_missing_tp_rank_fails_coverage():
+    from tutorrl.evidence.sglang import EngineReading, RankChecksums, tp_coverage
+    from tutorrl.evidence.schema import EngineObservation
+
+    obs = EngineObservation(url="http://e", kind="x", response_shape="0.5.13-0.5.20")
+    ranks = [RankChecksums("target", 0, t, 4, 0, 1, {"w": "0" * 16}) for t in (0, 1, 3)]
+    check = tp_coverage([EngineReading(obs, ranks)])
+    assert check.status == "fail" and "[2] of 4" in check.detail
 
 
 def test_same_served_digest_whatever_the_replica_count(setup):
@@ -136,3 +157,15 @@ def test_engine_check_without_numpy_says_which_extra(monkeypatch, tmp_path):
     monkeypatch.setattr(builtins, "__import__", no_numpy)
     with pytest.raises(RefusedError, match=r"pip install 'tutorrl\[engine\]'"):
         sglang.safetensors_sglang_hashes([])
+
+
+def test_records_written_before_in_run_existed_stay_canonical():
+    """`in_run` is omitted when absent, so an older record re-encodes to its own bytes."""
+    from tutorrl.evidence.schema import Publication
+    from tutorrl.evidence.statement import canonical
+
+    old = (b'{"engines":[],"hash_function":"sglang.gpu_tensor_hash(seed=0x243F6A88,tile=8192)",'
+           b'"served_digest":null,"served_tensor_count":0,"vs_base":null,"vs_checkpoint":null}\n')
+    import msgspec
+
+    assert canonical(msgspec.json.decode(old, type=Publication)) == old
