@@ -19,6 +19,7 @@ import msgspec
 import tomli_w
 
 from tutorrl import __version__, _files, _sha256
+from tutorrl.compiler import roots
 from tutorrl.compiler import spelling as spellings
 from tutorrl.compiler.keymap import Lock
 from tutorrl.compiler.resolve import Resolved
@@ -104,11 +105,17 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
     # verl 0.7.1), each held in a shell variable.
     runtime_vars = {i: f"reward_module_file_{n}" if n else "reward_module_file"
                     for n, i in enumerate(i for i, o in enumerate(resolved.overrides) if o.runtime)}
+    # Overrides whose value starts with a root: launch.sh puts the job's value in.
+    rooted = [i for i, o in enumerate(resolved.overrides)
+              if spec.roots and not o.runtime and o.raw is None and roots.references(o.value)
+              and any(name in spec.roots for name, _ in roots.references(o.value))]
+    root_vars = {i: f"rooted_{n}" for n, i in enumerate(rooted)}
+    runtime_vars.update(root_vars)
     head = ["--config-name", resolved.config_name]
     if resolved.config_path is not None:
         head = ["--config-path", resolved.config_path] + head
     module_files = [(runtime_vars[i], shlex.quote(("+" if o.append else "") + o.key), shlex.quote(str(o.value)))
-                    for i, o in enumerate(resolved.overrides) if i in runtime_vars]
+                    for i, o in enumerate(resolved.overrides) if o.runtime]
     lines = [f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text)
              for i, o in enumerate(resolved.overrides)]
     launch = render_template(
@@ -124,7 +131,8 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
                                       module_program=shlex.quote(spellings.launch_program(lock.release)))
                       if module_files else "") + "".join(
             f'\n{var}="$("$python_bin" -c "$module_program" {key} {module})" || exit 3'
-            for var, key, module in module_files),
+            for var, key, module in module_files) + _root_lines(spec, resolved, root_vars),
+        roots=_root_checks(spec),
         overrides=" \\" + " \\".join(f"\n  {line}" for line in lines) if lines else "",
     ).encode()
     env_file = render_template(
@@ -159,6 +167,30 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
     compiled = _seal(files, job, experiment=experiment, verl=lock.release, variant=lock.variant,
                      keymap_digest=lock.digest(), reward_plugin=plugin)
     return msgspec.structs.replace(compiled, warnings=warnings)
+
+
+def _root_checks(spec: Spec) -> str:
+    """Each root takes the job's value, else the spec's default, else stops the launch."""
+    if not spec.roots:
+        return ""
+    lines = ["# Roots (the spec's [roots]): folders named by the job's environment."]
+    for name, root in sorted(spec.roots.items()):
+        if root.default is not None:
+            lines.append(f'if [ -z "${{{name}:-}}" ]; then export {name}={shlex.quote(root.default)}; fi')
+        else:
+            lines.append(f': "${{{name}:?is a root of this bundle ([roots] in its spec) and is not set in the job environment}}"')
+    return "\n".join(lines) + "\n"
+
+
+def _root_lines(spec: Spec, resolved: Resolved, root_vars: dict[int, str]) -> str:
+    if not root_vars:
+        return ""
+    out = [render_template("roots_program.tmpl", roots_program=shlex.quote(roots.launch_program()))]
+    for i, var in root_vars.items():
+        o = resolved.overrides[i]
+        key = shlex.quote(("+" if o.append else "") + o.key)
+        out.append(f'\n{var}="$("$python_bin" -c "$roots_program" {key} {shlex.quote(roots.launch_argument(o.value))})" || exit 3')
+    return "".join(out)
 
 
 def render_spec_toml(spec: Spec, lock: Lock) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tutorrl.compiler import roots
 from tutorrl.compiler.bundle import CompiledBundle, assemble
 from tutorrl.compiler.keymap import load_lock
 from tutorrl.compiler.load import parse_spec, read_spec_bytes
@@ -51,6 +52,7 @@ def resolve_bytes(raw: bytes, name: str):
     resolved, problems = resolve(spec, lock, keyset)
     findings += [Finding(*p) for p in problems]
     findings += _argument_limits(spec, resolved)
+    findings += roots.findings(spec, resolved, lock)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise SpecError([locate(f.key.split("."), f.message, f.hint) for f in errors])

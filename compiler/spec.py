@@ -362,6 +362,12 @@ class Env(Section):
         default_factory=list)
 
 
+class Root(Section):
+    default: opt(Text, (
+        "Value used where the job's environment does not set the root (e.g. \"data\" on a laptop, relative to "
+        "where the job runs); unset: the root must be set there.")) = None
+
+
 class Verl(Section):
     extra_overrides: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(description=(
         "Raw Hydra overrides for what the spec has no field for, appended last; each key is still checked against the release."))] = field(
@@ -398,6 +404,10 @@ class Spec(Section):
         default_factory=Verl)
     evidence: Annotated[Evidence, Meta(description="tutorrl's checkpoint evidence inside the run (not verl settings).")] = field(
         default_factory=Evidence)
+    roots: Annotated[dict[Annotated[str, Meta(pattern=_ENV_NAME)], Root], Meta(description=(
+        "Folders named by an environment variable of the job, e.g. DATA_ROOT = { default = \"data\" }. A path "
+        "setting written \"$DATA_ROOT/gsm8k/train.parquet\" keeps the name in the bundle; launch.sh puts the "
+        "job's value in at start, so one bundle runs on a laptop and on a cluster."))] = field(default_factory=dict)
 
 
 def to_builtins(spec: Struct) -> dict:
@@ -417,7 +427,7 @@ def to_builtins(spec: Struct) -> dict:
                 continue
         else:
             value = msgspec.to_builtins(value)
-            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides"):
+            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides", "roots"):
                 continue
         out[name] = value
     return out

@@ -8,7 +8,6 @@ evidence scan runs, before anything is shown.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import time
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import msgspec
 
-from tutorrl.runtime import lifecycle, records
+from tutorrl.runtime import lifecycle, metrics, records
 
-STEP_RE = re.compile(r"(?:^|\s)step:(\d+) - ")
 STOP_TIMEOUT_S = 90
 
 
@@ -38,17 +36,29 @@ def _total_steps(bundle_path: Path) -> int | None:
         return None
 
 
-def last_step(log: Path) -> int | None:
-    """The last ``step:N - key:value`` line verl's console logger printed."""
+def _log_head_and_tail(log: Path, size: int = 1_000_000) -> str:
+    """The start of job.log (verl says its total steps there) and its end (the latest steps)."""
     try:
         with open(log, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - 1_000_000))
-            text = fh.read().decode("utf-8", errors="replace")
+            head = fh.read(size)
+            end = fh.seek(0, os.SEEK_END)
+            fh.seek(max(len(head), end - size))
+            tail = fh.read()
     except OSError:
-        return None
-    found = STEP_RE.findall(text)
-    return int(found[-1]) if found else None
+        return ""
+    return (head + b"\n" + tail).decode("utf-8", errors="replace")
+
+
+def progress_of(run_dir: Path, bundle_path: Path) -> metrics.Summary:
+    """Step k/N, pace, ETA and reward: from metrics.jsonl (written while the run
+    was followed), else from verl's console lines in job.log."""
+    text = _log_head_and_tail(run_dir / records.LOG_FILE)
+    points = metrics.read_points(run_dir / metrics.METRICS_FILE)
+    if not points:
+        seen = [metrics.parse_console_line(line) for line in text.splitlines()]
+        # No times without the record of when each step was seen: no pace, no ETA.
+        points = [metrics.Point(step=s, time=0.0, source="console", metrics=m) for s, m in filter(None, seen)]
+    return metrics.summarise(points, metrics.total_steps_in(text) or _total_steps(bundle_path))
 
 
 def describe(run_dir: Path, record: records.RunRecord) -> dict:
@@ -62,8 +72,12 @@ def describe(run_dir: Path, record: records.RunRecord) -> dict:
     out["dashboard"] = record.dashboard if (open_ and (record.address_kind == "cluster" or
                                                        lifecycle.alive(record.head))) else None
     out["owner_alive"] = owner
-    out["step"] = last_step(run_dir / records.LOG_FILE)
-    out["total_steps"] = _total_steps(bundle_path)
+    progress = progress_of(run_dir, bundle_path)
+    out["step"] = progress.step
+    out["total_steps"] = progress.total
+    out["progress"] = msgspec.to_builtins(progress)
+    if not open_:
+        out["progress"]["eta_s"] = None
     return out
 
 
@@ -76,9 +90,14 @@ def _text(d: dict) -> str:
     lines.append(f"  where:     {where}" + (" (detached)" if d["detached"] else ""))
     if d["dashboard"]:
         lines.append(f"  dashboard: {d['dashboard']}")
-    if d["step"] is not None:
-        total = f"/{d['total_steps']}" if d["total_steps"] else ""
-        lines.append(f"  step:      {d['step']}{total}")
+    p = msgspec.convert(d["progress"], metrics.Summary)
+    if p.step is not None:
+        lines.append(f"  progress:  {metrics.status_text(p)}")
+    if p.rewards:
+        values = [v for _, v in p.rewards]
+        lines.append(f"  {p.reward_key}: {metrics.sparkline(values)}")
+        lines.append(f"             steps {p.rewards[0][0]}-{p.rewards[-1][0]}, min {min(values):.4g}, "
+                     f"max {max(values):.4g}, last {values[-1]:.4g}")
     lines.append(f"  started:   {d['started']}" + (f"  ended: {d['ended']}" if d["ended"] else ""))
     lines.append(f"  record:    {d['path']}")
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from tutorrl.compiler import roots
 from tutorrl.errors import RefusedError
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -58,6 +59,40 @@ def split_verl_list(value) -> list[str]:
     return [value]
 
 
+def root_values(spec, env: dict[str, str] | None = None) -> dict[str, str]:
+    """What a run passes to the job for the spec's roots: the values set in
+    this environment (launch.sh applies the spec's defaults to the others)."""
+    env = os.environ if env is None else env
+    return {name: env[name] for name in sorted(spec.roots) if env.get(name)}
+
+
+def _root_env(spec, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Each root's value where the job starts: this environment's, else the spec's default."""
+    passed = root_values(spec, env)
+    return {name: passed.get(name) or root.default for name, root in spec.roots.items()
+            if passed.get(name) or root.default}
+
+
+def check_roots(spec, findings: Findings, *, cluster: str | None = None, dry_run: bool = False,
+                env: dict[str, str] | None = None) -> None:
+    """Every root has a value for the job (set here, or the spec's default);
+    on a cluster tutorrl did not start, a real run needs it absolute."""
+    values = _root_env(spec, env)
+    for name in sorted(spec.roots):
+        value = values.get(name)
+        if value is None:
+            findings.problems.append(
+                f"roots.{name}: {name} is not set in this environment and the spec gives no default; "
+                f"export {name}=/path/to/the/folder before `tutorrl run` (its value is passed to the job)")
+            continue
+        where = "set here" if value == (env if env is not None else os.environ).get(name) else "the spec's default"
+        findings.notes.append(f"root {name} = {value!r} ({where})")
+        if cluster and not dry_run and not (_URI.match(value) or os.path.isabs(os.path.expanduser(value))):
+            findings.problems.append(
+                f"roots.{name}: {value!r} ({where}) is relative, but verl's Ray workers on {cluster} do not run in "
+                f"this folder; export {name} as an absolute path for a run on an existing cluster")
+
+
 def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -> None:
     """Local data and model paths must exist. A dry run only composes verl's
     config and reads none of them, so there a missing path is a note: the same
@@ -71,7 +106,14 @@ def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -
     # The reward's own files: a reward file, and what a plug-in reads.
     entries += [(key, raw, False) for key, raw in spec_paths(spec)
                 if key == "reward.path" or key.startswith("reward.options.")]
+    values = _root_env(spec)
     for key, raw, may_be_hub in entries:
+        rooted = roots.reference(raw) is not None and roots.reference(raw)[0] in spec.roots
+        if rooted:
+            written, raw = raw, roots.expand(raw, values)
+            if raw is None:
+                continue  # the root has no value: check_roots says so
+            key = f"{key} ({written})"
         if _URI.match(raw):
             findings.notes.append(f"{key} = {raw!r} is remote; not checked here")
             continue
@@ -79,7 +121,7 @@ def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -
         path = Path(expanded) if os.path.isabs(expanded) else cwd / expanded
         if path.exists():
             continue
-        explicit = raw.startswith(("/", "~", "./", "../"))
+        explicit = rooted or raw.startswith(("/", "~", "./", "../"))
         if may_be_hub and not explicit and _HUB_ID.match(raw):
             findings.notes.append(f"{key} = {raw!r} is not a local path; taken as a Hugging Face Hub id")
             continue
@@ -114,11 +156,15 @@ def check_relative_paths(spec, where: str, findings: Findings) -> None:
     for key, raw in spec_paths(spec):
         if _URI.match(raw) or os.path.isabs(raw) or raw.startswith("~"):
             continue
+        ref = roots.reference(raw)
+        if ref is not None and ref[0] in spec.roots:
+            continue  # under a root: check_roots wants the root's value absolute
         if key == "model.path" and _HUB_ID.match(raw) and not raw.startswith(("./", "../")):
             continue
         findings.problems.append(
             f"{key}: {raw!r} is relative, but verl's Ray workers on {where} do not run in this folder; "
-            "use an absolute path or a URI for a run on an existing cluster (a --dry-run reads no paths)")
+            "use an absolute path, a URI, or a root (the spec's [roots], e.g. \"$DATA_ROOT/...\") for a run on an "
+            "existing cluster (a --dry-run reads no paths)")
 
 
 def installed_verl() -> str | None:

@@ -107,9 +107,15 @@ class Progress:
             self._stream.flush()
 
     def write_through(self, text: str, out: TextIO) -> None:
-        """Job output: clear the status line first so the two never interleave."""
+        """Job output: clear the status line first so the two never interleave,
+        then draw it again below (on a terminal) so it stays in sight while
+        the job's log streams."""
         with self._lock:
             self._clear_locked()
             out = safe(out)
             out.write(text)
             out.flush()
+            if self._tty and self._last and not self._quiet and text.endswith("\n"):
+                self._stream.write(f"tutorrl: {self._last}")
+                self._stream.flush()
+                self._line_open = True

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tutorrl import __version__
 from tutorrl.errors import RefusedError, TutorrlError
-from tutorrl.runtime import cluster, dryrun, lifecycle, preflight, records, submit
+from tutorrl.runtime import cluster, dryrun, lifecycle, metrics, preflight, records, submit
 from tutorrl.runtime.progress import Progress
 
 EXIT_INTERRUPTED = lifecycle.EXIT_INTERRUPTED
@@ -94,6 +94,9 @@ class RunSession:
         self.submitted = False
         self.job_status: str | None = None
         self.secrets: list[str] = []
+        self.roots: dict[str, str] = {}
+        self.metrics = None  # verl's metrics -> runs/<run-id>/metrics.jsonl
+        self.metrics_tail = None
         self.summary: list[str] = []
         self.interrupts: Interrupts | None = None
         self.evidence_failed = None
@@ -153,6 +156,7 @@ class RunSession:
         findings = preflight.Findings()
         names = submit.passthrough_names(job)
         preflight.check_passthrough(names, findings)
+        preflight.check_roots(spec, findings, cluster=self.cluster_url, dry_run=bool(self.args.dry_run))
         if self.cluster_url:
             findings.notes.append("verl release on the cluster: checked by launch.sh when the job starts")
         else:
@@ -170,6 +174,7 @@ class RunSession:
 
         passthrough = {n: os.environ[n] for n in names}
         self.secrets = [v for v in passthrough.values() if v]
+        self.roots = preflight.root_values(spec)
         cluster.drop_hijack_vars()
         token = cluster.token_from_environment() if self.cluster_url else None
 
@@ -250,6 +255,7 @@ class RunSession:
         names = submit.passthrough_names(job)
         passthrough = {n: os.environ[n] for n in names if n in os.environ}
         self.secrets = [v for v in passthrough.values() if v]
+        self.roots = preflight.root_values(spec)
         cluster.drop_hijack_vars()
         token = cluster.token_from_environment() if self.cluster_url else None
         self.run_dir = run_dir
@@ -281,6 +287,7 @@ class RunSession:
                 self.head.start(progress, should_stop=interrupts)
                 url, headers = self.head.url, self.head.headers
                 self._save(address=url, dashboard=url)
+            progress.note(f"Ray dashboard: {url}")
             if interrupts():
                 return self._interrupted()
 
@@ -324,9 +331,12 @@ class RunSession:
     def _submit(self, bundle, bundle_path, bundle_id, digest, passthrough, interrupts) -> None:
         for _ in range(50):
             sid = self.record.submission_id
+            verl_file = None if self.args.dry_run else metrics.file_logger_path(
+                bundle.spec, bundle.job, self.run_dir, upload=self.upload)
             sub = submit.build_submission(
                 bundle.job, bundle_path=bundle_path, cwd=self.cwd, submission_id=sid,
                 upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough,
+                extra_env={**self.roots, **({metrics.FILE_LOGGER_ENV: str(verl_file)} if verl_file else {})},
                 stdout_to=self.run_dir / dryrun.RAW_FILE if self.args.dry_run and not self.upload else None)
             self.progress.status(f"submitting {sid}" + (" (uploading the bundle)" if self.upload else ""))
             try:
@@ -343,7 +353,13 @@ class RunSession:
             self._save(status="pending", submitted=True,
                        dashboard=self.record.dashboard or (self.cluster_url if self.cluster_url else None))
             out = open(os.devnull, "w") if self.record.detached else None  # the supervisor: job.log only
-            self.sink = submit.LogSink(self.run_dir / records.LOG_FILE, sub.secrets, out=out, progress=self.progress)
+            self.metrics = metrics.Follower(self.run_dir / metrics.METRICS_FILE, total=bundle.spec.trainer.total_steps,
+                                            on_point=self._show_metrics)
+            if verl_file is not None:
+                self.metrics_tail = metrics.FileTail(verl_file, self.metrics)
+                self.metrics_tail.start()
+            self.sink = submit.LogSink(self.run_dir / records.LOG_FILE, sub.secrets, out=out, progress=self.progress,
+                                       on_text=self.metrics.feed_console)
             self.follower = submit.LogFollower(self.client, sid, self.sink)
             self.follower.start()
             return
@@ -424,6 +440,11 @@ class RunSession:
                    message=f"interrupted ({name})" if name else "interrupted")
         return EXIT_INTERRUPTED
 
+    def _show_metrics(self, follower) -> None:
+        """The status line while verl trains: step k/N, steps per hour, ETA, the last score."""
+        summary = metrics.summarise(follower.points, follower.total)
+        self.progress.status(f"{self.record.submission_id}: RUNNING, {metrics.status_text(summary)}")
+
     def _close_log(self) -> None:
         if self.follower is not None:
             self.follower.stop()
@@ -433,6 +454,12 @@ class RunSession:
                 submit.finish_log(self.client, self.record.submission_id, self.sink)
             self.sink.close()
             self.sink = None
+        if self.metrics_tail is not None:
+            self.metrics_tail.stop()
+            self.metrics_tail = None
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
 
     def _shutdown(self) -> None:
         # Job first, then head: stopping the head under a running job orphans the job's processes.

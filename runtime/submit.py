@@ -58,9 +58,13 @@ class Submission:
 
 
 def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: str, upload: bool,
-                     dry_run: bool, passthrough: dict[str, str], stdout_to: Path | None = None) -> Submission:
+                     dry_run: bool, passthrough: dict[str, str], stdout_to: Path | None = None,
+                     extra_env: dict[str, str] | None = None) -> Submission:
     """``stdout_to``: a file for the job's standard output instead of the job log
-    (a dry run's composed config; only where the job sees this machine's files)."""
+    (a dry run's composed config; only where the job sees this machine's files).
+    ``extra_env``: what tutorrl adds for the job, never secret: the spec's roots
+    set in the submitter's environment (launch.sh reads them), the path of
+    verl's file logger."""
     unknown = set(job) - _KNOWN
     if unknown:
         raise BundleError(f"{bundle_path}/ray-job.json: unknown field(s) {', '.join(sorted(unknown))}")
@@ -84,6 +88,7 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
     clash = [n for n in (NOTHING_VAR, RUN_ID_ENV, BUNDLE_DIR_ENV) if n in env_vars or n in passthrough]
     if clash:
         raise RefusedError(f"the bundle sets {', '.join(clash)}, which tutorrl reserves for its own use")
+    env_vars.update(extra_env or {})
     env_vars.update(passthrough)
     env_vars[RUN_ID_ENV] = submission_id
     if not upload:
@@ -143,7 +148,7 @@ class Redactor:
 class LogSink:
     """Job output to the terminal and to job.log, secrets masked in both."""
 
-    def __init__(self, path: Path, secrets: list[str], out: TextIO | None = None, progress=None):
+    def __init__(self, path: Path, secrets: list[str], out: TextIO | None = None, progress=None, on_text=None):
         import os
 
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -154,6 +159,7 @@ class LogSink:
         self._out = safe(out if out is not None else sys.stdout)
         self._progress = progress
         self._redactor = Redactor(secrets)
+        self._on_text = on_text  # what else reads the log (verl's metrics), masked as job.log is
         self._lock = threading.Lock()
         self.received = 0  # characters of raw job log consumed so far
 
@@ -167,6 +173,8 @@ class LogSink:
             return
         self._file.write(text)
         self._file.flush()
+        if self._on_text is not None:
+            self._on_text(text)
         if self._progress is not None:
             self._progress.write_through(text, self._out)
         else:

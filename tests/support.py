@@ -20,9 +20,13 @@ def example_specs() -> list[Path]:
 
 
 _STANDIN = '''#!{python}
-"""Stand-in for `python`: answers launch.sh's verl version check, records any other argv."""
+"""Stand-in for `python`: answers launch.sh's verl version check and import
+checks, runs the programs launch.sh computes values with (roots) under the
+real Python, and records the argv of verl's launch."""
 import json, os, sys
-if len(sys.argv) > 1 and sys.argv[1] == "-c":
+if len(sys.argv) > 2 and sys.argv[1] == "-c":
+    if sys.argv[2].startswith("import json, math, os, re, sys"):  # the roots program (compiler/roots.py)
+        os.execv({python!r}, [{python!r}, *sys.argv[1:]])
     print(os.environ.get("STANDIN_VERL", "0.9.1"))
     raise SystemExit(0)
 with open(os.environ["STANDIN_ARGV_FILE"], "w", encoding="utf-8") as f:

@@ -21,7 +21,8 @@ from test_hydra import strings  # the issue's alphabet
 EXAMPLE = support.SPECS / "gsm8k_custom_reward.toml"
 
 
-def _expected_argv(raw: bytes) -> list[str]:
+def _expected_argv(raw: bytes, *, rooted_as_written: bool = False) -> list[str]:
+    """verl's argv; ``rooted_as_written``: paths under a root as launch.sh's lines name them."""
     spec, _ = parse_spec(raw, "spec.toml")
     spec = normalize(spec)
     rmap = load_lock(spec.experiment.verl, variant_of(spec))
@@ -29,8 +30,27 @@ def _expected_argv(raw: bytes) -> list[str]:
 
     resolved, findings = resolve(spec, rmap, load_keyset(rmap.release, rmap.variant))
     assert not findings
-    return ["-m", "verl.trainer.main_ppo", "--config-name", resolved.config_name,
-            *[o.text for o in resolved.overrides]]
+    # A path under a root gets the root's value (here: the spec's default) in launch.sh.
+    defaults = {name: root.default for name, root in spec.roots.items()}
+    texts, count = [], 0
+    for o in resolved.overrides:
+        text = _with_roots(o, defaults)
+        if rooted_as_written and text != o.text:
+            text, count = f"$rooted_{count}", count + 1
+        texts.append(text)
+    return ["-m", "verl.trainer.main_ppo", "--config-name", resolved.config_name, *texts]
+
+
+def _with_roots(override, values: dict[str, str]) -> str:
+    import msgspec
+
+    from tutorrl.compiler import roots
+
+    value = override.value
+    if override.raw is None and any(name in values for name, _ in roots.references(value)):
+        expand = lambda v: roots.expand(v, values)  # noqa: E731
+        value = [expand(v) for v in value] if isinstance(value, list) else expand(value)
+    return msgspec.structs.replace(override, value=value).text
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -86,4 +106,5 @@ def test_script_is_strict_bash_without_tracing(tmp_path):
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("exec "))
     body = [line.removesuffix(" \\").strip() for line in lines[start + 1:] if line.strip()]
-    assert [shlex.split(line) for line in body] == [[o] for o in _expected_argv(EXAMPLE.read_bytes())[4:]]
+    expected = _expected_argv(EXAMPLE.read_bytes(), rooted_as_written=True)[4:]
+    assert [shlex.split(line) for line in body] == [[o] for o in expected]

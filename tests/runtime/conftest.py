@@ -39,7 +39,7 @@ n = 2
 [trainer]
 total_steps = 1
 output_dir = {output_dir}
-loggers = ["console"]
+loggers = {loggers}
 
 [resources]
 nodes = 1
@@ -74,11 +74,11 @@ def make_bundle(tmp_path):
 
     def make(launch: str | None = None, env: dict[str, str] | None = None, passthrough=(), gpus: int = 1,
              verl: str = "0.9.1", spec_target: str | None = None, train: str = "data/train.parquet",
-             val: str = "data/val.parquet", output_dir: str = "out") -> Path:
+             val: str = "data/val.parquet", output_dir: str = "out", loggers=("console",)) -> Path:
         counter[0] += 1
         spec = tmp_path / f"spec{counter[0]}.toml"
         spec.write_text(SPEC.format(
-            verl=verl, gpus=gpus, train=_toml_str(train), val=_toml_str(val), output_dir=_toml_str(output_dir),
+            verl=verl, gpus=gpus, train=_toml_str(train), loggers=json.dumps(list(loggers)), val=_toml_str(val), output_dir=_toml_str(output_dir),
             env=", ".join(f"{k} = {_toml_str(v)}" for k, v in (env or {}).items()),
             passthrough=", ".join(_toml_str(p) for p in passthrough),
         ))

@@ -143,6 +143,52 @@ def test_relative_paths_are_refused_for_a_real_run_on_an_existing_cluster():
     assert [p.split(":")[0] for p in f.problems] == ["reward.path"]
 
 
+# -- roots: folders named by the job's environment ----------------------------
+
+def _rooted(**roots):
+    return _spec(train="$DATA_ROOT/t.parquet", val="/abs/v.parquet", model="$MODEL_ROOT/qwen",
+                 trainer={"output_dir": "$DATA_ROOT/ckpt"}, roots=roots)
+
+
+def test_roots_take_this_environment_else_the_default(tmp_path, monkeypatch):
+    spec = _rooted(DATA_ROOT={"default": "data"}, MODEL_ROOT={})
+    monkeypatch.delenv("DATA_ROOT", raising=False)
+    monkeypatch.delenv("MODEL_ROOT", raising=False)
+    f = preflight.Findings()
+    preflight.check_roots(spec, f)
+    assert [p.split(":")[0] for p in f.problems] == ["roots.MODEL_ROOT"]
+    assert "export MODEL_ROOT=" in f.problems[0]
+    assert "root DATA_ROOT = 'data' (the spec's default)" in f.notes
+    monkeypatch.setenv("MODEL_ROOT", str(tmp_path / "models"))
+    assert preflight.root_values(spec) == {"MODEL_ROOT": str(tmp_path / "models")}  # defaults stay with launch.sh
+    # Paths under a root are checked where the root points.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.parquet").write_bytes(b"")
+    f = preflight.Findings()
+    preflight.check_paths(spec, tmp_path, f)
+    text = "\n".join(f.problems)
+    assert "data.train" not in text  # data/t.parquet exists under the cwd
+    assert f"model.path ($MODEL_ROOT/qwen): '{tmp_path}/models/qwen' does not exist" in text  # never a Hub id
+
+
+def test_on_a_cluster_a_root_must_be_absolute_and_paths_under_it_are_not_relative(monkeypatch):
+    spec = _rooted(DATA_ROOT={"default": "data"}, MODEL_ROOT={"default": "/models"})
+    monkeypatch.delenv("DATA_ROOT", raising=False)
+    monkeypatch.delenv("MODEL_ROOT", raising=False)
+    f = preflight.Findings()
+    preflight.check_roots(spec, f, cluster="http://head:8265")
+    preflight.check_relative_paths(spec, "http://head:8265", f)
+    assert [p.split(":")[0] for p in f.problems] == ["roots.DATA_ROOT"]
+    assert "'data' (the spec's default) is relative" in f.problems[0]
+    dry = preflight.Findings()
+    preflight.check_roots(spec, dry, cluster="http://head:8265", dry_run=True)
+    assert dry.problems == []
+    monkeypatch.setenv("DATA_ROOT", "/shared/data")
+    f = preflight.Findings()
+    preflight.check_roots(spec, f, cluster="http://head:8265")
+    assert f.problems == [] and "root DATA_ROOT = '/shared/data' (set here)" in f.notes
+
+
 # -- the reward function, imported in the job's Python -------------------------
 
 import os  # noqa: E402

@@ -173,7 +173,7 @@ def test_detached_run_ends_by_itself(make_bundle, workdir):
     (rec,) = _records(bundle)
     assert rec["status"] == "succeeded" and rec["exit_code"] == 0
     status = run_tutorrl(["status", run_id], workdir)
-    assert "step:      1/1" in status.stdout and "dashboard" not in status.stdout
+    assert "progress:  step 1/1" in status.stdout and "dashboard" not in status.stdout
     _assert_closed_cleanly(bundle, rec)
     wait_for(lambda: not Path(f"/proc/{rec['owner']['pid']}").exists(), 30, "the supervisor to exit")
 

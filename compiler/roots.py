@@ -1,0 +1,144 @@
+"""Roots: folders a spec names by an environment variable of the job.
+
+A spec declares ``[roots] DATA_ROOT = { default = "data" }`` and writes a path
+setting as ``"$DATA_ROOT/gsm8k/train.parquet"``. The bundle keeps the *name*
+(so it stays reproducible and ``tutorrl diff`` shows what a reviewer reads);
+``launch.sh`` puts the job's value in when the job starts, with a program
+assembled from :mod:`tutorrl.compiler.hydra`'s own quoting functions, so a
+value can bring neither shell nor Hydra nor OmegaConf syntax with it. One
+bundle then runs on a laptop's embedded head (the default, relative to where
+the job runs) and on a cluster (``DATA_ROOT=/shared/data tutorrl run ...``).
+
+Only a setting's own value -- a path, or a list of paths -- may start with a
+root, and only at its start (``$NAME`` alone or ``$NAME/...``): a table entry
+verl reads whole, an extra override or an environment value would need a
+second, less reviewable expansion, so a declared root there is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Mapping
+
+ROOT_REF = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)(?=/|\Z)")
+# A declared root written anywhere in a string (for the places that refuse one).
+_ANYWHERE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def reference(value: object) -> tuple[str, str] | None:
+    """``("DATA_ROOT", "/gsm8k/train.parquet")`` for ``"$DATA_ROOT/gsm8k/train.parquet"``; None otherwise."""
+    if not isinstance(value, str):
+        return None
+    m = ROOT_REF.match(value)
+    return (m.group(1), value[m.end():]) if m else None
+
+
+def references(value: object) -> list[tuple[str, str]]:
+    """Every root reference of a setting's value (a string or a list of strings)."""
+    items = value if isinstance(value, list) else [value]
+    return [ref for ref in map(reference, items) if ref is not None]
+
+
+def join(root_value: str, rest: str) -> str:
+    """The path a reference stands for once the root's value is known."""
+    if not rest:
+        return root_value
+    return root_value.rstrip("/") + rest if root_value.rstrip("/") else rest
+
+
+def expand(value: str, env: Mapping[str, str]) -> str | None:
+    """The path for ``value`` in ``env`` (None where its root has no value); other values as they are."""
+    ref = reference(value)
+    if ref is None:
+        return value
+    root_value = env.get(ref[0])
+    return join(root_value, ref[1]) if root_value else None
+
+
+def launch_argument(value: object) -> str:
+    """The JSON argument of :func:`launch_program` for one override value."""
+    def part(item):
+        ref = reference(item)
+        return {"root": ref[0], "path": ref[1]} if ref else item
+
+    return json.dumps([part(v) for v in value] if isinstance(value, list) else part(value), sort_keys=True)
+
+
+def launch_program() -> str:
+    """Python run by launch.sh: ``argv = [key, JSON value]`` -> prints ``key=<Hydra value>``.
+
+    The quoting is :mod:`tutorrl.compiler.hydra`'s own code, never a copy; a
+    root with no value in the job's environment stops the launch (exit 3).
+    """
+    import inspect
+
+    from tutorrl.compiler import hydra
+
+    return "\n".join([
+        "import json, math, os, re, sys",
+        f"_INTERPOLATION = re.compile({hydra._INTERPOLATION.pattern!r})",
+        f"_BEFORE_QUOTE = re.compile({hydra._BEFORE_QUOTE.pattern!r})",
+        f"_TRAILING = re.compile({hydra._TRAILING.pattern!r})",
+        inspect.getsource(hydra.omegaconf_escape),
+        inspect.getsource(hydra.quote_string),
+        inspect.getsource(hydra.render_value),
+        inspect.getsource(join),
+        "key, raw = sys.argv[1:]",
+        "def part(item):",
+        "    if isinstance(item, str):",
+        "        return item",
+        "    value = os.environ.get(item['root'], '')",
+        "    if not value:",
+        "        sys.exit('tutorrl: root %s (the spec\\'s [roots]) is not set in the job environment; %s needs it'"
+        " % (item['root'], key.lstrip('+')))",
+        "    return join(value, item['path'])",
+        "value = json.loads(raw)",
+        "value = [part(v) for v in value] if isinstance(value, list) else part(value)",
+        "print('%s=%s' % (key, render_value(value)))",
+        "",
+    ])
+
+
+def findings(spec, resolved, lock) -> list:
+    """Compile-time checks of the spec's roots against where they are used."""
+    from tutorrl.compiler import rules
+    from tutorrl.compiler.rules import Finding
+
+    out: list[Finding] = []
+    declared = set(spec.roots)
+    for name in spec.roots:
+        key = f"roots.{name}"
+        if name.startswith(rules.RESERVED_ENV_PREFIX):
+            out.append(Finding(key, f"{rules.RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
+        elif name in rules._BASH_OWNED or rules._TAKEOVER.match(name):
+            out.append(Finding(key, f"{name} changes how the launch itself runs; it cannot name a folder",
+                               "choose another name, e.g. DATA_ROOT"))
+        if name in spec.env.set or name in spec.env.passthrough:
+            out.append(Finding(key, f"{name} is both a root and in [env]", "keep it in one place: [roots] for a folder"))
+    used: set[str] = set()
+    for o in resolved.overrides:
+        target = lock.targets.get(o.setting)
+        table = target is not None and target.kind == "table"
+        if o.raw is None and not table and isinstance(o.value, (str, list)):
+            for name, _ in references(o.value):
+                if name in declared:
+                    used.add(name)
+                else:
+                    out.append(Finding(o.setting, f"${name} is not a root of this spec: verl receives the text "
+                                       f"\"${name}\" literally", f"declare it: [roots] {name} = {{}}", "warning"))
+            continue
+        text = o.raw if o.raw is not None else json.dumps(o.value)
+        for name in sorted(set(_ANYWHERE.findall(text)) & declared):
+            where = "an extra override" if o.raw is not None else "a table entry verl reads whole"
+            out.append(Finding(o.setting, f"root ${name} is used in {where}; roots are put in only where a "
+                               "setting's own value starts with one",
+                               "write the path in a path setting, or the literal value here"))
+    for name, value in spec.env.set.items():
+        for ref in sorted(set(_ANYWHERE.findall(value)) & declared):
+            out.append(Finding(f"env.set.{name}", f"root ${ref} is used in an environment value, which is literal"))
+    for name in sorted(declared - used):
+        if not any(f.key.startswith(f"roots.{name}") for f in out):
+            out.append(Finding(f"roots.{name}", f"root {name} is declared but no setting starts with ${name}",
+                               None, "warning"))
+    return out
