@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tutorrl import __version__
 from tutorrl.errors import RefusedError, TutorrlError
-from tutorrl.runtime import cluster, dryrun, lifecycle, metrics, preflight, records, submit
+from tutorrl.runtime import cluster, dryrun, job_secrets, lifecycle, metrics, preflight, records, submit
 from tutorrl.runtime.progress import Progress
 
 EXIT_INTERRUPTED = lifecycle.EXIT_INTERRUPTED
@@ -156,6 +156,10 @@ class RunSession:
         findings = preflight.Findings()
         names = submit.passthrough_names(job)
         preflight.check_passthrough(names, findings)
+        if names and self.cluster_url:
+            findings.notes.append(
+                f"{', '.join(names)}: passed to the job in Ray's runtime_env, as Ray requires on a cluster; anyone "
+                "who can reach this cluster's Jobs API or dashboard can read the values")
         preflight.check_roots(spec, findings, cluster=self.cluster_url, dry_run=bool(self.args.dry_run))
         if self.cluster_url:
             findings.notes.append("verl release on the cluster: checked by launch.sh when the job starts")
@@ -329,6 +333,12 @@ class RunSession:
                 self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress)
 
     def _submit(self, bundle, bundle_path, bundle_id, digest, passthrough, interrupts) -> None:
+        # On the embedded head the values go in a file only this user can read,
+        # inside the head's private folder (removed with it): never in env_vars,
+        # which Ray's Jobs API returns in plain text.
+        secrets_file = None
+        if self.head is not None and self.head.run_dir is not None and passthrough:
+            secrets_file = job_secrets.write(self.head.run_dir, passthrough)
         for _ in range(50):
             sid = self.record.submission_id
             verl_file = None if self.args.dry_run else metrics.file_logger_path(
@@ -337,6 +347,7 @@ class RunSession:
                 bundle.job, bundle_path=bundle_path, cwd=self.cwd, submission_id=sid,
                 upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough,
                 extra_env={**self.roots, **({metrics.FILE_LOGGER_ENV: str(verl_file)} if verl_file else {})},
+                secrets_file=secrets_file,
                 stdout_to=self.run_dir / dryrun.RAW_FILE if self.args.dry_run and not self.upload else None)
             self.progress.status(f"submitting {sid}" + (" (uploading the bundle)" if self.upload else ""))
             try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from tutorrl.errors import BundleError, RefusedError
-from tutorrl.runtime import dryrun
+from tutorrl.runtime import dryrun, job_secrets
 from tutorrl.runtime.envtransport import NOTHING_VAR, encode_env
 
 # ray-job.json keys that are submit_job keyword arguments besides entrypoint/runtime_env/metadata.
@@ -59,12 +59,16 @@ class Submission:
 
 def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: str, upload: bool,
                      dry_run: bool, passthrough: dict[str, str], stdout_to: Path | None = None,
-                     extra_env: dict[str, str] | None = None) -> Submission:
+                     extra_env: dict[str, str] | None = None, secrets_file: Path | None = None) -> Submission:
     """``stdout_to``: a file for the job's standard output instead of the job log
     (a dry run's composed config; only where the job sees this machine's files).
     ``extra_env``: what tutorrl adds for the job, never secret: the spec's roots
     set in the submitter's environment (launch.sh reads them), the path of
-    verl's file logger."""
+    verl's file logger.
+    ``secrets_file``: where ``job_secrets.write`` put the passthrough values
+    (embedded head only, where the job runs on this machine): they then reach
+    the job through that file, not through ``env_vars``, which Ray's Jobs API
+    returns in plain text."""
     unknown = set(job) - _KNOWN
     if unknown:
         raise BundleError(f"{bundle_path}/ray-job.json: unknown field(s) {', '.join(sorted(unknown))}")
@@ -79,17 +83,26 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
         # No working_dir: the job's cwd would be the head's; relative spec paths
         # mean "relative to where the user ran tutorrl".
         argv = [str(bundle_path / "launch.sh") if a == "launch.sh" else a for a in argv]
+        if secrets_file is not None:
+            # The entrypoint is not a Ray worker: the setup hook never runs
+            # there, so the same loader starts launch.sh with the values set.
+            argv = [sys.executable, "-m", job_secrets.__name__, "--", *argv]
         entrypoint = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(argv + extra)}"
         if stdout_to is not None:
             entrypoint += f" > {shlex.quote(str(stdout_to))}"
 
     runtime_env = dict(job.get("runtime_env") or {})
     env_vars = dict(runtime_env.get("env_vars") or {})
-    clash = [n for n in (NOTHING_VAR, RUN_ID_ENV, BUNDLE_DIR_ENV) if n in env_vars or n in passthrough]
+    clash = [n for n in (NOTHING_VAR, RUN_ID_ENV, BUNDLE_DIR_ENV, job_secrets.FILE_ENV)
+             if n in env_vars or n in passthrough]
     if clash:
         raise RefusedError(f"the bundle sets {', '.join(clash)}, which tutorrl reserves for its own use")
     env_vars.update(extra_env or {})
-    env_vars.update(passthrough)
+    if secrets_file is not None and not upload:
+        env_vars[job_secrets.FILE_ENV] = str(secrets_file)
+        runtime_env["worker_process_setup_hook"] = job_secrets.HOOK
+    else:
+        env_vars.update(passthrough)
     env_vars[RUN_ID_ENV] = submission_id
     if not upload:
         env_vars[BUNDLE_DIR_ENV] = str(bundle_path.resolve())

@@ -28,6 +28,12 @@ print("worker cwd=[%s]" % ray.get(ray.remote(lambda: os.getcwd()).remote()))
 # What verl's checkpoint callback (in a Ray actor) needs to find the bundle.
 print("worker evidence=[%s|%s]" % ray.get(ray.remote(
     lambda: (os.environ.get("TUTORRL_BUNDLE_DIR", ""), os.environ.get("TUTORRL_RUN_ID", ""))).remote()))
+# Secrets reach workers (wandb logs from verl's TaskRunner) ...
+print("worker secret same=[%s]" % (ray.get(ray.remote(lambda: os.environ.get("MY_SECRET")).remote())
+                                   == os.environ.get("MY_SECRET")))
+# ... but not through the runtime_env Ray keeps for the job (what its Jobs API returns).
+import json
+print("job runtime_env=[%s]" % json.dumps(ray.get_runtime_context().runtime_env, sort_keys=True))
 PY
 """
 
@@ -51,6 +57,9 @@ def test_success_exact_env_secret_and_no_hijack(make_bundle, workdir):
     assert f"driver A=[{value}]" in proc.stdout
     assert f"worker A=[{value}]" in proc.stdout
     assert "driver secret=[[redacted]]" in proc.stdout
+    assert "worker secret same=[True]" in proc.stdout
+    (runtime_env,) = [line for line in proc.stdout.splitlines() if line.startswith("job runtime_env=")]
+    assert "TUTORRL_SECRETS_FILE" in runtime_env and "[redacted]" not in runtime_env
     (rec,) = _records(bundle)
     assert rec["status"] == "succeeded" and rec["exit_code"] == 0 and rec["address_kind"] == "embedded"
     assert rec["submission_id"] == f"tutorrl-{bundle.name}-1"
