@@ -68,10 +68,11 @@ def _request(url: str, path: str, body: dict | None, timeout: float) -> tuple[in
         req.add_header("Content-Type", "application/json")
     where = f"{url}{path}"
     try:
-        with _OPENER.open(req, timeout=timeout) as resp:
-            status, raw = resp.status, read_stream(resp, MAX_ANSWER, name=where)
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, read_stream(exc, MAX_ANSWER, name=where)
+        try:
+            with _OPENER.open(req, timeout=timeout) as resp:
+                status, raw = resp.status, read_stream(resp, MAX_ANSWER, name=where, within=timeout)
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, read_stream(exc, MAX_ANSWER, name=where, within=timeout)
     except ReadError as exc:
         raise EngineError(str(exc)) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:

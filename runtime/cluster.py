@@ -101,7 +101,7 @@ def _get_json(url: str, headers: dict[str, str], timeout: float = 10.0):
     req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = read_stream(resp, MAX_ANSWER, name=url)
+            raw = read_stream(resp, MAX_ANSWER, name=url, within=timeout)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             raise RefusedError(

@@ -135,6 +135,9 @@ class CannedServer:
 
         canned = self
         self.status, self.body = 200, b"{}"
+        # Seconds between single bytes of an answer that never ends (a
+        # server holding a reader within every socket timeout); None: answer at once.
+        self.trickle: float | None = None
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
@@ -142,6 +145,18 @@ class CannedServer:
                 if length:
                     self.rfile.read(length)
                 self.send_response(canned.status)
+                if canned.trickle is not None:
+                    import time
+
+                    self.send_header("Content-Length", str(1 << 30))
+                    self.end_headers()
+                    try:
+                        while True:
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(canned.trickle)
+                    except OSError:  # the reader gave up
+                        return
                 self.send_header("Content-Length", str(len(canned.body)))
                 self.end_headers()
                 self.wfile.write(canned.body)

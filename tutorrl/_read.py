@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 import msgspec
@@ -78,12 +79,31 @@ def read_file(path: str | os.PathLike, limit: int, *, name: str | None = None, f
         os.close(fd)
 
 
-def read_stream(stream, limit: int, *, name: str) -> bytes:
-    """At most ``limit`` bytes from a file-like ``stream`` (an HTTP answer); more is an error."""
-    data = stream.read(limit + 1)
-    if len(data) > limit:
+_CHUNK = 1 << 16
+
+
+def read_stream(stream, limit: int, *, name: str, within: float | None = None) -> bytes:
+    """At most ``limit`` bytes from a file-like ``stream`` (an HTTP answer); more is an error.
+
+    ``within``: seconds for the whole answer. A socket timeout bounds each read,
+    not their sum: a server that sends a byte just inside it would hold the
+    reader for as long as it likes.
+    """
+    deadline = None if within is None else time.monotonic() + within
+    read = getattr(stream, "read1", None) or stream.read
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        if deadline is not None and time.monotonic() > deadline:
+            raise ReadError(f"{name}: no complete answer within {within:g} s")
+        chunk = read(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
         raise ReadError(f"{name}: answer larger than the {limit}-byte limit")
-    return data
+    return b"".join(chunks)
 
 
 def check_tree(obj: object, *, name: str, max_depth: int = MAX_DEPTH) -> object:

@@ -57,3 +57,14 @@ def test_the_server_is_really_asked(engine):
     engine.answer(200, b'{"weight_version": "3"}')
     obs = read_engine(engine.url, timeout=10).observation
     assert obs.weight_version == "3" and obs.error
+
+
+def test_an_answer_that_never_ends_is_cut_off(engine):
+    # One byte every 50 ms keeps each socket read inside its timeout; only a
+    # limit on the whole answer ends the read.
+    engine.trickle = 0.05
+    try:
+        obs = read_engine(engine.url, timeout=0.5).observation
+    finally:
+        engine.trickle = None
+    assert obs.error and "no complete answer within 0.5 s" in obs.error

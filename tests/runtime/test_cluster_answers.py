@@ -86,3 +86,14 @@ def test_a_dashboard_answer_is_summed(server):
 def test_what_is_wrong_is_said(server, body, words):
     got = _ask(server, 200, body)
     assert isinstance(got, RefusedError) and words in str(got)
+
+
+def test_an_answer_that_never_ends_is_a_refusal(server):
+    from tutorrl.runtime import cluster
+
+    server.trickle = 0.05  # each byte inside the socket timeout; the whole answer never
+    try:
+        with pytest.raises(RefusedError, match="no complete answer within 0.5 s"):
+            cluster._get_json(server.url + "/api/v0/nodes", {}, timeout=0.5)
+    finally:
+        server.trickle = None
