@@ -457,3 +457,14 @@ def test_the_trainer_callback_signs_with_the_key_its_environment_names(keys, tmp
     assert sig.keyid == keys["owner"].keyid and base64.b64decode(sig.publicKey) == keys["owner"].public_raw
     trust = load_trusted([str(keys["owner_pub"])])
     assert check_evidence(bundle, digest_of(bundle), trust=trust).problems == []
+
+
+def test_is_signed_reads_the_envelope_without_decoding_it(chains):
+    from tutorrl.evidence.statement import is_signed
+
+    for kind, expected in (("signed", True), ("unsigned", False)):
+        for path in record_files(chains[kind] / "evidence").values():
+            data = path.read_bytes()
+            assert is_signed(data) is expected is bool(decode_record(data).signatures)
+    bare = canonical(decode_record((chains["unsigned"] / "evidence" / "000001.json").read_bytes()).statement)
+    assert is_signed(bare) is False
