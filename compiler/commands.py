@@ -28,10 +28,16 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a bundle (and its evidence) against its manifest",
                        description="Exit 0 when every file matches the manifest and every evidence record holds.")
     p.add_argument("bundle", help="the bundle folder")
+    p.add_argument("--trust", metavar="PUBKEY", action="append", default=[],
+                   help="a public key file (the .pub of `tutorrl evidence keygen`; several PEM keys in one file "
+                   "are each trusted); every evidence record must then be signed by a trusted key (repeatable)")
+    p.add_argument("--anchor", metavar="FILE|N:DIGEST", action="append", default=[],
+                   help="an anchor kept outside the bundle (`tutorrl evidence anchor`): the chain must still hold "
+                   "that record at that sequence, with HEAD at or past it (repeatable)")
     from tutorrl._formats import add_format_option
 
     add_format_option(p, help="output format: text or json ({\"ok\", \"bundle\", \"digest\", \"evidence_records\", "
-                      "\"problems\"}, also on failure) (default: text)")
+                      "\"problems\", \"warnings\"}, also on failure) (default: text)")
     p.set_defaults(handler=_verify)
 
 
@@ -64,13 +70,19 @@ def _verify(args) -> int:
     from tutorrl._files import display_path
     from tutorrl.compiler import verify_bundle
     from tutorrl.errors import BundleError
-    from tutorrl.evidence import verify_evidence
+    from tutorrl.evidence.anchor import parse_anchor
+    from tutorrl.evidence.sign import load_trusted
+    from tutorrl.evidence.verify import check_evidence
 
-    def report(ok: bool, digest: str | None, records: int | None, problems: list[str]) -> None:
+    def report(ok: bool, digest: str | None, records: int | None, problems: list[str], warnings=()) -> None:
         if args.format == "json":
             print(json.dumps({"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
-                              "evidence_records": records, "problems": problems}, indent=2))
+                              "evidence_records": records, "problems": problems, "warnings": list(warnings)},
+                             indent=2))
 
+    # Arguments first: a mistyped key or anchor is the user's to fix before anything is judged.
+    trust = load_trusted(args.trust) if args.trust else None
+    anchors = [parse_anchor(a) for a in args.anchor]
     try:
         bundle = verify_bundle(args.bundle)
     except BundleError as exc:
@@ -78,12 +90,21 @@ def _verify(args) -> int:
         raise
     for warning in bundle.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    problems = list(verify_evidence(bundle.path, bundle_digest=bundle.digest))
+    evidence = check_evidence(bundle.path, bundle.digest, trust=trust, anchors=anchors)
+    problems = evidence.problems
+    from tutorrl.cli import printable
+
+    for warning in evidence.warnings:
+        print(printable(f"warning: evidence: {warning}"), file=sys.stderr)
     records = len(list((bundle.path / "evidence").glob("[0-9]*.json")))
-    report(not problems, bundle.digest, records, problems)
+    report(not problems, bundle.digest, records, problems, evidence.warnings)
     if problems:
         raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
     if args.format != "json":
         how = "re-derived from its spec" if not bundle.warnings else "digests match"
-        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how})")
+        said = ""
+        if evidence.records:
+            said = f"; {evidence.records} evidence record(s)" + (", each signed by a trusted key" if trust else "") + (
+                f", holding {len(anchors)} anchor(s)" if anchors else "")
+        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how}){said}")
     return 0

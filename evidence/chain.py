@@ -2,7 +2,11 @@
 
 `evidence/000001.json`, `000002.json`, ...: record n names the sha256 of record
 n-1's bytes, and `HEAD` names the newest, so a record removed (even the last),
-reordered or edited breaks a link that `verify` checks.
+reordered or edited breaks a link that `verify` checks. Each record is a DSSE
+envelope (`statement.encode_record`), signed when a key is configured
+(`sign.py`); the link is over the envelope's bytes, signatures included. The
+links alone prove consistency, not authorship or completeness: what signing
+and anchors add is in docs/evidence.md.
 
 Concurrency: the slow part (hashing a checkpoint) happens before `append` is
 called; publishing -- reading the tail, building the record against it,
@@ -29,14 +33,14 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from tutorrl._files import fsync_dir, write_new
 from tutorrl._read import ReadError, file_kind, read_file
 from tutorrl.errors import BundleError
 from tutorrl.evidence.schema import ChainLink, Head, Statement
-from tutorrl.evidence.statement import RecordFormatError, canonical, decode_head, digest
+from tutorrl.evidence.statement import RecordFormatError, canonical, decode_head, digest, encode_record, is_signed
 
 RECORD = re.compile(r"(\d{6,})\.json")
 HEAD_NAME = "HEAD"
@@ -131,6 +135,11 @@ def chain_lock(evdir: Path, *, exclusive: bool) -> Iterator[None]:
 
 
 def _tail(evdir: Path) -> tuple[int, str | None]:
+    last, data = _tail_bytes(evdir)
+    return last, (digest(data) if data is not None else None)
+
+
+def _tail_bytes(evdir: Path) -> tuple[int, bytes | None]:
     files = record_files(evdir)
     if not files:
         return 0, None
@@ -142,7 +151,7 @@ def _tail(evdir: Path) -> tuple[int, str | None]:
         raise ChainError(f"{evdir}: the newest record is {record_name(last)} but only {len(files)} record(s) "
                          "exist; the chain is broken (run `tutorrl verify`), nothing appended")
     try:
-        return last, digest(read_record(files[last]))
+        return last, read_record(files[last])
     except (ReadError, FileNotFoundError) as exc:
         raise ChainError(f"{evdir}: cannot chain to the newest record: {exc}") from None
 
@@ -153,8 +162,14 @@ def _write_private(evdir: Path, data: bytes) -> Path:
     return tmp
 
 
-def append(evdir: Path, build: Callable[[ChainLink], Statement]) -> Path:
-    """Append one record built for the link it will occupy; returns its path."""
+def append(evdir: Path, build: Callable[[ChainLink], Statement], signers: Sequence = ()) -> Path:
+    """Append one record built for the link it will occupy, signed by `signers`; returns its path.
+
+    Without a signer, refuses a chain whose newest record is signed: a key
+    missing from one process (a trainer on a node without it) must not make
+    an unsigned record that verifies like a forged one; the post-run scan, run
+    where the key is, records that checkpoint instead.
+    """
     evdir = Path(evdir)
     created = not os.path.lexists(evdir)
     if created:
@@ -167,10 +182,15 @@ def append(evdir: Path, build: Callable[[ChainLink], Statement]) -> Path:
         # Under the lock nobody else publishes, so the tail read here is the
         # predecessor; EEXIST can only come from a writer that takes no lock.
         for _ in range(100):
-            last, prev = _tail(evdir)
+            last, tail = _tail_bytes(evdir)
+            prev = digest(tail) if tail is not None else None
+            if not signers and tail is not None and is_signed(tail):
+                raise ChainError(f"{evdir}: {record_name(last)} is signed but no signing key was found here "
+                                 f"(TUTORRL_EVIDENCE_KEY, or the default key file); nothing appended: a signed "
+                                 "chain is never continued unsigned")
             link = ChainLink(sequence=last + 1, previous=prev)
             final = evdir / record_name(link.sequence)
-            tmp = _write_private(evdir, canonical(build(link)))
+            tmp = _write_private(evdir, encode_record(build(link), signers))
             try:
                 os.link(tmp, final)
             except FileExistsError:

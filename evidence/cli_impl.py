@@ -51,7 +51,68 @@ def show(args) -> int:
     if not records:
         print(f"{bundle}: no evidence recorded yet", file=sys.stderr)
     for path, s in records:
-        print(summary_line(path.name, s))
+        print(summary_line(path.name, s) + (_signed_by(path) if s is not None else ""))
+    return 0
+
+
+def _signed_by(path: Path) -> str:
+    """Who says they signed the record (unchecked here: `tutorrl verify --trust` checks)."""
+    from tutorrl._read import ReadError
+    from tutorrl.evidence.chain import read_record
+    from tutorrl.evidence.statement import RecordFormatError, decode_record
+
+    try:
+        sigs = decode_record(read_record(path)).signatures
+    except (OSError, ReadError, RecordFormatError):
+        return ""
+    return "  signed by " + ",".join(s.keyid[:16] for s in sigs) if sigs else "  unsigned"
+
+
+def keygen(args) -> int:
+    from tutorrl._files import display_path
+    from tutorrl.evidence.sign import ENV_KEY, default_key_path, generate_key
+
+    path = Path(args.key) if args.key else default_key_path()
+    signer = generate_key(path)
+    pub = display_path(path.with_name(path.name + ".pub"))
+    default = args.key is None or Path(args.key).absolute() == default_key_path().absolute()
+    print(f"wrote signing key {display_path(path)} (mode 0600; keep it out of bundles and repositories)",
+          file=sys.stderr)
+    print(f"public key {pub}: keyid {signer.keyid}", file=sys.stderr)
+    if not default:
+        print(f"new records are signed with it when {ENV_KEY}={display_path(path)} is set where they are written",
+              file=sys.stderr)
+    else:
+        print("new records are signed with it wherever this user records evidence", file=sys.stderr)
+    print(f"verify with: tutorrl verify bundles/<id> --trust {pub}", file=sys.stderr)
+    print(pub)
+    return 0
+
+
+def anchor(args) -> int:
+    from tutorrl.evidence.anchor import anchor_of, spell, write_anchor
+    from tutorrl.evidence.verify import check_evidence
+    from tutorrl.evidence.statement import canonical
+
+    bundle = load_bundle(Path(args.anchor_bundle))
+    # Anchoring a broken chain would vouch for it: the chain must verify first.
+    report = check_evidence(bundle.path, bundle.digest)
+    if report.problems:
+        raise EvidenceInputError(f"{args.anchor_bundle}: the evidence does not verify, so it is not anchored:\n  "
+                                 + "\n  ".join(report.problems))
+    if report.head is None:
+        raise EvidenceInputError(f"{args.anchor_bundle}: no evidence recorded yet; nothing to anchor")
+    for warning in report.warnings:
+        print(f"warning: evidence: {warning}", file=sys.stderr)
+    a = anchor_of(bundle.digest, *report.head)
+    if args.out:
+        write_anchor(Path(args.out), a, bundle.path)
+        print(f"wrote {args.out}: commit or publish it outside the bundle; check with "
+              f"`tutorrl verify {args.anchor_bundle} --anchor {args.out}`", file=sys.stderr)
+    if args.format == "json":
+        print(canonical(a).decode(), end="")
+    else:
+        print(spell(a))
     return 0
 
 

@@ -31,7 +31,7 @@ from tutorrl.evidence.schema import (
     TensorDigest,
     make_verdict,
 )
-from tutorrl.evidence.statement import RecordFormatError, canonical, decode_statement, digest
+from tutorrl.evidence.statement import RecordFormatError, canonical, decode_record, digest
 
 EVIDENCE_DIR = "evidence"
 # Tensors are hashed in jobs of at least this many bytes: small enough to spread
@@ -221,7 +221,10 @@ def record_checkpoint(
 ) -> Path:
     """`observed`: a `publication.Observed` read inside the run (instead of asking `engines` now)."""
     from tutorrl import __version__
+    from tutorrl.evidence.sign import find_signer
 
+    # Before hashing: a key that is there but unusable fails in a moment, not after minutes.
+    signer = find_signer()
     inspection = inspect_checkpoint(Path(os.path.abspath(step_dir)), workers=workers, progress=progress)
     publication, pub_checks = _publication(inspection, list(engines or []), base_model, publication_skip_reason, observed)
     verdict = make_verdict(inspection.checks + pub_checks)
@@ -234,7 +237,7 @@ def record_checkpoint(
             checkpoint=inspection.info, publication=publication, verdict=verdict,
         ))
 
-    return append(bundle.path / EVIDENCE_DIR, build)
+    return append(bundle.path / EVIDENCE_DIR, build, signers=[signer] if signer else [])
 
 
 def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
@@ -244,7 +247,7 @@ def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
     out = []
     for _seq, path in sorted(record_files(Path(bundle_path) / EVIDENCE_DIR).items()):
         try:
-            out.append((path, decode_statement(read_record(path))))
+            out.append((path, decode_record(read_record(path)).statement))
         except (OSError, ReadError, RecordFormatError):  # shown as malformed; `verify` says why
             out.append((path, None))
     return out

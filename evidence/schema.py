@@ -251,3 +251,41 @@ def overall_status(checks: list[Check]) -> OverallStatus:
 
 def make_verdict(checks: list[Check]) -> Verdict:
     return Verdict(status=overall_status(checks), checks=checks)
+
+
+# -- Signed records and anchors (evidence/sign.py, evidence/anchor.py) ------------------------------------------------
+
+# DSSE's payload type for an in-toto statement of any predicate.
+DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+ANCHOR_SCHEMA = "tutorrl.evidence-anchor/1"
+
+
+class Signature(_Strict, kw_only=True):
+    """One DSSE signature. `keyid` and `publicKey` are hints (DSSE: never a
+    security decision on their own); trust comes from `verify --trust`."""
+
+    # sha256 (hex) of the raw 32-byte Ed25519 public key.
+    keyid: Hex64
+    # base64 of the raw Ed25519 public key: lets a verifier without --trust
+    # still check the signature and see a change of signer along the chain.
+    publicKey: str
+    # base64 of the 64-byte Ed25519 signature over DSSE's PAE(payloadType, payload).
+    sig: str
+
+
+class Envelope(_Strict, kw_only=True):
+    """A record file: a DSSE envelope around the canonical bytes of a Statement.
+    An unsigned record has no signatures; it is still an envelope."""
+
+    payload: str
+    payloadType: Literal["application/vnd.in-toto+json"] = DSSE_PAYLOAD_TYPE
+    signatures: list[Signature]
+
+
+class Anchor(_Strict, kw_only=True):
+    """The chain head at one moment, kept by the user outside the bundle."""
+
+    schema: Literal["tutorrl.evidence-anchor/1"] = ANCHOR_SCHEMA
+    bundle: Sha256
+    sequence: Annotated[int, msgspec.Meta(ge=1)]
+    digest: Sha256

@@ -1,4 +1,6 @@
-"""Checking a bundle's evidence directory: every record, every link, and HEAD.
+"""Checking a bundle's evidence directory: every record, every link, and HEAD;
+then the signatures (`sign.judge_signatures`, against `--trust` keys) and the
+anchors kept outside the bundle (`anchor.check_anchor`).
 
 HEAD and the list of records are read together under the chain's shared lock
 (`chain.chain_lock`), so a writer publishing meanwhile can never make a record
@@ -9,6 +11,7 @@ with a huge sequence number is one gap to report, not a loop up to it.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tutorrl._read import ReadError
@@ -18,7 +21,7 @@ from tutorrl.evidence.chain import (
 )
 from tutorrl.evidence.hashing import manifest_root
 from tutorrl.evidence.schema import PREDICATE_TYPE, STATEMENT_TYPE, Statement, overall_status
-from tutorrl.evidence.statement import RecordFormatError, decode_head, decode_statement, digest
+from tutorrl.evidence.statement import Record, RecordFormatError, decode_head, decode_record, digest
 
 EVIDENCE_DIR = "evidence"
 
@@ -66,17 +69,47 @@ def _stray_problems(evdir: Path, records: dict[int, Path]) -> list[str]:
     return problems
 
 
+@dataclass
+class EvidenceReport:
+    problems: list[str] = field(default_factory=list)
+    # What holds but proves less than it may seem to (unsigned records, untrusted keys).
+    warnings: list[str] = field(default_factory=list)
+    # HEAD's (sequence, digest) when HEAD is readable and names a record that is there.
+    head: tuple[int, str] | None = None
+    records: int = 0
+
+
 def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list[str]:
     """Problems with `bundle_path/evidence` (empty: all hold; no evidence dir: empty).
 
     `bundle_digest`, when given, must be the digest every record names.
     """
+    return check_evidence(bundle_path, bundle_digest).problems
+
+
+def check_evidence(bundle_path: Path, bundle_digest: str | None = None, *, trust=None, anchors=()) -> EvidenceReport:
+    """`verify_evidence` with signatures judged against `trust` (a list of
+    `sign.TrustedKey`, or None: no key trusted) and the chain held to each of
+    `anchors` (`anchor.Claim`)."""
+    from tutorrl.evidence.anchor import check_anchor
+
+    report = EvidenceReport()
     evdir = Path(bundle_path) / EVIDENCE_DIR
     if not os.path.lexists(evdir):
-        return []
+        for claim in anchors:
+            report.problems.extend(check_anchor(claim, bundle_digest=bundle_digest, evidence_present=False,
+                                                digests={}, head=None))
+        return report
     problem = directory_problem(evdir)
     if problem:
-        return [problem]
+        report.problems.append(problem)
+        return report
+    report.problems.extend(_chain_problems(evdir, bundle_path, bundle_digest, report, trust, anchors))
+    return report
+
+
+def _chain_problems(evdir: Path, bundle_path: Path, bundle_digest: str | None, report: EvidenceReport,
+                    trust=None, anchors=()) -> list[str]:
     if bundle_digest is None:
         try:
             from tutorrl.evidence.bundle import load_bundle
@@ -97,6 +130,7 @@ def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list
     present = sorted(files)
     problems.extend(_gaps(present))
     digests: dict[int, str] = {}
+    decoded: list[tuple[str, Record]] = []
     for seq in present:
         name = record_name(seq)
         try:
@@ -109,10 +143,12 @@ def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list
             continue
         digests[seq] = digest(data)
         try:
-            s = decode_statement(data)
+            r = decode_record(data)
         except RecordFormatError as exc:
             problems.append(f"{name}: malformed: {exc}")
             continue
+        decoded.append((name, r))
+        s = r.statement
         link = s.predicate.chain
         if link.sequence != seq:
             problems.append(f"{name}: says it is record {link.sequence} (reordered or renamed?)")
@@ -125,6 +161,31 @@ def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list
         except ValueError as exc:  # a value the schema admits but the checks cannot use
             problems.append(f"{name}: inconsistent: {exc}")
     problems.extend(_head_problems(head, max(present, default=0), digests))
+    problems.extend(_authenticity(decoded, digests, head, bundle_digest, report, trust, anchors))
+    return problems
+
+
+def _authenticity(decoded, digests, head_bytes, bundle_digest, report, trust, anchors) -> list[str]:
+    """Signatures (`sign.judge_signatures`) and anchors (`anchor.check_anchor`); fills `report`'s warnings and head."""
+    from tutorrl.evidence.anchor import check_anchor
+    from tutorrl.evidence.sign import judge_signatures
+
+    problems, warnings = judge_signatures(decoded, trust)
+    report.warnings.extend(warnings)
+    report.records = len(decoded)
+    head_seq = None
+    if isinstance(head_bytes, bytes):
+        try:
+            h = decode_head(head_bytes)
+        except RecordFormatError:
+            h = None
+        if h is not None:
+            head_seq = h.sequence
+            if digests.get(h.sequence) == h.digest:
+                report.head = (h.sequence, h.digest)
+    for claim in anchors:
+        problems.extend(check_anchor(claim, bundle_digest=bundle_digest, evidence_present=True, digests=digests,
+                                     head=head_seq))
     return problems
 
 

@@ -93,7 +93,9 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
 
     runtime_env = dict(job.get("runtime_env") or {})
     env_vars = dict(runtime_env.get("env_vars") or {})
-    clash = [n for n in (NOTHING_VAR, RUN_ID_ENV, BUNDLE_DIR_ENV, job_secrets.FILE_ENV)
+    from tutorrl.evidence.sign import ENV_KEY, configured_key_path
+
+    clash = [n for n in (NOTHING_VAR, RUN_ID_ENV, BUNDLE_DIR_ENV, ENV_KEY, job_secrets.FILE_ENV)
              if n in env_vars or n in passthrough]
     if clash:
         raise RefusedError(f"the bundle sets {', '.join(clash)}, which tutorrl reserves for its own use")
@@ -106,6 +108,11 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
     env_vars[RUN_ID_ENV] = submission_id
     if not upload:
         env_vars[BUNDLE_DIR_ENV] = str(bundle_path.resolve())
+        # The trainer's callback signs as tutorrl would here: the key's path (never its bytes), on
+        # this machine, where the job sees this machine's files.
+        key = configured_key_path()
+        if key is not None:
+            env_vars[ENV_KEY] = str(key)
     runtime_env["env_vars"] = encode_env(env_vars)
     if upload:
         runtime_env["working_dir"] = str(bundle_path)

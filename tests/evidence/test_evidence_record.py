@@ -44,7 +44,13 @@ def test_record_contents(tmp_path):
     bundle = make_bundle(tmp_path / "bundles", output_dir=str(tmp_path / "ckpts"))
     step = make_fsdp_step(tmp_path / "ckpts", 3)
     (path,) = record_run_checkpoints(bundle, "r", True)
-    doc = json.loads(path.read_bytes())
+    import base64
+
+    # The file is a DSSE envelope (unsigned here: no key in the test's environment) around the statement.
+    envelope = json.loads(path.read_bytes())
+    assert envelope["payloadType"] == "application/vnd.in-toto+json" and envelope["signatures"] == []
+    payload = base64.b64decode(envelope["payload"])
+    doc = json.loads(payload)
     assert doc["_type"] == "https://in-toto.io/Statement/v1"
     assert doc["predicateType"].startswith("https://tutorrl.dev/")
     names = [s["name"] for s in doc["subject"]]
@@ -62,7 +68,7 @@ def test_record_contents(tmp_path):
         a, b = header[t["name"]]["data_offsets"]
         assert t["sha256"] == hashlib.sha256(raw[8 + n + a:8 + n + b]).hexdigest()
     assert all(c["status"] in ("pass", "fail", "skipped") and c["detail"] for c in p["verdict"]["checks"])
-    assert path.read_bytes().endswith(b"}\n") and b" " not in path.read_bytes().split(b'"detail"')[0]
+    assert path.read_bytes().endswith(b"}\n") and payload.endswith(b"}\n") and b" " not in payload.split(b'"detail"')[0]
 
 
 def test_no_checkpoints_no_records(tmp_path):
