@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "tutorrl.evidence.commands",
     "tutorrl.review.commands",
     "tutorrl.importer.commands",
+    "tutorrl.export.commands",
     "tutorrl.completion",
 )
 # Which module owns each sub-command, so a command builds only its own parser
@@ -41,6 +42,7 @@ COMMAND_OWNERS = {
     "check": "tutorrl.review.commands",
     "schema": "tutorrl.review.commands",
     "import": "tutorrl.importer.commands",
+    "export": "tutorrl.export.commands",
     "completion": "tutorrl.completion",
 }
 

@@ -1,0 +1,1 @@
+"""``tutorrl export``: a bundle as another launcher's job (KubeRay, SkyPilot, Slurm)."""

@@ -1,0 +1,63 @@
+"""``tutorrl export``: a bundle as a KubeRay RayJob, a SkyPilot task or a Slurm batch script.
+
+Only argparse is imported here; the exporters load inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+TARGETS = ("kuberay", "skypilot", "slurm")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="write a bundle as a KubeRay RayJob, a SkyPilot task or a Slurm batch script",
+        description=("Verify the bundle (as `tutorrl verify` does), then write it as another launcher's job. "
+                     "The job checks the sha256 of every bundle file before it starts; secrets travel by name "
+                     "only. The output is the launcher's own format (YAML, or a bash script for Slurm), so there "
+                     "is no --format."))
+    p.add_argument("bundle", help="the bundle folder")
+    p.add_argument("--to", required=True, choices=TARGETS, help="the launcher")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: standard output)")
+    p.add_argument("--image", metavar="IMAGE",
+                   help="container image with the bundle's verl release (kuberay: required; skypilot: optional)")
+    p.add_argument("--secret", metavar="NAME", default=None,
+                   help="kuberay: the Kubernetes Secret holding the bundle's passthrough names as keys "
+                        "(default: tutorrl-secrets)")
+    p.add_argument("--accelerator", metavar="TYPE",
+                   help="skypilot: the GPU type, e.g. H100 (required: a bundle says how many GPUs, not which)")
+    p.add_argument("--partition", metavar="NAME", help="slurm: #SBATCH --partition")
+    p.add_argument("--time", metavar="LIMIT", dest="time_limit", help="slurm: #SBATCH --time")
+    p.set_defaults(handler=_export)
+
+
+def _export(args) -> int:
+    import sys
+
+    from tutorrl.export import common
+    from tutorrl.export.options import check_options
+
+    check_options(args)
+    bundle = common.load(args.bundle)
+    for warning in bundle.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.to == "kuberay":
+        from tutorrl.export import kuberay
+
+        text = kuberay.render(bundle, image=args.image, secret=args.secret or kuberay.DEFAULT_SECRET)
+    elif args.to == "skypilot":
+        from tutorrl.export import skypilot
+
+        text = skypilot.render(bundle, accelerator=args.accelerator, image=args.image)
+    else:
+        from tutorrl.export import slurm
+
+        text = slurm.render(bundle, partition=args.partition, time_limit=args.time_limit)
+    common.write_output(text, args.output)
+    if args.output not in (None, "-"):
+        from tutorrl._files import display_path
+
+        print(f"{bundle.experiment}: bundle {bundle.id} as a {args.to} job; wrote {display_path(args.output)}",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,45 @@
+"""Which options each export target takes and needs, checked before any bundle is read."""
+
+from __future__ import annotations
+
+import re
+
+from tutorrl.errors import InputError, Problem
+
+# Options that belong to one target; given to another they would be silently ignored.
+_OWN = {"image": ("kuberay", "skypilot"), "secret": ("kuberay",), "accelerator": ("skypilot",),
+        "partition": ("slurm",), "time_limit": ("slurm",)}
+_REQUIRED = {"kuberay": ("image",), "skypilot": ("accelerator",), "slurm": ()}
+_FLAG = {"time_limit": "--time"}
+# A Kubernetes Secret name (DNS-1123 subdomain); the others must fit one line of their format.
+_SECRET = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]*")
+
+
+def flag(name: str) -> str:
+    return _FLAG.get(name, f"--{name}")
+
+
+def check_options(args) -> None:
+    problems = []
+    for name, targets in _OWN.items():
+        if getattr(args, name, None) is not None and args.to not in targets:
+            problems.append(Problem(f"{flag(name)} is for --to {' or '.join(targets)}, not --to {args.to}"))
+    for name in _REQUIRED[args.to]:
+        if not getattr(args, name, None):
+            problems.append(Problem(f"--to {args.to} needs {flag(name)}", hint=_HINTS[name]))
+    if args.secret is not None and (len(args.secret) > 253 or not _SECRET.fullmatch(args.secret)):
+        problems.append(Problem(f"--secret {args.secret!r} is not a Kubernetes Secret name "
+                                "(lower-case letters, digits, '-' and '.')"))
+    for name in ("image", "accelerator", "partition", "time_limit"):
+        value = getattr(args, name, None)
+        if value is not None and not _WORD.fullmatch(value):
+            problems.append(Problem(f"{flag(name)} {value!r}: letters, digits and _.:/@+- only"))
+    if problems:
+        raise InputError(problems)
+
+
+_HINTS = {
+    "image": "a container image with the bundle's verl release, and tutorrl for the evidence callback",
+    "accelerator": "the GPU type SkyPilot should ask for, e.g. H100",
+}

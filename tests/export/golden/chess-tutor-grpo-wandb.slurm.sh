@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+#SBATCH --job-name=tutorrl-5d5b5a15bd3bf5dd
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --output=tutorrl-5d5b5a15bd3bf5dd-%j.out
+#SBATCH --partition=gpu
+# tutorrl export --to slurm: bundle 5d5b5a15bd3bf5dd (sha256:5d5b5a15bd3bf5dd6d73807b653b5febfae1c2d589f29fb4f004857e5da4c444)
+# experiment chess-tutor-grpo-wandb, verl 0.9.1 (fsdp); 1 node(s) x 7 trainer GPU(s) + 1 reward GPU(s)
+# The job checks the sha256 of every bundle file before it starts and refuses a changed bundle.
+# Secrets, by name only: WANDB_API_KEY
+# The nodes' Python must hold verl 0.9.1; the bundle folder must be on a file system every node shares.
+# Submit from the folder holding bundles/5d5b5a15bd3bf5dd: sbatch THIS_FILE
+set -euo pipefail
+cd "${SLURM_SUBMIT_DIR:-.}"
+bundle=bundles/5d5b5a15bd3bf5dd
+# Secrets by name only: set in the environment sbatch passes on, never written here.
+missing=()
+for name in WANDB_API_KEY; do
+  [ -n "${!name:-}" ] || missing+=("$name")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "tutorrl: not set in the submitting environment: ${missing[*]}" >&2
+  exit 2
+fi
+# The bundle must be the one exported: the sha256 of each of its files, fixed at export.
+if ! (cd "$bundle" && sha256sum --check --strict --quiet >&2) <<'TUTORRL_SHA256'
+95b704ca6008f01a024b6c43cd700488cd53b43fe66faeb0fc53e1d6dca5b025  bundle.env
+06e570d2a13ffc2fc369b488cf0800e40a456c9e635b13a010b62e77e6517b20  launch.sh
+88a70781390369894ddd755478d6739a7f7b77cace46ba3d52f23fae50f9a002  manifest.json
+8798dca11d56dbc6777cfdb9af50887b9d7b9a63d0aa4229aeb27779fcaac351  ray-job.json
+b164bc204afd1adf662d1dcb66c508de7ad0c8c4031f6ebd100d9ba700f78a12  spec.toml
+TUTORRL_SHA256
+then
+  echo "tutorrl: $bundle is not bundle sha256:5d5b5a15bd3bf5dd6d73807b653b5febfae1c2d589f29fb4f004857e5da4c444 (a file differs from the export); refusing to run" >&2
+  exit 3
+fi
+# Where the job's Python has tutorrl, re-derive the bundle from its spec as well.
+python_bin="${TUTORRL_PYTHON:-python}"
+if "$python_bin" -c 'import tutorrl.compiler' 2>/dev/null; then
+  "$python_bin" -m tutorrl verify "$bundle" || exit 3
+else
+  echo "tutorrl: $python_bin has no tutorrl; bundle 5d5b5a15bd3bf5dd checked by sha256 only" >&2
+fi
+# Exported before `ray start`: Ray's workers inherit the environment of the node's raylet.
+source "$bundle/bundle.env"
+export TUTORRL_BUNDLE_DIR="$(cd "$bundle" && pwd)"
+export TUTORRL_RUN_ID="slurm-${SLURM_JOB_ID:-unknown}"
+tutorrl_wait_nodes() {
+  for _ in $(seq 1 120); do
+    "$python_bin" -c "import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False); sys.exit(0 if sum(1 for n in ray.nodes() if n['Alive']) >= int(sys.argv[2]) else 1)" "$1" "$2" 2>/dev/null && return 0
+    sleep 5
+  done
+  echo "tutorrl: fewer than $2 Ray nodes joined $1 in 600 s" >&2
+  exit 4
+}
+mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+head_node=${nodes[0]}
+head_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)
+head_ip=${head_ip%% *}  # the first address where a node has several
+port=${TUTORRL_RAY_PORT:-6379}
+cpus=(${SLURM_CPUS_PER_TASK:+--num-cpus="$SLURM_CPUS_PER_TASK"})
+srun --nodes=1 --ntasks=1 -w "$head_node" \
+  ray start --head --node-ip-address="$head_ip" --port="$port" "${cpus[@]}" --num-gpus=8 --block &
+for node in "${nodes[@]:1}"; do
+  srun --nodes=1 --ntasks=1 -w "$node" \
+    ray start --address="$head_ip:$port" "${cpus[@]}" --num-gpus=8 --block &
+done
+tutorrl_wait_nodes "$head_ip:$port" 1
+RAY_ADDRESS="$head_ip:$port" srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \
+  bash "$bundle/launch.sh"
