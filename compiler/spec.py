@@ -64,7 +64,8 @@ AdvEstimator = Literal[
     "optimal_token_baseline", "tir_optimal_token_baseline", "gdpo",
 ]
 KlType = Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"]
-Logger = Literal["console", "wandb", "tensorboard", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio", "file"]
+Logger = Literal["console", "wandb", "tensorboard", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio", "file",
+                 "rl_insight"]
 LossAgg = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 

@@ -34,7 +34,7 @@ BASE = textwrap.dedent("""\
 
     [trainer]
     total_steps = 10
-    loggers = ["console"]
+    loggers = ["console", "file"]
 
     [resources]
     trainer_gpus_per_node = 2
@@ -150,6 +150,8 @@ def test_control_characters_are_refused():
     ("[resources]", "[actor.megatron]\ntensor_parallel = 2\n\n[resources]", "actor.megatron", "needs actor.strategy"),
     ('module = "rewards.mine"', 'module = "rewards.mine"\npath = "r.py"', "reward.path", "both name"),
     ('module = "rewards.mine"', 'module = "rewards.mine"\noptions = { a = 1 }', "reward.options", "plug-in"),
+    # verl/utils/tracking.py asserts each logger is supported by the release
+    ('verl = "0.9.1"\n', 'verl = "0.5.0"\n', "trainer.loggers", "verl 0.5.0 has no 'file' logger"),
 ])
 def test_cross_field_rules(old, new, key, words):
     found = problems(edit(old, new))
