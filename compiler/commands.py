@@ -21,12 +21,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     from tutorrl._formats import add_format_option
 
     add_format_option(p, help="output format: text or json ({\"ok\", \"bundle\", \"digest\", \"evidence_records\", "
-                      "\"problems\"}, also on failure) (default: text)")
+                      "\"problems\"}, also on failure; with --rehash also \"not_on_disk\") (default: text)")
+    p.add_argument("--rehash", action="store_true",
+                   help="also hash again every recorded checkpoint still on disk and name each file that no longer "
+                   "matches its record (progress on stderr)")
+    p.add_argument("--jobs", type=_positive, default=None, metavar="N",
+                   help="hashing threads for --rehash (default: all usable cores)")
+    p.add_argument("--require-checkpoints", action="store_true",
+                   help="with --rehash, a recorded checkpoint no longer on disk is a failure too")
     p.set_defaults(handler=_verify)
 
     from tutorrl.compiler.keys_commands import register_keys
 
     register_keys(sub)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def _compile(args) -> int:
@@ -60,10 +77,19 @@ def _verify(args) -> int:
     from tutorrl.errors import BundleError
     from tutorrl.evidence import verify_evidence
 
+    if (args.jobs is not None or args.require_checkpoints) and not args.rehash:
+        from tutorrl.errors import TutorrlError
+
+        raise TutorrlError("--jobs and --require-checkpoints only apply with --rehash")
+    not_on_disk: list[str] = []
+
     def report(ok: bool, digest: str | None, records: int | None, problems: list[str]) -> None:
         if args.format == "json":
-            print(json.dumps({"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
-                              "evidence_records": records, "problems": problems}, indent=2))
+            doc = {"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
+                   "evidence_records": records, "problems": problems}
+            if args.rehash:
+                doc["not_on_disk"] = not_on_disk
+            print(json.dumps(doc, indent=2))
 
     try:
         bundle = verify_bundle(args.bundle)
@@ -73,11 +99,24 @@ def _verify(args) -> int:
     for warning in bundle.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     problems = list(verify_evidence(bundle.path, bundle_digest=bundle.digest))
+    if args.rehash:
+        from tutorrl.evidence.verify import rehash_evidence
+
+        rehashed = rehash_evidence(bundle.path, jobs=args.jobs)
+        problems += rehashed.mismatches
+        not_on_disk = rehashed.not_on_disk
+        if args.require_checkpoints:
+            problems += not_on_disk
+        elif args.format != "json":
+            for line in not_on_disk:
+                print(f"note: {line}", file=sys.stderr)
     records = len(list((bundle.path / "evidence").glob("[0-9]*.json")))
     report(not problems, bundle.digest, records, problems)
     if problems:
         raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
     if args.format != "json":
         how = "re-derived from its spec" if not bundle.warnings else "digests match"
-        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how})")
+        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how})"
+              + (f"; every recorded checkpoint on disk re-hashed and matches ({len(not_on_disk)} no longer on disk)"
+                 if args.rehash else ""))
     return 0

@@ -19,7 +19,7 @@ Variant = str  # "fsdp" | "megatron"
 # environment and the raw escape hatch.
 NOT_SETTINGS = frozenset({
     "experiment.verl", "experiment.config_name", "experiment.config_path",
-    "resources.reward_gpus", "reward.plugin", "reward.options", "env", "verl",
+    "resources.reward_gpus", "reward.plugin", "reward.options", "evidence.on_failure", "env", "verl",
 })
 
 

@@ -22,6 +22,8 @@ class BundleInfo(msgspec.Struct, frozen=True):
     # relative to the run's cwd.
     output_dir: str
     model_path: str
+    # The spec's evidence.on_failure: "record" (also when unset) or "stop".
+    on_failure: str = "record"
 
 
 def load_bundle(path: Path) -> BundleInfo:
@@ -32,4 +34,5 @@ def load_bundle(path: Path) -> BundleInfo:
     return BundleInfo(
         path=Path(loaded.path), digest=loaded.manifest.digest, verl=loaded.manifest.verl,
         output_dir=str(value("trainer.output_dir") or ""), model_path=str(value("model.path") or ""),
+        on_failure=loaded.spec.evidence.on_failure or "record",
     )
