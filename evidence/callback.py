@@ -190,10 +190,11 @@ class EvidenceCallback(_Base):
         """Hash the snapshot, then publish its record. A check that runs after the
         weights reach the engines belongs between the two."""
         from tutorrl.evidence.bundle import load_bundle
+        from tutorrl.evidence.hashing import default_workers
         from tutorrl.evidence.record import append_record
 
         bundle = load_bundle(Path(self.bundle_dir))
-        inspection = task.snapshot.hash(workers=min(HASH_THREADS, os.cpu_count() or 1), progress=False)
+        inspection = task.snapshot.hash(workers=min(HASH_THREADS, default_workers()), progress=False)
         path = append_record(bundle, self.run_id, inspection, source="callback", finished=None,
                              publication_skip_reason=NOT_YET_SERVED)
         failed = [f"{c.id} ({c.detail})" for c in inspection.checks if c.status == "fail"]

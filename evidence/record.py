@@ -157,7 +157,7 @@ class Snapshot:
             self.close()
             raise
         self.checks.extend(st_checks)
-        fds = {path: fd for rel, path, _ in self.files if (fd := self.held.get(rel, (None,))[0]) is not None}
+        fds = {path: self.held[rel][0] for rel, path, _ in self.files if rel in self.held}
         self.jobs = [Job(path, ((f"f\0{rel}", 0, size),), fds.get(path)) for rel, path, size in self.files]
         self.jobs += [Job(j.path, j.ranges, fds.get(j.path)) for j in tensor_jobs]
 

@@ -43,3 +43,9 @@ def test_bench_run_smallest():
     for row in ("ray job submit", "sdk submit+poll", "tutorrl run --address", "embedded head start",
                 "tutorrl run (embedded, cold)"):
         assert row in out, out
+
+
+def test_bench_callback_smallest():
+    out = _bench("bench_callback.py", "--sizes-gib", "0.01", "--saves", "2")
+    assert "sync record (baseline)" in out and "on_save blocks: max" in out, out
+    assert "| 2 / 2" in out and "LOST" not in out and "FAILED" not in out, out
