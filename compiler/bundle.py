@@ -30,6 +30,8 @@ from tutorrl.errors import BundleError, Problem
 SCHEMA = "tutorrl.bundle/1"
 ID_LENGTH = 16
 # The files that determine a launch, in the order a manifest lists them.
+# The name tutorrl.evidence.callback reads (ENV_ON_FAILURE there; kept apart so the compile path imports no evidence).
+EVIDENCE_ON_FAILURE_ENV = "TUTORRL_EVIDENCE_ON_FAILURE"
 CONTENT_FILES = ("bundle.env", "launch.sh", "ray-job.json", "spec.toml")
 MANIFEST = "manifest.json"
 # Appended after compilation; outside the digest.
@@ -99,7 +101,12 @@ def compute_digest(files: dict[str, bytes], job: dict) -> str:
 def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Problem, ...] = ()) -> CompiledBundle:
     """Every file of the bundle for a normalised spec and its resolved overrides."""
     experiment = spec.experiment.name or "unnamed"
-    worker_env = dict(sorted(spec.env.set.items()))
+    worker_env = dict(spec.env.set)
+    if spec.evidence.on_failure == "stop":
+        # Read by tutorrl.evidence.callback in verl's trainer actor; unset means "record",
+        # so bundles that do not ask for "stop" are unchanged.
+        worker_env[EVIDENCE_ON_FAILURE_ENV] = "stop"
+    worker_env = dict(sorted(worker_env.items()))
     spec_toml = render_spec_toml(spec, lock).encode()
     # Overrides whose value launch.sh computes (the reward module's file before
     # verl 0.7.1), each held in a shell variable.

@@ -37,8 +37,25 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
     from tutorrl._formats import add_format_option
 
     add_format_option(p, help="output format: text or json ({\"ok\", \"bundle\", \"digest\", \"evidence_records\", "
-                      "\"problems\", \"warnings\"}, also on failure) (default: text)")
+                      "\"problems\", \"warnings\"}, also on failure; with --rehash also \"not_on_disk\") (default: text)")
+    p.add_argument("--rehash", action="store_true",
+                   help="also hash again every recorded checkpoint still on disk and name each file that no longer "
+                   "matches its record (progress on stderr)")
+    p.add_argument("--jobs", type=_positive, default=None, metavar="N",
+                   help="hashing threads for --rehash (default: all usable cores)")
+    p.add_argument("--require-checkpoints", action="store_true",
+                   help="with --rehash, a recorded checkpoint no longer on disk is a failure too")
     p.set_defaults(handler=_verify)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def _compile(args) -> int:
@@ -74,11 +91,19 @@ def _verify(args) -> int:
     from tutorrl.evidence.sign import load_trusted
     from tutorrl.evidence.verify import check_evidence
 
+    if (args.jobs is not None or args.require_checkpoints) and not args.rehash:
+        from tutorrl.errors import TutorrlError
+
+        raise TutorrlError("--jobs and --require-checkpoints only apply with --rehash")
+    not_on_disk: list[str] = []
+
     def report(ok: bool, digest: str | None, records: int | None, problems: list[str], warnings=()) -> None:
         if args.format == "json":
-            print(json.dumps({"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
-                              "evidence_records": records, "problems": problems, "warnings": list(warnings)},
-                             indent=2))
+            doc = {"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
+                   "evidence_records": records, "problems": problems, "warnings": list(warnings)}
+            if args.rehash:
+                doc["not_on_disk"] = not_on_disk
+            print(json.dumps(doc, indent=2))
 
     # Arguments first: a mistyped key or anchor is the user's to fix before anything is judged.
     trust = load_trusted(args.trust) if args.trust else None
@@ -96,6 +121,17 @@ def _verify(args) -> int:
 
     for warning in evidence.warnings:
         print(printable(f"warning: evidence: {warning}"), file=sys.stderr)
+    if args.rehash:
+        from tutorrl.evidence.verify import rehash_evidence
+
+        rehashed = rehash_evidence(bundle.path, jobs=args.jobs)
+        problems += rehashed.mismatches
+        not_on_disk = rehashed.not_on_disk
+        if args.require_checkpoints:
+            problems += not_on_disk
+        elif args.format != "json":
+            for line in not_on_disk:
+                print(f"note: {line}", file=sys.stderr)
     records = len(list((bundle.path / "evidence").glob("[0-9]*.json")))
     report(not problems, bundle.digest, records, problems, evidence.warnings)
     if problems:
@@ -106,5 +142,7 @@ def _verify(args) -> int:
         if evidence.records:
             said = f"; {evidence.records} evidence record(s)" + (", each signed by a trusted key" if trust else "") + (
                 f", holding {len(anchors)} anchor(s)" if anchors else "")
+        if args.rehash:
+            said += f"; every recorded checkpoint on disk re-hashed and matches ({len(not_on_disk)} no longer on disk)"
         print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how}){said}")
     return 0

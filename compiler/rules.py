@@ -115,7 +115,16 @@ def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
     out += _reward(spec)
     out += _env(spec)
     out += _trainer(spec, value)
+    out += _evidence(spec)
     return out
+
+
+def _evidence(spec: Spec) -> list[Finding]:
+    # Only the in-run callback can stop training; the post-run scan comes too late.
+    if spec.evidence.on_failure == "stop" and spec.trainer.evidence_callback is not True:
+        return [Finding("evidence.on_failure", "\"stop\" needs the in-run evidence hook to stop anything",
+                        "set trainer.evidence_callback = true")]
+    return []
 
 
 def _int(x) -> int | None:

@@ -350,6 +350,13 @@ class Reward(Section):
     options: opt(dict[str, Any], "Options of the reward plug-in, checked against the plug-in's own schema.") = None
 
 
+class Evidence(Section):
+    on_failure: opt(Literal["record", "stop"], (
+        "What a failed checkpoint-evidence check does during the run (needs trainer.evidence_callback = true): "
+        "\"record\" (unset) records the failure, training goes on, and `tutorrl run` exits 4 after a successful "
+        "job; \"stop\" stops training at the save that finds it (the job fails; `tutorrl run` exits 5).")) = None
+
+
 class Env(Section):
     set: Annotated[dict[Annotated[str, Meta(pattern=_ENV_NAME)], str], Meta(description=(
         "Environment the job (and verl's Ray workers) see, as literal values. Never secrets: pass those through."))] = field(
@@ -400,6 +407,8 @@ class Spec(Section):
         default_factory=Trainer)
     resources: Annotated[Resources, Meta(description="Machines and GPUs.")] = field(default_factory=Resources)
     reward: Annotated[Reward, Meta(description="Where the reward comes from.")] = field(default_factory=Reward)
+    evidence: Annotated[Evidence, Meta(description="tutorrl's checkpoint evidence during the run.")] = field(
+        default_factory=Evidence)
     env: Annotated[Env, Meta(description="Environment of the job and of verl's Ray workers.")] = field(default_factory=Env)
     verl: Annotated[Verl, Meta(description="Escape hatch: raw overrides, still checked against the release.")] = field(
         default_factory=Verl)

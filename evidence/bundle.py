@@ -24,6 +24,8 @@ class BundleInfo(msgspec.Struct, frozen=True):
     model_path: str
     # [evidence] publication_control: run the perturbing sensitivity control.
     publication_control: bool = False
+    # The spec's evidence.on_failure: "record" (also when unset) or "stop".
+    on_failure: str = "record"
 
 
 def load_bundle(path: Path) -> BundleInfo:
@@ -35,4 +37,5 @@ def load_bundle(path: Path) -> BundleInfo:
         path=Path(loaded.path), digest=loaded.manifest.digest, verl=loaded.manifest.verl,
         output_dir=str(value("trainer.output_dir") or ""), model_path=str(value("model.path") or ""),
         publication_control=bool(loaded.spec.evidence.publication_control),
+        on_failure=loaded.spec.evidence.on_failure or "record",
     )

@@ -3,7 +3,13 @@
 SHA-256 is CPU-bound (~1 GB/s per core with SHA-NI) and hashlib releases the
 GIL on large updates, so a thread pool scales with cores. Jobs are scheduled
 largest first (LPT) so one huge file does not start last and leave cores idle;
-each thread reuses one big buffer (`readinto`, no per-chunk allocation).
+each thread reuses one big buffer (`preadv`, no per-chunk allocation).
+
+A job may name an already open descriptor instead of opening its path: the
+in-run recorder opens every file of a checkpoint the moment verl reports the
+save, so a checkpoint that verl's retention deletes while it waits is still
+hashed as it was saved. Reads are positional (`os.preadv`), so several jobs
+(the tensors of one big file) share one descriptor across threads safely.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ class Job:
 
     path: Path
     ranges: tuple[tuple[str, int, int], ...]
+    # An open read-only descriptor of `path` to read instead (owned by the caller).
+    fd: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -90,34 +98,53 @@ def _buffer() -> memoryview:
 def _run(job: Job, progress: Progress | None) -> dict[str, str]:
     buf = _buffer()
     out: dict[str, str] = {}
-    with open(job.path, "rb", buffering=0) as f:
+    fd = job.fd if job.fd is not None else os.open(job.path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
         for key, start, end in job.ranges:
             h = hashlib.sha256()
-            f.seek(start)
-            left = end - start
+            pos, left = start, end - start
             while left > 0:
-                n = f.readinto(buf[: min(CHUNK, left)])
+                n = os.preadv(fd, [buf[: min(CHUNK, left)]], pos)
                 if not n:
                     raise OSError(f"{job.path}: file shrank while hashing (expected {end - start} bytes at {start})")
                 h.update(buf[:n])
+                pos += n
                 left -= n
                 if progress is not None:
                     progress.add(n)
             out[key] = h.hexdigest()
+    finally:
+        if job.fd is None:
+            os.close(fd)
     return out
 
 
-def hash_jobs(jobs: list[Job], *, workers: int | None = None, progress: Progress | None = None) -> dict[str, str]:
-    """sha256 hex of every range key in `jobs`, computed in parallel."""
+def hash_jobs(jobs: list[Job], *, workers: int | None = None, progress: Progress | None = None,
+              errors: dict[str, OSError] | None = None) -> dict[str, str]:
+    """sha256 hex of every range key in `jobs`, computed in parallel.
+
+    A job that cannot be read raises its OSError, unless `errors` is given:
+    then every range key of that job maps to the error there and the rest go on.
+    """
     workers = workers or default_workers()
     ordered = sorted(jobs, key=lambda j: j.nbytes, reverse=True)
+
+    def one(job: Job) -> dict[str, str]:
+        if errors is None:
+            return _run(job, progress)
+        try:
+            return _run(job, progress)
+        except OSError as exc:
+            errors.update((key, exc) for key, _, _ in job.ranges)
+            return {}
+
     results: dict[str, str] = {}
     if workers == 1 or len(ordered) <= 1:
         for job in ordered:
-            results.update(_run(job, progress))
+            results.update(one(job))
         return results
     with ThreadPoolExecutor(max_workers=min(workers, len(ordered)), thread_name_prefix="tutorrl-hash") as pool:
-        for part in pool.map(lambda j: _run(j, progress), ordered):
+        for part in pool.map(one, ordered):
             results.update(part)
     return results
 

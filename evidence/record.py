@@ -120,58 +120,143 @@ def _index_checks(step_dir: Path, files, headers) -> list[Check]:
     return checks
 
 
+class Snapshot:
+    """What a checkpoint is the moment it is reported saved: the fast half of an inspection.
+
+    Listing, layout and tracker checks, safetensors headers and the index all
+    take milliseconds; hashing takes seconds to minutes. The in-run recorder
+    takes the snapshot inside verl's `on_save` and hashes it later, beside
+    training. With `hold`, every file is opened now and hashed through that
+    descriptor, so a checkpoint deleted meanwhile (verl's
+    `max_actor_ckpt_to_keep`) is still hashed as it was saved; its disk space
+    is freed when the snapshot is closed. `close()` must be called (or the
+    snapshot used as a context manager).
+    """
+
+    def __init__(self, step_dir: Path, *, hold: bool = False):
+        step = step_of(step_dir)
+        if step is None or not step_dir.is_dir():
+            raise CheckpointError(f"{step_dir}: not a verl global_step_N directory")
+        self.step_dir, self.step, self.root = step_dir, step, step_dir.parent
+        self.tracker = read_tracker(self.root)
+        self.checks = tracker_checks(self.root, self.tracker, step)
+        self.roles, layout_checks = inspect_step(step_dir)
+        self.checks.extend(layout_checks)
+        self.files, links = list_files(step_dir)
+        if links:
+            self.checks.append(Check(id="files.no_symlinks", status="fail",
+                                     detail=f"symlinks and special files are not hashed and hide content: {', '.join(links[:5])}"))
+        # rel -> (fd, stat at open): the bytes hashed are those of these inodes.
+        self.held: dict[str, tuple[int, os.stat_result]] = {}
+        self.unheld_reason: str | None = None
+        if hold:
+            self._hold()
+        try:
+            self.headers, tensor_jobs, st_checks = _safetensors_plan(step_dir, self.files)
+        except BaseException:
+            self.close()
+            raise
+        self.checks.extend(st_checks)
+        fds = {path: self.held[rel][0] for rel, path, _ in self.files if rel in self.held}
+        self.jobs = [Job(path, ((f"f\0{rel}", 0, size),), fds.get(path)) for rel, path, size in self.files]
+        self.jobs += [Job(j.path, j.ranges, fds.get(j.path)) for j in tensor_jobs]
+
+    def _hold(self) -> None:
+        for rel, path, size in self.files:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # gone already: hashing by path names it
+            except OSError as exc:  # EMFILE: too many files to hold; read them by path instead
+                self.close()
+                self.unheld_reason = f"files read by path, not held open ({exc.strerror})"
+                return
+            self.held[rel] = (fd, os.fstat(fd))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(j.nbytes for j in self.jobs)
+
+    def close(self) -> None:
+        held, self.held = self.held, {}
+        for fd, _ in held.values():
+            os.close(fd)
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _stability(self) -> Check:
+        if not self.held:
+            # An async save still writing (or a concurrent retention delete) shows up here.
+            changed = [rel for rel, path, size in self.files if not path.exists() or path.stat().st_size != size]
+            if changed:
+                return Check(id="files.stable", status="fail", detail=f"changed while hashing: {', '.join(changed[:5])}")
+            note = f" ({self.unheld_reason})" if self.unheld_reason else ""
+            return Check(id="files.stable", status="pass", detail=f"{len(self.files)} files unchanged in size while hashed{note}")
+        changed, moved = [], []
+        for rel, path, size in self.files:
+            if rel not in self.held:
+                changed.append(rel)
+                continue
+            fd, before = self.held[rel]
+            after = os.fstat(fd)
+            if (after.st_size, after.st_mtime_ns) != (size, before.st_mtime_ns) or before.st_size != size:
+                changed.append(rel)
+            try:
+                now = os.stat(path, follow_symlinks=False)
+                if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+                    moved.append(rel)
+            except FileNotFoundError:
+                moved.append(rel)
+        if changed:
+            return Check(id="files.stable", status="fail",
+                         detail=f"written to after the save was reported: {', '.join(changed[:5])}")
+        detail = f"{len(self.files)} files hashed as saved (held open from the save on, unchanged in size and mtime)"
+        if moved:
+            detail += (f"; {len(moved)} since removed or replaced at their path (verl's checkpoint retention?), "
+                       f"e.g. {moved[0]}")
+        return Check(id="files.stable", status="pass", detail=detail)
+
+    def hash(self, *, workers: int | None = None, progress: bool | None = None) -> Inspection:
+        """The slow half: hash every file and tensor, then judge stability and build the inspection."""
+        bar = Progress(self.nbytes, label=f"hashing {self.step_dir.name}", enabled=progress)
+        try:
+            digests = hash_jobs(self.jobs, workers=workers or default_workers(), progress=bar)
+        except OSError as exc:
+            raise CheckpointError(f"{self.step_dir}: {exc}") from None
+        finally:
+            bar.close()
+        checks = self.checks + [self._stability()]
+        files = self.files
+        manifest = build_manifest(files, {rel: digests[f"f\0{rel}"] for rel, _, _ in files})
+        st_digests = []
+        for rel, (_path, header) in sorted(self.headers.items()):
+            tensors = [TensorDigest(name=t.name, dtype=t.dtype, shape=list(t.shape), sha256=digests[f"t\0{rel}\0{t.name}"])
+                       for t in header.tensors]
+            st_digests.append(SafetensorsDigests(
+                file=rel, tensor_count=len(tensors), tensor_bytes=sum(t.nbytes for t in header.tensors),
+                tensors_digest=digest(canonical(tensors)), tensors=tensors,
+            ))
+        info = CheckpointInfo(
+            root=str(self.root), directory=self.step_dir.name, step=self.step, tracker=self.tracker, roles=self.roles,
+            files=manifest, safetensors=st_digests,
+        )
+        subject = [ResourceDescriptor(name=f"{self.step_dir.name}/{r.name}", digest={"sha256": r.digest})
+                   for r in manifest.resources]
+        # The engine serves the actor; its export is what publication is compared with.
+        headers = self.headers
+        st_paths = ([p for rel, (p, _) in sorted(headers.items()) if rel.startswith("actor/")]
+                    or [p for _, (p, _) in sorted(headers.items())])
+        return Inspection(info, checks, subject, st_paths)
+
+
 def inspect_checkpoint(step_dir: Path, *, workers: int | None = None, progress: bool | None = None) -> Inspection:
     """Check and hash one `global_step_N` directory."""
-    step = step_of(step_dir)
-    if step is None or not step_dir.is_dir():
-        raise CheckpointError(f"{step_dir}: not a verl global_step_N directory")
-    root = step_dir.parent
-    tracker = read_tracker(root)
-    checks = tracker_checks(root, tracker, step)
-    roles, layout_checks = inspect_step(step_dir)
-    checks.extend(layout_checks)
-
-    files, links = list_files(step_dir)
-    if links:
-        checks.append(Check(id="files.no_symlinks", status="fail",
-                            detail=f"symlinks and special files are not hashed and hide content: {', '.join(links[:5])}"))
-    headers, tensor_jobs, st_checks = _safetensors_plan(step_dir, files)
-    checks.extend(st_checks)
-    file_jobs = [Job(path, ((f"f\0{rel}", 0, size),)) for rel, path, size in files]
-    jobs = file_jobs + tensor_jobs
-    bar = Progress(sum(j.nbytes for j in jobs), label=f"hashing {step_dir.name}", enabled=progress)
-    try:
-        digests = hash_jobs(jobs, workers=workers or default_workers(), progress=bar)
-    except OSError as exc:
-        raise CheckpointError(f"{step_dir}: {exc}") from None
-    finally:
-        bar.close()
-
-    # An async save still writing (or a concurrent retention delete) shows up here.
-    changed = [rel for rel, path, size in files if not path.exists() or path.stat().st_size != size]
-    if changed:
-        checks.append(Check(id="files.stable", status="fail",
-                            detail=f"changed while hashing: {', '.join(changed[:5])}"))
-    else:
-        checks.append(Check(id="files.stable", status="pass", detail=f"{len(files)} files unchanged in size while hashed"))
-
-    manifest = build_manifest(files, {rel: digests[f"f\0{rel}"] for rel, _, _ in files})
-    st_digests = []
-    for rel, (_path, header) in sorted(headers.items()):
-        tensors = [TensorDigest(name=t.name, dtype=t.dtype, shape=list(t.shape), sha256=digests[f"t\0{rel}\0{t.name}"])
-                   for t in header.tensors]
-        st_digests.append(SafetensorsDigests(
-            file=rel, tensor_count=len(tensors), tensor_bytes=sum(t.nbytes for t in header.tensors),
-            tensors_digest=digest(canonical(tensors)), tensors=tensors,
-        ))
-    info = CheckpointInfo(
-        root=str(root), directory=step_dir.name, step=step, tracker=tracker, roles=roles,
-        files=manifest, safetensors=st_digests,
-    )
-    subject = [ResourceDescriptor(name=f"{step_dir.name}/{r.name}", digest={"sha256": r.digest}) for r in manifest.resources]
-    # The engine serves the actor; its export is what publication is compared with.
-    st_paths = [p for rel, (p, _) in sorted(headers.items()) if rel.startswith("actor/")] or [p for _, (p, _) in sorted(headers.items())]
-    return Inspection(info, checks, subject, st_paths)
+    with Snapshot(step_dir) as snap:
+        return snap.hash(workers=workers, progress=progress)
 
 
 def _publication(inspection: Inspection, engines: list[str], base_model: Path | None, skip_reason: str | None,
@@ -220,12 +305,39 @@ def record_checkpoint(
     observed=None,
 ) -> Path:
     """`observed`: a `publication.Observed` read inside the run (instead of asking `engines` now)."""
-    from tutorrl import __version__
     from tutorrl.evidence.sign import find_signer
 
     # Before hashing: a key that is there but unusable fails in a moment, not after minutes.
     signer = find_signer()
     inspection = inspect_checkpoint(Path(os.path.abspath(step_dir)), workers=workers, progress=progress)
+    return append_record(bundle, run_id, inspection, source=source, finished=finished, engines=engines,
+                         base_model=base_model, publication_skip_reason=publication_skip_reason, observed=observed,
+                         signer=signer)
+
+
+_FIND = object()
+
+
+def append_record(
+    bundle: BundleInfo,
+    run_id: str,
+    inspection: Inspection,
+    *,
+    source: Source,
+    finished: bool | None,
+    engines: list[str] | None = None,
+    base_model: Path | None = None,
+    publication_skip_reason: str | None = None,
+    observed=None,
+    signer=_FIND,
+) -> Path:
+    """Judge publication (read inside the run: `observed`; else asked of `engines` now, if any),
+    then sign (the configured key unless `signer` is given) and publish the record; returns its path."""
+    from tutorrl import __version__
+    from tutorrl.evidence.sign import find_signer
+
+    if signer is _FIND:
+        signer = find_signer()
     publication, pub_checks = _publication(inspection, list(engines or []), base_model, publication_skip_reason, observed)
     verdict = make_verdict(inspection.checks + pub_checks)
     run = RunInfo(run_id=run_id, source=source, finished=finished, tutorrl_version=__version__,

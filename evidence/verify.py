@@ -11,8 +11,12 @@ with a huge sequence number is one gap to report, not a loop up to it.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
+
+import msgspec
 
 from tutorrl._read import ReadError
 from tutorrl.evidence.chain import (
@@ -205,3 +209,80 @@ def _head_problems(head_bytes: bytes | ReadError | None, last: int, digests: dic
     # Records after HEAD can only come from a writer that crashed between
     # publishing its record and advancing HEAD; they still have to chain.
     return []
+
+
+class Rehash(msgspec.Struct):
+    """What `tutorrl verify --rehash` found: files that no longer match, checkpoints gone, checkpoints that hold."""
+
+    mismatches: list[str]
+    not_on_disk: list[str]
+    matched: list[str]
+
+
+def rehash_evidence(bundle_path: Path, *, jobs: int | None = None, stream: TextIO | None = None) -> Rehash:
+    """Hash again every file of every recorded checkpoint still on disk and compare with its record.
+
+    Every file of every checkpoint is one job in one pool (largest first), so
+    many small checkpoints and one huge one both use every thread. Each file
+    that changed, disappeared or appeared since it was recorded is named; a
+    record whose `global_step_N` folder is gone is listed apart (retention
+    deletes old checkpoints, so that is not itself a mismatch). A file named
+    by several records is hashed once.
+    """
+    from tutorrl.evidence.hashing import Job, Progress, default_workers, hash_jobs, list_files
+    from tutorrl.evidence.record import read_records
+
+    stream = stream or sys.stderr
+    out = Rehash(mismatches=[], not_on_disk=[], matched=[])
+    # Per record on disk: its label, folder, files to compare (rel, recorded digest, path), problems found already.
+    wanted: list[tuple[str, Path, list[tuple[str, str, Path]], int]] = []
+    to_hash: dict[Path, int] = {}
+    for path, s in read_records(Path(bundle_path)):
+        if s is None:
+            continue  # malformed: verify_evidence names it
+        ck = s.predicate.checkpoint
+        folder = Path(ck.root) / ck.directory
+        label = f"{path.name} (step {ck.step})"
+        if not folder.is_dir():
+            out.not_on_disk.append(f"{label}: {folder} is no longer on disk")
+            continue
+        recorded = {r.name: r for r in ck.files.resources}
+        present, odd = list_files(folder)
+        now = {rel: (p, size) for rel, p, size in present}
+        problems = [f"{label}: {folder / rel}: missing (recorded, now gone)" for rel in sorted(set(recorded) - set(now))]
+        problems += [f"{label}: {folder / rel}: not in the record (added since)" for rel in sorted(set(now) - set(recorded))]
+        problems += [f"{label}: {folder}/{name}: not a regular file now" for name in odd]
+        compare = []
+        for rel in sorted(set(recorded) & set(now)):
+            p, size = now[rel]
+            if size != recorded[rel].size:
+                problems.append(f"{label}: {p}: {size} bytes, recorded {recorded[rel].size}")
+            else:
+                compare.append((rel, recorded[rel].digest, p))
+                to_hash[p] = size
+        out.mismatches.extend(problems)
+        wanted.append((label, folder, compare, len(problems)))
+    total = sum(to_hash.values())
+    print(f"rehash: {len(wanted)} recorded checkpoint(s) on disk, {len(to_hash)} file(s), "
+          f"{total / 1024**3:.2f} GiB; {len(out.not_on_disk)} no longer on disk", file=stream, flush=True)
+    errors: dict[str, OSError] = {}
+    bar = Progress(total, label="rehash", stream=stream)
+    try:
+        digests = hash_jobs([Job(p, ((str(p), 0, size),)) for p, size in to_hash.items()],
+                            workers=jobs or default_workers(), progress=bar, errors=errors)
+    finally:
+        bar.close()
+    for label, folder, compare, bad in wanted:
+        for rel, recorded, p in compare:
+            key = str(p)
+            if key in errors:
+                out.mismatches.append(f"{label}: {p}: unreadable now ({errors[key]})")
+                bad += 1
+            elif digests.get(key) != recorded:
+                out.mismatches.append(f"{label}: {p}: content changed (sha256 {digests.get(key, '?')[:16]}..., "
+                                      f"recorded {recorded[:16]}...)")
+                bad += 1
+        if not bad:
+            out.matched.append(f"{label}: {folder}: all {len(compare)} file(s) match")
+        print(f"rehash: {label}: " + (f"{bad} file(s) do not match" if bad else "matches"), file=stream, flush=True)
+    return out

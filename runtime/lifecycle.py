@@ -30,12 +30,30 @@ from tutorrl.errors import RefusedError, TutorrlError
 from tutorrl.runtime import records
 
 EXIT_INTERRUPTED = 130
+# `tutorrl run`'s own codes for a run whose evidence failed (README, "Exit status"):
+# the job succeeded but a checkpoint of this run failed a check or could not be
+# recorded (evidence.on_failure = "record", the default) ...
+EXIT_EVIDENCE_FAILED = 4
+# ... or the job failed because the in-run check stopped training (on_failure = "stop").
+EXIT_EVIDENCE_STOPPED = 5
 STATE_ENV = "XDG_STATE_HOME"
 RUN_ID_RE = re.compile(r"^tutorrl-([0-9A-Za-z]+)-(\d+)$")
 
 
 class RunNotFound(TutorrlError):
     exit_code = 2
+
+
+class EvidenceFailed(TutorrlError):
+    """A run's evidence failed: which records, or why none could be written."""
+
+    def __init__(self, problems: list[str], *, stopped: bool):
+        self.problems, self.stopped = problems, stopped
+        self.exit_code = EXIT_EVIDENCE_STOPPED if stopped else EXIT_EVIDENCE_FAILED
+        super().__init__("; ".join(problems))
+
+    def render(self) -> str:
+        return "\n".join(f"evidence: {p}" for p in self.problems)
 
 
 # -- processes ---------------------------------------------------------------
@@ -71,31 +89,59 @@ def alive(proc: records.Process | None) -> bool | None:
 
 
 # -- closing a record -------------------------------------------------------
-def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -> TutorrlError | None:
-    """The post-run evidence scan: every checkpoint of the run not yet recorded.
+def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -> EvidenceFailed | None:
+    """The post-run evidence scan: every checkpoint of the run not yet recorded,
+    then the verdict on this run's evidence.
 
     Runs for a real run that reached Ray and ended (a dry run writes none). A
     failed or stopped run may still have left checkpoints worth recording;
     "finished" tells the record whether the job ran to its end. Repeating it
-    records nothing twice."""
+    records nothing twice. Returns what failed -- each of this run's records
+    whose verdict is "fail" (from the in-run callback or this scan), or the
+    error that kept the scan from recording -- and whether the bundle's
+    evidence.on_failure = "stop" is what ended a failed job."""
     if record.dry_run or record.status not in ("succeeded", "failed", "stopped") or not record.submitted:
         return None
     from tutorrl.evidence import record_run_checkpoints
+    from tutorrl.evidence.bundle import load_bundle
+    from tutorrl.evidence.record import read_records
 
     # Relative output dirs are relative to where the job ran; with an upload
     # that is on the cluster, where no scan from here can look.
     cwd = None if record.working_dir_upload else (Path(record.cwd) if record.cwd else None)
+    problems = []
     try:
         record_run_checkpoints(bundle_path, record.run_id, record.status == "succeeded", cwd=cwd)
     except TutorrlError as exc:
-        if progress is not None:
-            progress.note(f"evidence: {exc.render()}")
-        return exc
-    return None
+        problems.append(f"could not record this run's checkpoints: {exc}")
+    policy = "record"
+    try:
+        policy = load_bundle(bundle_path).on_failure
+        for path, s in read_records(bundle_path):
+            if s is None or s.predicate.run.run_id != record.run_id or s.predicate.verdict.status != "fail":
+                continue
+            failed = ", ".join(c.id for c in s.predicate.verdict.checks if c.status == "fail")
+            problems.append(f"{path.name} (step {s.predicate.checkpoint.step}, {s.predicate.run.source}) "
+                            f"failed: {failed}")
+    except TutorrlError as exc:
+        if not problems:
+            problems.append(f"could not read this run's records: {exc}")
+    if not problems:
+        return None
+    failure = EvidenceFailed(problems, stopped=policy == "stop" and record.status == "failed")
+    if progress is not None:
+        progress.note(failure.render())
+        if failure.stopped:
+            progress.note(f"evidence.on_failure = \"stop\": the evidence check stopped training "
+                          f"(exit {EXIT_EVIDENCE_STOPPED})")
+        elif record.status == "succeeded":
+            progress.note(f"the job succeeded but its evidence failed (exit {EXIT_EVIDENCE_FAILED}); "
+                          "see `tutorrl evidence` for each record")
+    return failure
 
 
 def finish(run_dir: Path, *, status: str, exit_code: int | None, message: str | None,
-           scan: bool = True, progress=None) -> tuple[records.RunRecord, TutorrlError | None]:
+           scan: bool = True, progress=None) -> tuple[records.RunRecord, EvidenceFailed | None]:
     """Close the record once (under its lock; a record already closed is left
     as it is), then run the evidence scan. Returns the record as it now reads."""
     with records.locked(run_dir):

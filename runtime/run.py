@@ -25,6 +25,8 @@ from tutorrl.runtime import cluster, dryrun, job_secrets, lifecycle, metrics, pr
 from tutorrl.runtime.progress import Progress
 
 EXIT_INTERRUPTED = lifecycle.EXIT_INTERRUPTED
+EXIT_EVIDENCE_FAILED = lifecycle.EXIT_EVIDENCE_FAILED
+EXIT_EVIDENCE_STOPPED = lifecycle.EXIT_EVIDENCE_STOPPED
 # How long `run --detach` waits for its supervisor to get the job submitted.
 DETACH_SUBMIT_TIMEOUT_S = 300
 SUPERVISOR_LOG = "supervisor.log"
@@ -490,8 +492,9 @@ def run_command(args) -> int:
     progress = Progress(quiet=getattr(args, "quiet", False))
     session = RunSession(args, progress)
     code = session.run()
-    failed = getattr(session, "evidence_failed", None)
-    if failed is not None and code == 0:
+    failed = session.evidence_failed
+    # The job's own failure wins, unless it is the evidence check that stopped it.
+    if failed is not None and (code == 0 or failed.stopped):
         return failed.exit_code
     return code
 

@@ -53,3 +53,9 @@ def test_gpu_checksum_parity_smallest_on_cpu():
     for row in ("bf16 odd length", "fp32 one tile + 1 word", "fp32 0.01 MiB", "bf16 0.01 MiB"):
         assert row in out, out
     assert "MISMATCH" not in out and "not run: no CUDA device" in out, out
+
+
+def test_bench_callback_smallest():
+    out = _bench("bench_callback.py", "--sizes-gib", "0.01", "--saves", "2")
+    assert "sync record (baseline)" in out and "on_save blocks: max" in out, out
+    assert "| 2 / 2" in out and "LOST" not in out and "FAILED" not in out, out

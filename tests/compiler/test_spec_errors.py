@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -410,3 +411,20 @@ def test_infinite_and_nan_numbers_are_refused(value):
 def test_integers_beyond_int64_are_refused():
     (p,) = problems(edit("total_steps = 10", f"total_steps = {2**63}"))
     assert p.key == "trainer.total_steps"
+
+
+def test_evidence_stop_needs_the_in_run_hook_and_travels_in_the_bundle_env():
+    stop = BASE + '\n[evidence]\non_failure = "stop"\n'
+    (problem,) = problems(stop)
+    assert problem.key == "evidence.on_failure" and "trainer.evidence_callback = true" in problem.hint
+    compiled = compile_bytes(edit("[trainer]\n", "[trainer]\nevidence_callback = true\n", stop).encode(), "spec.toml")
+    assert "export TUTORRL_EVIDENCE_ON_FAILURE=stop" in compiled.files["bundle.env"].decode()
+    job = json.loads(compiled.files["ray-job.json"])
+    assert job["runtime_env"]["env_vars"]["TUTORRL_EVIDENCE_ON_FAILURE"] == "stop"
+    # "record" is the default: said or not, the bundle is the same and sets nothing.
+    hooked = edit("[trainer]\n", "[trainer]\nevidence_callback = true\n")
+    said = compile_bytes((hooked + '\n[evidence]\non_failure = "record"\n').encode(), "spec.toml")
+    unsaid = compile_bytes(hooked.encode(), "spec.toml")
+    assert "TUTORRL_" not in unsaid.files["bundle.env"].decode()
+    assert said.files["bundle.env"] == unsaid.files["bundle.env"]
+    assert json.loads(said.files["ray-job.json"])["runtime_env"] == json.loads(unsaid.files["ray-job.json"])["runtime_env"]

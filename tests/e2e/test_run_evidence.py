@@ -7,6 +7,11 @@ runs in a Ray actor, writes an FSDP-shaped checkpoint under the spec's
 into `trainer.checkpoint_callback_class`; a second save is written without the
 callback, as an older verl would. tutorrl's post-run scan must record that one,
 and a failed run must record what exists and say the run did not finish.
+The stand-in's trainer says the callback's save is the last step, as verl's
+does at the end of training, so the callback waits for its record there.
+A checkpoint without its data.pt fails a check: with the default
+evidence.on_failure the run exits 4 after a successful job, with "stop" the
+callback stops the job and the run exits 5.
 """
 
 from __future__ import annotations
@@ -33,15 +38,19 @@ from pathlib import Path
 import ray
 
 
-def make_fsdp_step(*args):
+def make_fsdp_step(*args, **kwargs):
     # Imported where it runs: the actor's process does not share the driver's sys.path.
     sys.path.insert(0, os.environ["TUTORRL_TEST_HELPERS"])
     from evidence_helpers import make_fsdp_step as make
 
-    return make(*args)
+    return make(*args, **kwargs)
 
 
 ray.init()
+
+
+class Trainer:
+    total_training_steps = int(os.environ["STANDIN_FIRST_STEP"])  # the callback's save is the last step
 
 
 @ray.remote
@@ -49,9 +58,10 @@ class TaskRunner:  # verl's trainer lives in an actor like this one
     def save(self, step):
         from tutorrl.evidence.callback import EvidenceCallback
 
-        step_dir = make_fsdp_step(Path("ckpt"), step)  # relative, as verl writes default_local_dir
-        EvidenceCallback(config=None).on_save(global_step=step, checkpoint_dir=os.path.relpath(step_dir),
-                                              async_save=False)
+        # relative, as verl writes default_local_dir
+        step_dir = make_fsdp_step(Path("ckpt"), step, data_pt=os.environ.get("STANDIN_BROKEN") != "1")
+        EvidenceCallback(config=None).on_save(trainer=Trainer(), global_step=step,
+                                              checkpoint_dir=os.path.relpath(step_dir), async_save=False)
         return os.getcwd()
 
 
@@ -63,19 +73,21 @@ exit "${STANDIN_EXIT}"
 '''
 
 
-def _bundle(tmp_path: Path) -> Path:
+def _bundle(tmp_path: Path, on_failure: str | None = None) -> Path:
     data = tomllib.loads((support.SPECS / "gsm8k_custom_reward.toml").read_text())
     data["resources"]["trainer_gpus_per_node"] = 1
     data["trainer"]["output_dir"] = "ckpt"
     data["trainer"]["evidence_callback"] = True
+    if on_failure is not None:
+        data["evidence"] = {"on_failure": on_failure}
     compiled = compile_bytes(tomli_w.dumps(data).encode(), "spec.toml")
     return write_bundle(reseal(compiled, launch_sh=STANDIN.encode()), tmp_path / "bundles").path
 
 
-def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int) -> subprocess.CompletedProcess:
+def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int, broken: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_TEST_HELPERS=str(Path(__file__).parents[1] / "evidence"),
-               STANDIN_FIRST_STEP=str(first_step), STANDIN_EXIT=str(exit_code))
+               STANDIN_FIRST_STEP=str(first_step), STANDIN_EXIT=str(exit_code), STANDIN_BROKEN=str(int(broken)))
     return subprocess.run([sys.executable, "-m", "tutorrl", "run", str(bundle)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -86,7 +98,7 @@ def _records(bundle: Path, cwd: Path) -> list[dict]:
     return json.loads(shown.stdout)
 
 
-def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
+def _work(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     (work / "data" / "gsm8k").mkdir(parents=True)
@@ -96,6 +108,11 @@ def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
     (work / "my_rewards").mkdir()
     (work / "my_rewards" / "__init__.py").write_text("")
     (work / "my_rewards" / "gsm8k.py").write_text("def score(*args, **kwargs):\n    return 0.0\n")
+    return work
+
+
+def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
+    work = _work(tmp_path)
     bundle = _bundle(tmp_path)
 
     ok = _run(bundle, work, first_step=1, exit_code=0)
@@ -120,3 +137,28 @@ def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
     assert records[3]["predicate"]["run"]["finished"] is False
     verified = support.cli("verify", str(bundle), cwd=work)
     assert verified.returncode == 0, verified.stderr
+
+
+def test_failed_evidence_has_its_own_exit_status(tmp_path):
+    work = _work(tmp_path)
+    bundle = _bundle(tmp_path)
+    # Default (record): the job succeeds, the run says which record failed and exits 4.
+    trained = _run(bundle, work, first_step=1, exit_code=0, broken=True)
+    assert trained.returncode == 4, trained.stdout[-2000:] + trained.stderr[-2000:]
+    assert "000001.json (step 1, callback) failed: checkpoint.dataloader_state" in trained.stderr
+    assert "the job succeeded but its evidence failed (exit 4)" in trained.stderr
+    (run,) = [json.loads(p.read_text()) for p in bundle.glob("runs/*/run.json")]
+    assert run["status"] == "succeeded" and run["exit_code"] == 0
+    assert [r["predicate"]["verdict"]["status"] for r in _records(bundle, work)] == ["fail", "partial"]
+
+    # stop: the callback raises into the trainer, the job fails, the run exits 5.
+    stopping, work = _bundle(tmp_path / "stop", on_failure="stop"), _work(tmp_path / "stop")
+    assert "export TUTORRL_EVIDENCE_ON_FAILURE=stop" in (stopping / "bundle.env").read_text()
+    stopped = _run(stopping, work, first_step=3, exit_code=0, broken=True)
+    assert stopped.returncode == 5, stopped.stdout[-2000:] + stopped.stderr[-2000:]
+    assert 'tutorrl evidence: stopping the run (evidence.on_failure = "stop")' in stopped.stdout + stopped.stderr
+    assert "000001.json (step 3, callback) failed: checkpoint.dataloader_state" in stopped.stderr
+    (run,) = [json.loads(p.read_text()) for p in stopping.glob("runs/*/run.json")]
+    assert run["status"] == "failed"
+    # The stand-in never reached its second save: only the failing checkpoint is recorded.
+    assert [r["predicate"]["checkpoint"]["step"] for r in _records(stopping, work)] == [3]
