@@ -268,11 +268,12 @@ def _env(spec: Spec) -> list[Finding]:
     return out
 
 
-# The first release whose Tracking accepts each logger: verl asserts every
-# backend is in `supported_backend` (verl/utils/tracking.py) when the trainer
-# starts, so an earlier release refuses the run after its Ray start-up.
+# The first release whose Tracking accepts a logger added after 0.2.0.post2
+# (console, wandb, mlflow and swanlab are in every release tutorrl knows):
+# verl asserts every backend is in `supported_backend` (verl/utils/tracking.py)
+# when the trainer starts, so an earlier release refuses the run after its Ray
+# start-up.
 LOGGERS_SINCE = {
-    "console": "0.2.0.post2", "wandb": "0.2.0.post2", "mlflow": "0.2.0.post2", "swanlab": "0.2.0.post2",
     "vemlp_wandb": "0.3.0.post0", "tensorboard": "0.3.0.post0", "clearml": "0.4.0",
     "trackio": "0.6.0", "file": "0.6.0", "rl_insight": "0.9.0",
 }
@@ -286,8 +287,8 @@ def _trainer(spec: Spec, value: Effective) -> list[Finding]:
     for name in spec.trainer.loggers if isinstance(spec.trainer.loggers, list) else [spec.trainer.loggers]:
         since = LOGGERS_SINCE.get(name) if isinstance(name, str) else None
         if since is not None and release < release_tuple(since):
-            out.append(Finding("trainer.loggers", f"verl {value.lock.release} has no {name!r} logger "
-                               f"(verl/utils/tracking.py accepts it from {since})",
+            out.append(Finding("trainer.loggers", f"the {name!r} logger exists from verl {since} (the backends "
+                               f"verl/utils/tracking.py accepts); this spec targets {value.lock.release}",
                                f"target verl >= {since}, or drop {name!r}"))
     if isinstance(loggers, list) and "wandb" in loggers and "WANDB_API_KEY" not in spec.env.passthrough \
             and "WANDB_MODE" not in spec.env.set:

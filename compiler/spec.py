@@ -350,13 +350,6 @@ class Reward(Section):
     options: opt(dict[str, Any], "Options of the reward plug-in, checked against the plug-in's own schema.") = None
 
 
-class Evidence(Section):
-    on_failure: opt(Literal["record", "stop"], (
-        "What a failed checkpoint-evidence check does during the run (needs trainer.evidence_callback = true): "
-        "\"record\" (unset) records the failure, training goes on, and `tutorrl run` exits 4 after a successful "
-        "job; \"stop\" stops training at the save that finds it (the job fails; `tutorrl run` exits 5).")) = None
-
-
 class Env(Section):
     set: Annotated[dict[Annotated[str, Meta(pattern=_ENV_NAME)], str], Meta(description=(
         "Environment the job (and verl's Ray workers) see, as literal values. Never secrets: pass those through."))] = field(
@@ -383,6 +376,11 @@ class Verl(Section):
 
 
 class Evidence(Section):
+    on_failure: opt(Literal["record", "stop"], (
+        "What a failed checkpoint-evidence check (files or publication) does during the run (needs "
+        "trainer.evidence_callback = true): \"record\" (unset) records the failure, training goes on, and `tutorrl "
+        "run` exits 4 after a successful job; \"stop\" stops training at the save that finds it (the job fails; "
+        "`tutorrl run` exits 5).")) = None
     publication_control: opt(bool, (
         "With trainer.evidence_callback: after each checkpoint is published, snapshot the rollout engines, reset every "
         "served tensor to random values, republish and compare (sglang's /weights_checker), proving the check can see a "
@@ -407,8 +405,6 @@ class Spec(Section):
         default_factory=Trainer)
     resources: Annotated[Resources, Meta(description="Machines and GPUs.")] = field(default_factory=Resources)
     reward: Annotated[Reward, Meta(description="Where the reward comes from.")] = field(default_factory=Reward)
-    evidence: Annotated[Evidence, Meta(description="tutorrl's checkpoint evidence during the run.")] = field(
-        default_factory=Evidence)
     env: Annotated[Env, Meta(description="Environment of the job and of verl's Ray workers.")] = field(default_factory=Env)
     verl: Annotated[Verl, Meta(description="Escape hatch: raw overrides, still checked against the release.")] = field(
         default_factory=Verl)

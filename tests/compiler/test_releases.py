@@ -78,7 +78,7 @@ def test_ignored_keys_are_declared_where_they_are_ignored(release, variant):
 
 
 def test_the_map_and_the_spec_name_the_same_settings():
-    fields = {s for s in spec_settings() if s not in NOT_SETTINGS and not s.startswith(("env.", "verl."))}
+    fields = {s for s in spec_settings() if not any(s == n or s.startswith(n + ".") for n in NOT_SETTINGS)}
     assert fields == set(load_keymap().setting)
 
 
@@ -288,16 +288,22 @@ def compose(config_dir: Path, argv: list[str]):
 def _expected(spec, release, site: Path):
     """(key, value) the composed config must hold, from the resolver's own overrides."""
 
+    from tutorrl.compiler import roots
+
     lock = load_lock(release, variant_of(spec))
     resolved, findings = resolve(spec, lock, load_keyset(release, lock.variant))
     assert not findings
+    # The launcher's environment sets no root: launch.sh puts in each default.
+    env = {name: root.default for name, root in spec.roots.items() if root.default}
     for o in resolved.overrides:
         if o.raw is not None:
             continue
         if o.runtime:
             yield o.key, str(site / (o.value.replace(".", "/") + ".py"))
+        elif isinstance(o.value, list):
+            yield o.key, [roots.expand(v, env) if isinstance(v, str) else v for v in o.value]
         else:
-            yield o.key, o.value
+            yield o.key, roots.expand(o.value, env) if isinstance(o.value, str) else o.value
 
 
 def _check_composed(cfg, expected):

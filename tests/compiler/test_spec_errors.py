@@ -152,7 +152,7 @@ def test_control_characters_are_refused():
     ('module = "rewards.mine"', 'module = "rewards.mine"\npath = "r.py"', "reward.path", "both name"),
     ('module = "rewards.mine"', 'module = "rewards.mine"\noptions = { a = 1 }', "reward.options", "plug-in"),
     # verl/utils/tracking.py asserts each logger is supported by the release
-    ('verl = "0.9.1"\n', 'verl = "0.5.0"\n', "trainer.loggers", "verl 0.5.0 has no 'file' logger"),
+    ('verl = "0.9.1"\n', 'verl = "0.5.0"\n', "trainer.loggers", "the 'file' logger exists from verl 0.6.0"),
 ])
 def test_cross_field_rules(old, new, key, words):
     found = problems(edit(old, new))

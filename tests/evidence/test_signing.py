@@ -450,8 +450,9 @@ def test_the_trainer_callback_signs_with_the_key_its_environment_names(keys, tmp
     monkeypatch.setenv("TUTORRL_BUNDLE_DIR", str(bundle))
     monkeypatch.setenv("TUTORRL_EVIDENCE_KEY", str(keys["owner"].path))
     make_fsdp_step(tmp_path / "ckpts", 5)
-    EvidenceCallback(config=None).on_save(trainer=None, global_step=5,
-                                          checkpoint_dir=str(tmp_path / "ckpts" / "global_step_5"))
+    callback = EvidenceCallback(config=None)
+    callback.on_save(trainer=None, global_step=5, checkpoint_dir=str(tmp_path / "ckpts" / "global_step_5"))
+    callback.wait()  # the record is written beside training
     (path,) = record_files(bundle / "evidence").values()
     (sig,) = decode_record(path.read_bytes()).signatures
     assert sig.keyid == keys["owner"].keyid and base64.b64decode(sig.publicKey) == keys["owner"].public_raw
