@@ -17,7 +17,6 @@ second, less reviewable expansion, so a declared root there is refused.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Mapping
 
@@ -61,6 +60,8 @@ def launch_argument(value: object) -> str:
     def part(item):
         ref = reference(item)
         return {"root": ref[0], "path": ref[1]} if ref else item
+
+    import json  # only a spec with roots pays for it (a cold compile otherwise skips it)
 
     return json.dumps([part(v) for v in value] if isinstance(value, list) else part(value), sort_keys=True)
 
@@ -128,6 +129,10 @@ def findings(spec, resolved, lock) -> list:
                     out.append(Finding(o.setting, f"${name} is not a root of this spec: verl receives the text "
                                        f"\"${name}\" literally", f"declare it: [roots] {name} = {{}}", "warning"))
             continue
+        if not declared:
+            continue
+        import json
+
         text = o.raw if o.raw is not None else json.dumps(o.value)
         for name in sorted(set(_ANYWHERE.findall(text)) & declared):
             where = "an extra override" if o.raw is not None else "a table entry verl reads whole"
