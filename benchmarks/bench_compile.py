@@ -9,7 +9,7 @@ the same run. Goal (issue "Speak all of verl"): a cold compile within 4x. A
 second baseline row, importing msgspec and tomllib and nothing else, shows the
 floor the core dependencies set on the same interpreter.
 
-    python benchmarks/bench_compile.py [--runs 21] [--verl-runs 2]
+    python benchmarks/bench_compile.py [--runs 21] [--verl-runs 2] [--python python3.13]
 
 The suite runs it with --runs 1 --verl-runs 0 as a smoke test.
 """
@@ -41,13 +41,17 @@ def _run(argv: list[str], **kwargs) -> float:
     return time.perf_counter() - start
 
 
-def install(root: Path) -> Path:
-    """A fresh venv with tutorrl's wheel and its core dependencies; returns its python."""
+def install(root: Path, interpreter: str | None = None) -> Path:
+    """A fresh venv (made by ``interpreter``, default this one) with tutorrl's
+    wheel and its core dependencies; returns its python."""
     wheels = root / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                     str(REPO), "-w", str(wheels)], check=True, env=_ENV)
     env_dir = root / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    if interpreter is None:
+        venv.EnvBuilder(with_pip=True).create(env_dir)
+    else:
+        subprocess.run([interpreter, "-m", "venv", str(env_dir)], check=True, env=_ENV)
     python = env_dir / "bin" / "python"
     wheel = next(wheels.glob("tutorrl-*.whl"))
     # pip installs the console script and byte-compiles, as for a user.
@@ -60,11 +64,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--verl-runs", type=int, default=2)
+    parser.add_argument("--python", default=None, metavar="PATH",
+                        help="the interpreter to measure (a venv is made with it); default: this one")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        python = install(root)
+        python = install(root, args.python)
         tutorrl = python.parent / "tutorrl"
         baseline, floor, cold, noop = [], [], [], []
         _run([str(tutorrl), "compile", str(SPEC), "--out", str(root / "warm")])  # first run writes .pyc of nothing new

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-import support
 
 _PYTHON = '''#!{python}
 """The job's Python: verl {verl} installed, tutorrl installed (the real one), training recorded."""
@@ -108,12 +106,3 @@ def cluster(tmp_path) -> Cluster:
     return Cluster(tmp_path)
 
 
-def copy_bundle(name: str, into: Path) -> Path:
-    """A committed bundle copied into ``into/bundles/<id>``, as a user's project holds it."""
-    dest = into / "bundles" / name
-    shutil.copytree(support.BUNDLES / name, dest)
-    return dest
-
-
-def export(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return support.cli("export", *args, cwd=cwd)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import support
-from conftest import copy_bundle, export
+from export_helpers import copy_bundle, export
 from test_kuberay import _bundle_named
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import support
-from conftest import copy_bundle, export
+from export_helpers import export
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "kuberay-rayjob-v1.json").read_text())
 BUNDLES = sorted(p.name for p in support.BUNDLES.iterdir() if (p / "manifest.json").is_file())

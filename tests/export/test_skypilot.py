@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import support
-from conftest import export
+from export_helpers import export
 from test_kuberay import BUNDLES, _bundle_named
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "skypilot-task.json").read_text())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 
 import support
-from conftest import copy_bundle, export
+from export_helpers import copy_bundle, export
 from test_kuberay import BUNDLES, _bundle_named
 
 

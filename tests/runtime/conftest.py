@@ -9,10 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from runtime_helpers import clean_env, wait_for
 
 SPEC = """\
 [experiment]
@@ -54,8 +55,6 @@ function = "compute_score"
 set = {{ {env} }}
 passthrough = [{passthrough}]
 """
-
-TUTORRL = [sys.executable, "-m", "tutorrl"]
 
 
 def _toml_str(value: str) -> str:
@@ -110,45 +109,6 @@ def workdir(tmp_path):
         (tmp_path / "data" / name).write_bytes(b"")
     (tmp_path / "tutorrl_test_reward.py").write_text(REWARD_MODULE)
     return tmp_path
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
-    env.update(extra)
-    return env
-
-
-def run_tutorrl(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 240):
-    return subprocess.run([*TUTORRL, *args], cwd=cwd, env=env or clean_env(), capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def procs_with_env(name: str, value: str) -> list[int]:
-    """PIDs whose environment has name=value (leak check for a run's Ray processes)."""
-    needle = f"{name}={value}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(autouse=True)

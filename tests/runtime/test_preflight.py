@@ -292,7 +292,7 @@ def test_tutorrl_python_chooses_the_interpreter(reward_pkg, tmp_path, monkeypatc
 def test_run_is_refused_before_ray_when_the_reward_is_not_importable(make_bundle, workdir):
     """Through the real CLI: refused, before any Ray head starts, from a folder
     where the bundle's reward module cannot be imported."""
-    from conftest import run_tutorrl
+    from runtime_helpers import run_tutorrl
 
     bundle = make_bundle()
     (workdir / "tutorrl_test_reward.py").unlink()

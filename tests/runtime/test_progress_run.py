@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import clean_env, run_tutorrl
+from runtime_helpers import clean_env, run_tutorrl
 from test_run_embedded import _records
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import support
-from conftest import clean_env, run_tutorrl
+from runtime_helpers import clean_env, run_tutorrl
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import clean_env, run_tutorrl
+from runtime_helpers import clean_env, run_tutorrl
 from test_run_embedded import ECHO_LAUNCH, SECRET, _records
 
 pytestmark = pytest.mark.slow

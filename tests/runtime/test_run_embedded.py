@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
+from runtime_helpers import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
+from runtime_helpers import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
 from test_run_embedded import _records
 
 pytestmark = pytest.mark.slow
