@@ -83,10 +83,52 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _short_run_dir() -> Path:
+def _run_dir_base() -> str:
     base = tempfile.gettempdir()
-    if len(base) + len("/trl-xxxxxxxx") > _MAX_RUN_DIR:
-        base = "/tmp"
+    return "/tmp" if len(base) + len("/trl-xxxxxxxx") > _MAX_RUN_DIR else base
+
+
+# Who made a head's folder: "<pid> <start time>" of the tutorrl process that owns
+# the head (PR_SET_PDEATHSIG ties the head to it), so a later tutorrl can tell
+# a folder left by a killed owner (kill -9, power loss) from one in use.
+_OWNER_FILE = "owner"
+
+
+def _process_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return fields[19].decode() if len(fields) > 19 and fields[0] != b"Z" else None
+
+
+def sweep_orphans(base: str | None = None) -> list[Path]:
+    """Remove head folders whose owner is gone; returns what was removed.
+
+    Ray's logs there can hold what a job printed (secret values included), so
+    they must not outlive the run. A folder with no owner file (being made
+    right now, or made by an older tutorrl) is left alone.
+    """
+    removed = []
+    for path in Path(base or _run_dir_base()).glob("trl-*"):
+        try:
+            if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+                continue
+            with open(path / _OWNER_FILE, "rb") as fh:
+                pid, start = fh.read(64).decode("ascii").split()
+            alive = _process_start(int(pid)) == start
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if not alive:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _short_run_dir() -> Path:
+    base = _run_dir_base()
     path = Path(tempfile.mkdtemp(prefix="trl-", dir=base))
     if len(str(path)) > _MAX_RUN_DIR:
         shutil.rmtree(path, ignore_errors=True)
@@ -177,7 +219,9 @@ class EmbeddedHead:
         return env
 
     def start(self, progress=None, timeout_s: float = 120.0, should_stop=lambda: False) -> None:
+        sweep_orphans()
         self.run_dir = _short_run_dir()
+        (self.run_dir / _OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}")
         self.token = secrets.token_hex(32)
         token_path = self.run_dir / "token"
         fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -109,6 +109,9 @@ def status_command(args) -> int:
     progress = Progress()
     dirs = [lifecycle.find_run(args.run)] if args.run else lifecycle.open_runs()
     found = [(p, lifecycle.reconcile(p, progress)) for p in dirs]
+    from tutorrl.runtime.head import sweep_orphans
+
+    sweep_orphans()  # heads' folders a killed tutorrl left (their records were just closed)
     data = [describe(p, r) for p, r in found]
     if args.format == "json":
         body = data[0] if args.run else data
