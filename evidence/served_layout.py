@@ -37,11 +37,14 @@ Read from sglang 0.5.12 (the release verl 0.9.1 pins), GPU code paths:
   buffers (146-149) minus non-persistent buffers (38-47); a tied `lm_head` is
   the embedding itself, so only `model.embed_tokens.weight` is served.
 
-Not covered (the caller says so in the record): other architectures (MoE,
-vision towers, MLA...), DP attention (`enable_dp_attention` shards attention
-and embeddings over a smaller group), quantized engines, and an engine dtype
-other than the checkpoint's or bf16 from an fp32 checkpoint. The CPU-only
-loader paths (`_is_cpu`: padding instead of narrowing) are not modelled.
+Covered: the three families above, any tp_size sglang can load them with.
+Other architectures (MoE, vision towers, MLA...) have no rules here: the
+caller compares only same-named tensors at tp_size 1 and records the rest as
+not compared, with the reason. Not modelled, and not visible in a checksum
+answer, so they would read as a mismatch: DP attention (`enable_dp_attention`
+shards attention and embeddings over a smaller group), quantized engines, an
+engine dtype other than the checkpoint's (or bf16 from fp32), the CPU-only
+loader paths (`_is_cpu`: padding instead of narrowing).
 """
 
 from __future__ import annotations
@@ -184,6 +187,8 @@ def build(kind: str, sources: list[np.ndarray], shape: ModelShape | None, tp_ran
         per = _split(padded, tp_size, "padded vocab")
         start = tp_rank * per
         real = src[min(start, rows):min(start + per, rows)]
+        if real.shape[0] == per:
+            return real
         out = np.zeros((per, *src.shape[1:]), dtype=src.dtype)
         out[: real.shape[0]] = real
         return out
