@@ -15,21 +15,25 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from tutorrl._read import ReadError, decode_json, read_stream
+from tutorrl._read import ReadError, decode_json, read_json, read_stream
 from tutorrl.errors import RefusedError
 from tutorrl.evidence.schema import HASH_FUNCTION, Check, EngineObservation, EngineRank, Publication, TensorComparison
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # What tutorrl's own contract test server puts in /model_info (see tests).
 CONTRACT_TEST_SERVER = "tutorrl-contract-test-server"
 _HEX16 = re.compile(r"[0-9a-f]{16}")
-# Vocab-parallel tensors are padded to a multiple of 64 rows in the engine, so
-# their served bytes need not equal the export's: never compared by name.
+# Vocab-parallel tensors are padded to a multiple of 64 rows in the engine:
+# without a known layout (served_layout) they are never compared by name.
 _PADDED = ("embed_tokens", "lm_head")
 # Engines are cluster-internal; an HTTP(S)_PROXY meant for the internet must not see them.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -233,10 +237,62 @@ def _served_shards(readings: list[EngineReading]) -> dict[tuple[str, int, int], 
     return groups
 
 
-def _compare(label: str, served: dict[str, str], reference: dict[str, set[str]]) -> TensorComparison:
-    names = sorted(n for n in served if n in reference and not any(p in n for p in _PADDED))
-    different = [n for n in names if served[n] not in reference[n]]
-    return TensorComparison(against=label, compared=len(names), equal=len(names) - len(different), different=different[:20])
+def _target_shards(readings: list[EngineReading]) -> list[tuple[int, int, dict[str, str]]]:
+    """Every distinct (tp_rank, tp_size, checksums) the target role serves: replicas that agree count once."""
+    seen: dict[tuple[int, int, str], dict[str, str]] = {}
+    for reading in readings:
+        for r in reading.ranks:
+            if r.role == "target":
+                seen.setdefault((r.tp_rank, r.tp_size, checksums_digest(r.checksums)), r.checksums)
+    return [(tp, size, m) for (tp, size, _), m in sorted(seen.items(), key=lambda kv: kv[0])]
+
+
+def _label(name: str, tp_rank: int, tp_size: int) -> str:
+    return name if tp_size == 1 else f"{name} (tp {tp_rank}/{tp_size})"
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """What a comparison could not cover, and why: for the record's details."""
+    not_compared: int
+    reasons: list[str]  # "reason: N shard(s), e.g. NAME", most frequent first
+
+    def summary(self) -> str:
+        return f"{self.not_compared} served shard(s) not compared: " + "; ".join(self.reasons[:4])
+
+
+def _compare(label: str, shards: list[tuple[int, int, dict[str, str]]],
+             reference: CheckpointReference) -> tuple[TensorComparison, Coverage]:
+    """Each served (tensor, TP rank) against the checksum candidates `reference` rebuilds for it."""
+    keys = [(n, tp, size) for tp, size, m in shards for n in m]
+    expected, skipped = reference.expected(keys)
+    compared, different = 0, []
+    for tp, size, m in shards:
+        for n in sorted(m):
+            cands = expected.get((n, tp, size))
+            if cands is None:
+                continue
+            compared += 1
+            if m[n] not in cands:
+                different.append(_label(n, tp, size))
+    by_reason: dict[str, list[str]] = {}
+    for (n, tp, size), why in sorted(skipped.items()):
+        by_reason.setdefault(why, []).append(_label(n, tp, size))
+    reasons = [f"{why}: {len(names)}, e.g. {names[0]}"
+               for why, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    comparison = TensorComparison(against=label, compared=compared, equal=compared - len(different),
+                                  different=different[:20])
+    return comparison, Coverage(len(skipped), reasons)
+
+
+def _uncovered_ranks(shards: list[tuple[int, int, dict[str, str]]]) -> str:
+    """TP ranks of an answered tp_size that sent no checksums (sglang 0.5.12 answers for rank 0 only)."""
+    seen: dict[int, set[int]] = {}
+    for tp, size, _ in shards:
+        seen.setdefault(size, set()).add(tp)
+    missing = [f"ranks {sorted(set(range(size)) - ranks)} of tp_size {size}"
+               for size, ranks in sorted(seen.items()) if len(ranks) < size]
+    return ("; not covered (no checksums answered): " + ", ".join(missing)) if missing else ""
 
 
 def tp_coverage(readings: list[EngineReading]) -> Check:
@@ -277,10 +333,10 @@ def tp_coverage(readings: list[EngineReading]) -> Check:
 
 def judge(
     readings: list[EngineReading],
-    checkpoint_hashes: Callable[[Iterable[str]], dict[str, set[str]]] | None,
-    base_hashes: Callable[[Iterable[str]], dict[str, set[str]]] | None,
+    checkpoint_hashes: CheckpointReference | None,
+    base_hashes: CheckpointReference | None,
 ) -> tuple[Publication, list[Check]]:
-    """The publication block and its checks. `*_hashes(names)` give sglang-hash candidates per tensor name."""
+    """The publication block and its checks, `*_hashes` rebuilding expected checksums from safetensors."""
     checks: list[Check] = []
     obs = [r.observation for r in readings]
     failed = [o for o in obs if o.error]
@@ -328,45 +384,53 @@ def judge(
     served_digest = None
     if distinct:
         served_digest = "sha256:" + hashlib.sha256(msgspec.json.encode(sorted(distinct))).hexdigest()
-    # Names can only be compared with an export where one rank holds whole tensors.
-    served_tp1: dict[str, str] = {}
-    for reading in readings:
-        for r in reading.ranks:
-            if r.role == "target" and r.tp_size == 1:
-                served_tp1.update(r.checksums)
+    # Every rank that answered is compared: the reference rebuilds each rank's
+    # shard (fused, sliced, padded) from the checkpoint, as sglang's loaders do.
+    shards = _target_shards(readings)
+    uncovered = _uncovered_ranks(shards)
     vs_ckpt = vs_base = None
-    if not served_tp1:
+    if not shards:
         checks.append(Check(id="publication.matches_checkpoint", status="skipped",
-                            detail="no tensor-parallel-1 target ranks: served shards cannot be compared by name"))
+                            detail="no target rank answered with checksums"))
     elif checkpoint_hashes is None:
         checks.append(Check(id="publication.matches_checkpoint", status="skipped",
                             detail="the checkpoint has no safetensors export to compare with"))
     else:
-        vs_ckpt = _compare("checkpoint safetensors export", served_tp1, checkpoint_hashes(served_tp1))
+        vs_ckpt, cover = _compare("checkpoint safetensors export", shards, checkpoint_hashes)
+        ranks = len({(tp, size) for tp, size, _ in shards})
+        how = checkpoint_hashes.layout
         if vs_ckpt.compared == 0:
             checks.append(Check(id="publication.matches_checkpoint", status="skipped",
-                                detail="no served tensor name matches an export tensor (fused or renamed parameters)"))
+                                detail=f"no served tensor could be rebuilt from the export ({how}); {cover.summary()}"))
         elif vs_ckpt.different:
-            checks.append(Check(id="publication.matches_checkpoint", status="fail",
-                                detail=f"{vs_ckpt.compared - vs_ckpt.equal} of {vs_ckpt.compared} tensors differ, e.g. {vs_ckpt.different[0]}"))
+            checks.append(Check(id="publication.matches_checkpoint", status="fail", detail=(
+                f"{vs_ckpt.compared - vs_ckpt.equal} of {vs_ckpt.compared} served shards differ from the export "
+                f"rebuilt as the engine loads it ({how}), e.g. {vs_ckpt.different[0]}")))
         else:
-            checks.append(Check(id="publication.matches_checkpoint", status="pass",
-                                detail=f"all {vs_ckpt.compared} comparable served tensors equal the export's"))
-    if base_hashes is None or not served_tp1:
+            checks.append(Check(id="publication.matches_checkpoint", status="pass", detail=(
+                f"all {vs_ckpt.compared} served shards on {ranks} TP rank(s) equal the export rebuilt as the "
+                f"engine loads it ({how})" + uncovered)))
+        if cover.not_compared:
+            checks.append(Check(id="publication.checkpoint_coverage", status="skipped",
+                                detail=f"{cover.summary()} ({how})"))
+        else:
+            checks.append(Check(id="publication.checkpoint_coverage", status="pass", detail=(
+                f"every served tensor of every answering TP rank was rebuilt from the export ({how})" + uncovered)))
+    if base_hashes is None or not shards:
         checks.append(Check(id="publication.changed_from_base", status="skipped",
-                            detail="no base model safetensors to compare with" if served_tp1 else "no tensor-parallel-1 target ranks"))
+                            detail="no base model safetensors to compare with" if shards else "no target rank answered"))
     else:
-        vs_base = _compare("base model", served_tp1, base_hashes(served_tp1))
+        vs_base, _ = _compare("base model", shards, base_hashes)
         matched = vs_ckpt is not None and vs_ckpt.compared > 0 and not vs_ckpt.different
         if vs_base.compared == 0:
             checks.append(Check(id="publication.changed_from_base", status="skipped",
-                                detail="no served tensor name matches a base-model tensor"))
+                                detail=f"no served tensor could be rebuilt from the base model ({base_hashes.layout})"))
         elif not vs_base.different:
             checks.append(Check(id="publication.changed_from_base", status="fail",
-                                detail=f"all {vs_base.compared} comparable served tensors still equal the base model"))
+                                detail=f"all {vs_base.compared} comparable served shards still equal the base model"))
         elif matched:
             checks.append(Check(id="publication.changed_from_base", status="pass",
-                                detail=f"{len(vs_base.different)}+ of {vs_base.compared} served tensors differ from the base model"))
+                                detail=f"{vs_base.compared - vs_base.equal} of {vs_base.compared} served shards differ from the base model"))
         else:
             # Without a match against the checkpoint, "different" may only mean another dtype or layout.
             checks.append(Check(id="publication.changed_from_base", status="skipped",
@@ -379,40 +443,146 @@ def judge(
     return pub, checks
 
 
-def safetensors_sglang_hashes(files: list[Path]) -> Callable[[Iterable[str]], dict[str, set[str]]]:
-    """A lookup computing sglang hashes only for the tensor names asked for.
+# Element views by byte width: slicing and concatenating integers moves the
+# bits of any float type unchanged, which is all the loaders do.
+_UINT = {1: "u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+MAX_CONFIG = 4 * 1024 * 1024
+
+Key = tuple[str, int, int]  # (served name, tp_rank, tp_size)
+
+
+class CheckpointReference:
+    """Expected sglang checksums of served shards, rebuilt from a safetensors export.
+
+    For the families in `served_layout.FAMILIES` (named by the export's
+    config.json) every served parameter of every TP rank is rebuilt from the
+    checkpoint tensors it is loaded from: fused q/k/v and gate/up, TP slices with
+    KV-head replication, zero-padded vocab rows. Without that config (absent,
+    unreadable, another architecture) only a served tensor with a checkpoint
+    tensor of the same name at tp_size 1 is compared, vocab-padded ones excepted;
+    everything else is reported as not compared, with the reason.
 
     fp32 tensors get a second candidate cast to bf16 (round-to-nearest-even):
     a bf16 engine hashes the bytes it serves, not the export's.
     """
-    from tutorrl.evidence.safetensors import read_header
 
-    try:
+    def __init__(self, files: list[Path], config: Path | None = None):
+        from tutorrl.evidence.safetensors import read_header
+        from tutorrl.evidence.served_layout import model_shape
+
+        self.where = {}
+        for f in files:
+            for t in read_header(f).tensors:
+                self.where[t.name] = (f, t)
+        if config is None and files:
+            config = files[0].parent / "config.json"
+        self.shape = None
+        if config is None:
+            why = "no config.json"
+        else:
+            try:
+                found = model_shape(read_json(config, MAX_CONFIG, name=config.name))
+            except FileNotFoundError:
+                found = f"no {config.name} next to the safetensors files"
+            except ReadError as exc:
+                found = str(exc)
+            if isinstance(found, str):
+                why = found
+            else:
+                self.shape, why = found, ""
+        # How served shards are rebuilt, for the record.
+        if self.shape is not None:
+            self.layout = f"{self.shape.architecture} layout from config.json: fused qkv/gate_up, TP slices, vocab padding"
+        else:
+            self.layout = f"{why}: same-named tensors at tp_size 1 only"
+        self._no_layout = why
+
+    def _plan(self, name: str, tp_size: int) -> tuple[str, tuple[str, ...]] | str:
+        from tutorrl.evidence.served_layout import plan
+
+        if self.shape is not None:
+            found = plan(name, self.shape)
+            if found is not None:
+                return found
+        if tp_size == 1 and name in self.where:
+            if self.shape is None and any(p in name for p in _PADDED):
+                return "vocab-padded in the engine; no layout to rebuild its padding"
+            return "replicated", (name,)
+        if self.shape is None:
+            return self._no_layout
+        return ("no checkpoint tensor of that name" if tp_size == 1
+                else f"no {self.shape.architecture} layout rule for it")
+
+    def _array(self, name: str) -> np.ndarray:
+        import numpy as np
+
+        from tutorrl.evidence.safetensors import ITEMSIZE
+        from tutorrl.evidence.served_layout import LayoutError
+
+        f, t = self.where[name]
+        size = ITEMSIZE.get(t.dtype)
+        if size not in _UINT:
+            raise LayoutError(f"{name} has dtype {t.dtype}, not byte-addressable")
+        return np.fromfile(f, dtype=_UINT[size], count=t.nbytes // size, offset=t.start).reshape(t.shape)
+
+    def expected(self, keys: Iterable[Key]) -> tuple[dict[Key, set[str]], dict[Key, str]]:
+        """Checksum candidates for each key that can be rebuilt; for the others, why not."""
+        import numpy as np
+
+        from tutorrl.evidence.served_layout import LayoutError, build
         from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes, sglang_gpu_hash
+
+        by_name: dict[str, list[Key]] = {}
+        for key in keys:
+            by_name.setdefault(key[0], []).append(key)
+        expected: dict[Key, set[str]] = {}
+        skipped: dict[Key, str] = {}
+        for name, group in sorted(by_name.items()):
+            # One read of the sources per served name, whatever the number of ranks asking.
+            arrays: dict[tuple[str, ...], list[np.ndarray] | str] = {}
+            for key in sorted(set(group)):
+                _, tp, size = key
+                plan = self._plan(name, size)
+                if isinstance(plan, str):
+                    skipped[key] = plan
+                    continue
+                kind, sources = plan
+                if sources not in arrays:
+                    missing = [s for s in sources if s not in self.where]
+                    dtypes = {self.where[s][1].dtype for s in sources if s in self.where}
+                    if missing:
+                        arrays[sources] = f"checkpoint has no {missing[0]}"
+                    elif len(dtypes) > 1:
+                        arrays[sources] = f"sources mix dtypes {sorted(dtypes)}"
+                    else:
+                        try:
+                            arrays[sources] = [self._array(s) for s in sources]
+                        except (LayoutError, ValueError, OSError) as exc:
+                            arrays[sources] = str(exc)
+                got = arrays[sources]
+                if isinstance(got, str):
+                    skipped[key] = got
+                    continue
+                try:
+                    # Hashed in place: a copy of every served shard would double the memory traffic.
+                    raw = np.ascontiguousarray(build(kind, got, self.shape, tp, size)).data
+                except LayoutError as exc:
+                    skipped[key] = str(exc)
+                    continue
+                cands = {sglang_gpu_hash(raw)}
+                if self.where[sources[0]][1].dtype == "F32":
+                    cands.add(sglang_gpu_hash(fp32_to_bf16_bytes(raw)))
+                expected[key] = cands
+        return expected, skipped
+
+
+def safetensors_sglang_hashes(files: list[Path], config: Path | None = None) -> CheckpointReference:
+    """The reference for an export's safetensors files (config.json: next to them unless given)."""
+    try:
+        import tutorrl.evidence.tensorhash  # noqa: F401  (numpy: the engine extra)
     except ModuleNotFoundError as exc:
         if exc.name != "numpy":
             raise
         raise RefusedError("comparing a checkpoint with the weights an engine serves needs numpy: "
                            "pip install 'tutorrl[engine]'") from None
-
-    where = {}
-    for f in files:
-        for t in read_header(f).tensors:
-            where[t.name] = (f, t)
-
-    def lookup(names: Iterable[str]) -> dict[str, set[str]]:
-        out: dict[str, set[str]] = {}
-        for name in names:
-            if name not in where or any(p in name for p in _PADDED):
-                continue
-            f, t = where[name]
-            with open(f, "rb") as fh:
-                fh.seek(t.start)
-                raw = fh.read(t.nbytes)
-            cands = {sglang_gpu_hash(raw)}
-            if t.dtype == "F32":
-                cands.add(sglang_gpu_hash(fp32_to_bf16_bytes(raw)))
-            out[name] = cands
-        return out
-
-    return lookup
+    return CheckpointReference(files, config)

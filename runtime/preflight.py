@@ -426,3 +426,40 @@ def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, find
     if wants and not any(all(node.get(k, 0.0) >= v for k, v in wants.items()) for node in resources.per_node):
         shown = ", ".join(f"{k}={v:g}" for k, v in sorted(wants.items()))
         findings.problems.append(f"no ALIVE node of {where} can host the job's entrypoint ({shown})")
+
+
+def check_stack(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str | None = None,
+                dry_run: bool = False) -> None:
+    """The job's Python must have what verl's trainer imports as a run starts
+    (transfer_queue on every v1 run, the rollout engine's server) at the
+    versions recorded for the bundle's release (runtime/stacks/): a missing
+    one fails only after Ray, the workers and the model are up. Notes in a dry
+    run, which imports none of it; TUTORRL_STACK_CHECK=skip for a stack
+    managed by hand (said in a note)."""
+    from tutorrl.compiler.settings import variant_of
+    from tutorrl.runtime import stack as stacks
+
+    release, engine = spec.experiment.verl, spec.rollout.engine
+    wanted = stacks.stack_for(release, engine, variant_of(spec))
+    env = job_environment(job)
+    python = job_python(env)
+    if cluster:
+        how = f": {stacks.install_command('python', wanted)}" if wanted else ""
+        findings.notes.append(f"verl {release}'s training stack: the cluster's Python is not checked here{how}")
+        return
+    if os.environ.get("TUTORRL_STACK_CHECK") == "skip":
+        findings.notes.append("training stack not checked (TUTORRL_STACK_CHECK=skip)")
+        return
+    if wanted is None:
+        findings.notes.append(f"no training stack is recorded for verl {release} (runtime/stacks/ has "
+                              f"{', '.join(stacks.releases())}); only verl's version is checked")
+        return
+    if wanted.engine is None:
+        findings.notes.append(f"rollout.engine {engine or 'unset'}: no constraints recorded for it with verl "
+                              f"{release} (recorded: {', '.join(stacks.engines(release))}); the trainer's "
+                              "other start modules are checked")
+    for problem in stacks.compare(wanted, stacks.probe(python, wanted, env=env, cwd=cwd), python):
+        if dry_run:
+            findings.notes.append(f"{problem} (a dry run imports none of it; a real run would be refused)")
+        else:
+            findings.problems.append(problem)

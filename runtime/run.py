@@ -168,6 +168,7 @@ class RunSession:
         else:
             preflight.check_verl(bundle.spec.experiment.verl, findings, sys.executable)
         preflight.check_reward(spec, job, findings, cwd=self.cwd, cluster=self.cluster_url, dry_run=bool(self.args.dry_run))
+        preflight.check_stack(spec, job, findings, cwd=self.cwd, cluster=self.cluster_url, dry_run=bool(self.args.dry_run))
         if self.cluster_url and not self.args.dry_run:
             preflight.check_relative_paths(spec, self.cluster_url, findings)
         if self.upload:

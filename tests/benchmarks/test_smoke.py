@@ -59,3 +59,10 @@ def test_bench_callback_smallest():
     out = _bench("bench_callback.py", "--sizes-gib", "0.01", "--saves", "2")
     assert "sync record (baseline)" in out and "on_save blocks: max" in out, out
     assert "| 2 / 2" in out and "LOST" not in out and "FAILED" not in out, out
+
+
+def test_bench_served_smallest():
+    out = _bench("bench_served.py", "--size-gib", "0.002", "--hidden", "64", "--tp", "1,2", "--repeat", "1")
+    for row in ("sglang hash of each stored tensor (baseline)", "rebuild + hash every rank, tp_size 1",
+                "rebuild + hash every rank, tp_size 2"):
+        assert row in out, out

@@ -21,12 +21,15 @@ from tutorrl.evidence.tensorhash import sglang_gpu_hash
 class ContractServer:
     def __init__(self, tensors: dict[str, bytes], *, shape: str = ">=0.5.21", dp_size: int = 1,
                  weight_version: str = "default", honest: bool = True, corrupt_dp: int | None = None,
-                 tp_size: int = 1, blind_reset: bool = False):
+                 tp_size: int = 1, blind_reset: bool = False, shards: list[dict[str, bytes]] | None = None):
         self.tensors, self.shape, self.dp_size = dict(tensors), shape, dp_size
         self.weight_version, self.honest, self.corrupt_dp = weight_version, honest, corrupt_dp
-        # A stand-in for TP sharding: every TP rank reports the same map (only
-        # the coverage of ranks is what tests look at); 0.5.12 replies with rank 0 only.
-        self.tp_size = tp_size
+        # TP sharding: with `shards`, rank t serves shards[t] (what sglang's
+        # loaders put on that rank, built by the test); without, every TP rank
+        # reports the same map (only the coverage of ranks is looked at).
+        # 0.5.12 replies with rank 0 only.
+        self.shards = [dict(m) for m in shards] if shards is not None else None
+        self.tp_size = len(shards) if shards is not None else tp_size
         # A broken checker: `reset_tensors` says success and changes nothing.
         self.blind_reset = blind_reset
         self.snapshot: dict[str, bytes] | None = None
@@ -98,7 +101,8 @@ class ContractServer:
         ranks = []
         tp_ranks = [0] if self.shape == "0.5.12" else range(self.tp_size)
         for dp, tp in ((d, t) for d in range(self.dp_size) for t in tp_ranks):
-            sums = {n: sglang_gpu_hash(b) for n, b in self.tensors.items()}
+            served = self.shards[tp] if self.shards is not None else self.tensors
+            sums = {n: sglang_gpu_hash(b) for n, b in served.items()}
             if dp == self.corrupt_dp:
                 name = sorted(sums)[0]
                 sums[name] = "0123456789abcdef"

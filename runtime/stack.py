@@ -1,0 +1,220 @@
+"""The training stack a job's Python needs for a bundle's verl release.
+
+``stacks/stacks.toml`` says, per verl release, which modules verl's trainer
+imports as a run starts and which packages matter; ``stacks/verl-<release>-
+<engine>.txt`` (written by ``tools/stacks.py``) pins the whole set pip
+resolved for each rollout engine. ``probe`` runs in the job's Python and
+reports what it has; ``compare`` (pure) turns that into findings that name
+what is missing or mismatched and the pip command that fixes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+STACKS = Path(__file__).with_name("stacks")
+
+# Run in the job's Python: installed versions of the named distributions,
+# then each module imported (one failure does not hide the next), then the
+# release's replica loader called with the engine's name. Module output goes
+# to stderr; the JSON answer is written to the saved stdout.
+PROBE = r"""
+import importlib, json, os, sys, traceback
+out = os.dup(1)
+os.dup2(2, 1)
+ask = json.loads(sys.argv[1])
+from importlib import metadata
+def failure(exc):
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return {"kind": "missing", "name": exc.name}
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = "%s:%s" % (frames[-1].filename, frames[-1].lineno) if frames else ""
+    return {"kind": "error", "error": "%s: %s" % (type(exc).__name__, exc), "where": where}
+versions = {}
+for name in ask["packages"]:
+    try:
+        versions[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        versions[name] = None
+modules = {}
+for name in ask["modules"]:
+    try:
+        importlib.import_module(name)
+        modules[name] = None
+    except BaseException as exc:
+        modules[name] = failure(exc)
+replica = None
+if ask.get("replica") and ask.get("engine"):
+    where, _, attr = ask["replica"].partition(":")
+    try:
+        getattr(importlib.import_module(where), attr)(ask["engine"])
+    except BaseException as exc:
+        replica = failure(exc)
+sys.stdout.flush()
+os.write(out, json.dumps({"python": "%d.%d" % sys.version_info[:2], "versions": versions,
+                          "modules": modules, "replica": replica}).encode())
+os._exit(0)
+"""
+
+
+@dataclass(frozen=True)
+class Stack:
+    release: str
+    engine: str | None          # None: the spec names no rollout engine
+    modules: tuple[str, ...]    # imported in order
+    replica: str                # "module:function" called with the engine's name, or ""
+    key: tuple[str, ...]        # distributions compared with the pins
+    pins: dict[str, str]        # every pinned distribution (canonical name -> version)
+    provides: dict[str, str]    # import name -> distribution, for messages
+    constraints: Path | None    # the pip constraints file, when one is recorded
+    resolved_for: str           # the Python the pins were resolved with ("3.11"), or ""
+
+
+def canonical(name: str) -> str:
+    """PEP 503 name: what pip and importlib.metadata treat as the same distribution."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def public_version(version: str) -> str:
+    """``2.11.0+cu130`` is the 2.11.0 release built for CUDA 13.0: the same pin."""
+    return version.split("+", 1)[0]
+
+
+def _data() -> dict:
+    with open(STACKS / "stacks.toml", "rb") as fh:
+        return tomllib.load(fh)
+
+
+def constraints_file(release: str, engine: str) -> Path:
+    return STACKS / f"verl-{release}-{engine}.txt"
+
+
+def read_constraints(path: Path) -> tuple[dict[str, str], str]:
+    """(canonical name -> pinned version, the Python it was resolved with)."""
+    pins: dict[str, str] = {}
+    python = ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        found = re.match(r"#\s*python:\s*(\S+)", line)
+        if found:
+            python = found.group(1)
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pins[canonical(name.strip())] = version.strip()
+    return pins, python
+
+
+def releases() -> list[str]:
+    return sorted(_data().get("release", {}))
+
+
+def engines(release: str) -> list[str]:
+    return sorted(_data().get("release", {}).get(release, {}).get("engine", {}))
+
+
+def stack_for(release: str, engine: str | None, variant: str = "fsdp") -> Stack | None:
+    """The recorded stack, or None for a release with no record."""
+    rel = _data().get("release", {}).get(release)
+    if rel is None:
+        return None
+    modules = list(rel.get("modules", []))
+    modules += rel.get("variant", {}).get(variant, {}).get("modules", [])
+    key = list(rel.get("key", []))
+    pins: dict[str, str] = {}
+    constraints = None
+    python = ""
+    eng = rel.get("engine", {}).get(engine or "")
+    if eng is not None:
+        key += eng.get("key", [])
+        path = constraints_file(release, str(engine))
+        if path.is_file():
+            constraints = path
+            pins, python = read_constraints(path)
+    return Stack(release=release, engine=engine if eng is not None else None, modules=tuple(modules),
+                 replica=str(rel.get("replica", "")) if eng is not None else "", key=tuple(key), pins=pins,
+                 provides=dict(rel.get("provides", {})), constraints=constraints, resolved_for=python)
+
+
+def probe(python: str, stack: Stack, *, env: dict[str, str] | None = None, cwd=None,
+          timeout: float = 300.0) -> dict:
+    """What ``python`` has of ``stack``; {"failed": reason} when it cannot be asked."""
+    ask = {"packages": list(stack.key), "modules": list(stack.modules), "replica": stack.replica,
+           "engine": stack.engine}
+    try:
+        proc = subprocess.run([python, "-c", PROBE, json.dumps(ask)], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout)
+    except FileNotFoundError:
+        return {"failed": f"the job's Python {python} does not exist"}
+    except subprocess.TimeoutExpired:
+        return {"failed": f"importing verl's trainer modules with {python} took longer than {timeout:g} s"}
+    try:
+        return json.loads(proc.stdout.decode("utf-8", "replace"))
+    except ValueError:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        return {"failed": f"{python} could not be asked (exit {proc.returncode}: {tail[0]})"}
+
+
+def install_command(python: str, stack: Stack) -> str:
+    """The whole recorded set as requirements: the job's Python need not have
+    tutorrl itself (TUTORRL_PYTHON may name another environment)."""
+    if stack.constraints is not None:
+        return f"{python} -m pip install -r {stack.constraints}"
+    return f"{python} -m pip install 'tutorrl[verl]'"
+
+
+def _failure_text(module: str, failure: dict, stack: Stack) -> str:
+    if failure.get("kind") == "missing":
+        name = failure["name"]
+        top = name.split(".")[0]
+        dist = stack.provides.get(top, top)
+        pin = stack.pins.get(canonical(dist))
+        wanted = f"{dist}=={pin}" if pin else dist
+        if top == module.split(".")[0]:
+            return f"{module} (not installed: {wanted})"
+        return f"{module} (needs {name!r}, not installed: {wanted})"
+    where = f" at {failure['where']}" if failure.get("where") else ""
+    return f"{module} (importing it raised {failure.get('error')}{where})"
+
+
+def compare(stack: Stack, found: dict, python: str) -> list[str]:
+    """Problems, one line each, of ``found`` (the probe's answer) against ``stack``."""
+    label = f"verl {stack.release}'s training stack" + (f" with {stack.engine}" if stack.engine else "")
+    if "failed" in found:
+        return [f"{label}: {found['failed']}"]
+    fix = install_command(python, stack)
+    problems = []
+    failures = [(m, failure) for m, failure in found.get("modules", {}).items() if failure]
+    replica = found.get("replica")
+    if replica:
+        if replica.get("kind") != "missing" and found.get("versions", {}).get(stack.engine, "") is None:
+            # verl reports a missing vLLM as an unsupported version "None":
+            # say what is missing, not verl's words for it.
+            replica = {"kind": "missing", "name": stack.engine}
+        failures.append((f"the {stack.engine} rollout server", replica))
+    broken = [_failure_text(m, failure, stack) for m, failure in failures]
+    named = {canonical(stack.provides.get(f["name"].split(".")[0], f["name"].split(".")[0]))
+             for _, f in failures if f.get("kind") == "missing"}
+    if broken:
+        problems.append(f"{label}: the job's Python ({python}) cannot import what verl's trainer imports as a run "
+                        f"starts: {'; '.join(broken)}; install it: {fix}")
+    differs = []
+    for name in stack.key:
+        want = stack.pins.get(canonical(name))
+        have = found.get("versions", {}).get(name)
+        if want is None or canonical(name) == "verl":  # verl's own release is check_verl's finding
+            continue
+        if have is None and canonical(name) not in named:
+            differs.append(f"{name} is not installed (the stack pins {want})")
+        elif have is not None and public_version(have) != want:
+            differs.append(f"{name} {have} (the stack pins {want})")
+    if differs:
+        resolved = f", resolved for Python {stack.resolved_for}" if stack.resolved_for else ""
+        problems.append(f"{label}: the job's Python ({python}) differs from the recorded stack "
+                        f"({stack.constraints.name if stack.constraints else 'no constraints file'}{resolved}): "
+                        f"{', '.join(differs)}; install it: {fix}")
+    return problems
