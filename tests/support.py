@@ -176,3 +176,14 @@ class CannedServer:
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+def as_launched(spec, value):
+    """An override's value as verl receives it from launch.sh run with no root set:
+    each ``$ROOT/...`` with the root's default put in (what launch.sh does)."""
+    from tutorrl.compiler import roots
+
+    env = {name: root.default for name, root in spec.roots.items() if root.default}
+    if isinstance(value, list):
+        return [roots.expand(v, env) if isinstance(v, str) else v for v in value]
+    return roots.expand(value, env) if isinstance(value, str) else value

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+import support
 from tutorrl.compiler import keyset_import as ki
 from tutorrl.compiler.bundle import spec_settings, write_bundle
 from tutorrl.compiler.compile import compile_bytes
@@ -288,22 +289,17 @@ def compose(config_dir: Path, argv: list[str]):
 def _expected(spec, release, site: Path):
     """(key, value) the composed config must hold, from the resolver's own overrides."""
 
-    from tutorrl.compiler import roots
-
     lock = load_lock(release, variant_of(spec))
     resolved, findings = resolve(spec, lock, load_keyset(release, lock.variant))
     assert not findings
-    # The launcher's environment sets no root: launch.sh puts in each default.
-    env = {name: root.default for name, root in spec.roots.items() if root.default}
     for o in resolved.overrides:
         if o.raw is not None:
             continue
         if o.runtime:
             yield o.key, str(site / (o.value.replace(".", "/") + ".py"))
-        elif isinstance(o.value, list):
-            yield o.key, [roots.expand(v, env) if isinstance(v, str) else v for v in o.value]
         else:
-            yield o.key, roots.expand(o.value, env) if isinstance(o.value, str) else o.value
+            # The launcher's environment sets no root: launch.sh puts in each default.
+            yield o.key, support.as_launched(spec, o.value)
 
 
 def _check_composed(cfg, expected):

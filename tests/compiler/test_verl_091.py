@@ -98,7 +98,7 @@ def test_example_composes_with_the_intended_values(spec_path, tmp_path, standin_
     for override in resolved.overrides:
         if override.raw is not None:
             continue
-        assert support.lookup(config, override.key) == override.value, override.key
+        assert support.lookup(config, override.key) == support.as_launched(spec, override.value), override.key
         checked += 1
     assert checked >= 15
     assert support.lookup(config, "model_engine") == ("megatron" if rmap.variant == "megatron" else "dp")
