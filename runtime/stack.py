@@ -181,13 +181,17 @@ def _failure_text(module: str, failure: dict, stack: Stack) -> str:
     return f"{module} (importing it raised {failure.get('error')}{where})"
 
 
+def _label(stack: Stack) -> str:
+    return f"verl {stack.release}'s training stack" + (f" with {stack.engine}" if stack.engine else "")
+
+
 def compare(stack: Stack, found: dict, python: str) -> list[str]:
-    """Problems, one line each, of ``found`` (the probe's answer) against ``stack``."""
-    label = f"verl {stack.release}'s training stack" + (f" with {stack.engine}" if stack.engine else "")
+    """What keeps verl's trainer from starting, one line each, in ``found`` (the
+    probe's answer): a start module or the rollout server that does not import.
+    A run with any of these fails only after Ray, the workers and the model are up."""
+    label = _label(stack)
     if "failed" in found:
         return [f"{label}: {found['failed']}"]
-    fix = install_command(python, stack)
-    problems = []
     failures = [(m, failure) for m, failure in found.get("modules", {}).items() if failure]
     replica = found.get("replica")
     if replica:
@@ -196,12 +200,24 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
             # say what is missing, not verl's words for it.
             replica = {"kind": "missing", "name": stack.engine}
         failures.append((f"the {stack.engine} rollout server", replica))
+    if not failures:
+        return []
     broken = [_failure_text(m, failure, stack) for m, failure in failures]
+    return [f"{label}: the job's Python ({python}) cannot import what verl's trainer imports as a run "
+            f"starts: {'; '.join(broken)}; install it: {install_command(python, stack)}"]
+
+
+def differences(stack: Stack, found: dict, python: str) -> list[str]:
+    """Where the job's Python, whose trainer modules import, differs from the
+    recorded set. Said, not refused: the recorded set is one resolution known
+    to install and start, not the only one verl accepts (a cluster image's own
+    torch build, a newer transformers within verl's range)."""
+    if "failed" in found:
+        return []
     named = {canonical(stack.provides.get(f["name"].split(".")[0], f["name"].split(".")[0]))
-             for _, f in failures if f.get("kind") == "missing"}
-    if broken:
-        problems.append(f"{label}: the job's Python ({python}) cannot import what verl's trainer imports as a run "
-                        f"starts: {'; '.join(broken)}; install it: {fix}")
+             for f in [*found.get("modules", {}).values(), found.get("replica")] if f and f.get("kind") == "missing"}
+    if found.get("replica") and found.get("versions", {}).get(stack.engine, "") is None:
+        named.add(canonical(stack.engine))
     differs = []
     for name in stack.key:
         want = stack.pins.get(canonical(name))
@@ -212,9 +228,9 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
             differs.append(f"{name} is not installed (the stack pins {want})")
         elif have is not None and public_version(have) != want:
             differs.append(f"{name} {have} (the stack pins {want})")
-    if differs:
-        resolved = f", resolved for Python {stack.resolved_for}" if stack.resolved_for else ""
-        problems.append(f"{label}: the job's Python ({python}) differs from the recorded stack "
-                        f"({stack.constraints.name if stack.constraints else 'no constraints file'}{resolved}): "
-                        f"{', '.join(differs)}; install it: {fix}")
-    return problems
+    if not differs:
+        return []
+    resolved = f", resolved for Python {stack.resolved_for}" if stack.resolved_for else ""
+    return [f"{_label(stack)}: the job's Python ({python}) differs from the recorded stack "
+            f"({stack.constraints.name if stack.constraints else 'no constraints file'}{resolved}): "
+            f"{', '.join(differs)}; the recorded set: {install_command(python, stack)}"]

@@ -86,7 +86,10 @@ def _bundle(tmp_path: Path, on_failure: str | None = None) -> Path:
 
 def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int, broken: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_TEST_HELPERS=str(Path(__file__).parents[1] / "evidence"),
+    # The launch is a stand-in trainer, not verl's: the training-stack check
+    # (which wants a rollout engine this CPU environment lacks) is not the subject.
+    env.update(TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_STACK_CHECK="skip",
+               TUTORRL_TEST_HELPERS=str(Path(__file__).parents[1] / "evidence"),
                STANDIN_FIRST_STEP=str(first_step), STANDIN_EXIT=str(exit_code), STANDIN_BROKEN=str(int(broken)))
     return subprocess.run([sys.executable, "-m", "tutorrl", "run", str(bundle)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
