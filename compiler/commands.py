@@ -113,11 +113,13 @@ def _verify(args) -> int:
     except BundleError as exc:
         report(False, None, None, [str(exc)])
         raise
+    from tutorrl.cli import printable
+
     for warning in bundle.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        # Names the manifest's own `compiler`, which whoever wrote the bundle chose.
+        print(printable(f"warning: {warning}"), file=sys.stderr)
     evidence = check_evidence(bundle.path, bundle.digest, trust=trust, anchors=anchors)
     problems = evidence.problems
-    from tutorrl.cli import printable
 
     for warning in evidence.warnings:
         print(printable(f"warning: evidence: {warning}"), file=sys.stderr)

@@ -80,7 +80,14 @@ def _argument_limits(spec, resolved) -> list[Finding]:
             out.append(Finding(o.setting.replace("verl.extra_overrides", "verl.extra_overrides"),
                                f"the override for {o.key} is {size} bytes; Linux passes at most {MAX_ARG + 1} "
                                "bytes in one argument", "shorten the value, or put it in a file verl reads"))
-    total += sum(len(k) + len(v) + 2 for k, v in spec.env.set.items())
+    for name, value in spec.env.set.items():
+        # The kernel holds each "NAME=value" of the environment to the same 128 KiB as an argument.
+        size = len(name.encode()) + 1 + len(value.encode())
+        total += size + 1
+        if size > MAX_ARG:
+            out.append(Finding(f"env.set.{name}", f"{name}=... is {size} bytes; Linux passes at most "
+                               f"{MAX_ARG + 1} bytes in one environment entry", "shorten the value, or put it in "
+                               "a file the job reads"))
     if total > MAX_ARGV:
         out.append(Finding("verl", f"the launch's arguments and environment take {total} bytes; more than "
                            f"{MAX_ARGV} risks \"Argument list too long\" at launch", None))

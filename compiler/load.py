@@ -130,6 +130,11 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     problems += [locate(p, "control characters other than tab cannot travel through the launch script")
                  for p in _control_chars(data, ())]
     problems += list(_check_plugin_options(data, locate))
+    # Free-form values (tables verl reads whole, plug-in options) have no type
+    # to bound them; what neither Hydra nor verl can take is refused wherever
+    # it stands, once per key (a typed field already said so).
+    said = {p.key for p in problems}
+    problems += [locate(p, why) for p, why in _unrepresentable(data, ()) if ".".join(p) not in said]
     problems += [locate(p, f"'{name}' is a placeholder for the shell variable {name[8:-2]}, which the imported "
                         "script read but never set", "replace it with the value the launch should use")
                  for p, name in _placeholders(data, ())]
@@ -353,7 +358,8 @@ def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
-        return f"the integer {value}"
+        # str() of an integer past 4,300 digits raises; a long one is no help to read anyway.
+        return f"the integer {value}" if abs(value) < 10**30 else f"an integer of {value.bit_length()} bits"
     if isinstance(value, float):
         return f"the number {value}"
     if isinstance(value, str):
@@ -379,6 +385,26 @@ def _placeholders(value: Any, path: KeyPath):
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _placeholders(v, path + (str(i),))
+
+
+_I64 = range(-(2**63), 2**63)
+
+
+def _unrepresentable(value: Any, path: KeyPath):
+    """(path, why) of numbers Hydra cannot write back or verl cannot hold: inf, nan, integers beyond 64 bits."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            yield path, f"{value} cannot travel through Hydra's override grammar to verl; give a finite number"
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value not in _I64:
+            yield path, (f"an integer of {value.bit_length()} bits; verl's integers reach torch and C++ as "
+                         "64-bit integers (at most 9223372036854775807)")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _unrepresentable(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _unrepresentable(v, path + (str(i),))
 
 
 def _control_chars(value: Any, path: KeyPath):

@@ -36,16 +36,24 @@ GROUP_ESTIMATORS = frozenset({
     "grpo", "rloo", "grpo_passk", "gpg", "opo", "rloo_vectorized", "grpo_vectorized", "gdpo",
 })
 # Names whose values are credentials: token, key, pass(word), pat, secret,
-# credential(s) -- as whole words of an environment name, in any case.
-_SECRET = re.compile(r"(^|_)(API_?KEY|APIKEY|KEY|TOKEN|PASS|PASSWD|PASSWORD|PAT|SECRET|CREDENTIALS?)(_|$)",
-                     re.IGNORECASE)
+# credential(s) -- as whole words of an environment name, in any case; a word
+# ends at "_", at a lower-to-upper change (githubToken, MyCredential) or before
+# trailing digits (TOKEN2). Run together in capitals (DBPASSWORD, OAUTHTOKEN),
+# only the unambiguous words count at the end (KEY would take in MONKEY).
+_SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "PASS", "PASSWD", "PASSWORD", "PASSPHRASE", "PAT", "SECRET",
+                           "CREDENTIAL", "CREDENTIALS", "PWD"})
+_SECRET_TAIL = re.compile(r"(APIKEY|ACCESSKEY|TOKEN|PASSWD|PASSWORD|PASSPHRASE|SECRET|CREDENTIALS?)[0-9]*\Z")
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# Bash's own (PWD, OLDPWD): a folder, never a credential.
+_NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 RESERVED_ENV_PREFIX = "TUTORRL_"
 # Variables that decide which program, library or code the launch runs: set in
 # bundle.env they take the launch over (a stand-in `python` first on PATH once
 # ran and the dry run still reported success). Allowed only when env.allow
 # names them, which `tutorrl diff` shows a reviewer.
-_TAKEOVER = re.compile(r"^(PATH|BASH_ENV|ENV|IFS|CDPATH|GLOBIGNORE|PS4|PROMPT_COMMAND|BASH_.+|LD_.+|DYLD_.+|"
-                       r"PYTHON.*|PERL5?LIB|RUBYLIB|NODE_OPTIONS|JAVA_TOOL_OPTIONS)\Z")
+_TAKEOVER = re.compile(r"^(PATH|BASH_ENV|ENV|IFS|CDPATH|GLOBIGNORE|EXECIGNORE|POSIXLY_CORRECT|PS4|PROMPT_COMMAND|"
+                       r"BASH_.+|LD_.+|DYLD_.+|GCONV_PATH|OPENSSL_CONF|OPENSSL_ENGINES|PYTHON.*|PERL5?LIB|PERL5OPT|"
+                       r"RUBYLIB|RUBYOPT|NODE_OPTIONS|NODE_PATH|JAVA_TOOL_OPTIONS|RAY_RUNTIME_ENV_HOOK)\Z")
 # Bash refuses assignments to these (readonly) or silently ignores them: the
 # launch would die at `source bundle.env`, or not get the value.
 _BASH_OWNED = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO", "BASHPID", "GROUPS",
@@ -55,7 +63,10 @@ _BASH_OWNED = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_V
 
 
 def looks_secret(name: str) -> bool:
-    return bool(_SECRET.search(name))
+    if name.upper() in _NOT_SECRET:
+        return False
+    words = {w.upper() for part in name.split("_") for w in _WORDS.findall(part) if not w.isdigit()}
+    return bool(words & _SECRET_WORDS) or bool(_SECRET_TAIL.search(name.upper()))
 
 
 class Effective:

@@ -105,11 +105,17 @@ def verify_bundle(path: str | Path) -> LoadedBundle:
     """
     path = require_bundle_folder(path)
     try:
-        manifest = msgspec.json.decode((path / MANIFEST).read_bytes(), type=Manifest)
+        # The bounded reader: a manifest that is a folder, a FIFO or a link to
+        # /dev/zero is named, never read as bytes without end or waited on.
+        manifest = msgspec.json.decode(_read_regular(path / MANIFEST), type=Manifest)
     except FileNotFoundError:
         raise BundleError(f"{path}: no {MANIFEST}; not a tutorrl bundle") from None
+    except BundleError as exc:
+        raise BundleError(f"{path}: bundle verification failed:\n  {exc}") from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise BundleError(f"{path / MANIFEST}: not a valid manifest ({exc})") from None
+    except RecursionError:
+        raise BundleError(f"{path / MANIFEST}: not a valid manifest (nested without end)") from None
     if manifest.schema != SCHEMA:
         raise BundleError(f"{path / MANIFEST}: schema {manifest.schema!r}; this tutorrl reads {SCHEMA!r}")
 
@@ -141,12 +147,19 @@ def verify_bundle(path: str | Path) -> LoadedBundle:
 
     job: dict = {}
     if "ray-job.json" in files:
+        from tutorrl._read import ReadError, decode_json
+
         try:
-            job = msgspec.json.decode(files["ray-job.json"])
-        except msgspec.DecodeError:
-            problems.append("ray-job.json is not valid JSON")
+            job = decode_json(files["ray-job.json"], name="ray-job.json")
+        except ReadError as exc:
+            problems.append(str(exc))
+        else:
+            if not isinstance(job, dict):
+                problems.append("ray-job.json is not a JSON object")
+                job = {}
     if not problems:
-        if job.get("metadata", {}).get(DIGEST_FIELD) != manifest.digest:
+        metadata = job.get("metadata")
+        if not isinstance(metadata, dict) or metadata.get(DIGEST_FIELD) != manifest.digest:
             problems.append("ray-job.json names another bundle digest")
         elif compute_digest(files, job) != manifest.digest:
             problems.append("the files do not hash to the manifest's digest")

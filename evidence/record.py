@@ -137,6 +137,11 @@ class Snapshot:
         step = step_of(step_dir)
         if step is None or not step_dir.is_dir():
             raise CheckpointError(f"{step_dir}: not a verl global_step_N directory")
+        shown = os.fsencode(step_dir).decode("utf-8", "backslashreplace")
+        if shown != str(step_dir):
+            # The record names the folder in JSON text, which holds only UTF-8.
+            raise CheckpointError(f"{shown}: the checkpoint's path is not UTF-8 text; a record cannot name it "
+                                  "(rename the folder)")
         self.step_dir, self.step, self.root = step_dir, step, step_dir.parent
         self.tracker = read_tracker(self.root)
         self.checks = tracker_checks(self.root, self.tracker, step)

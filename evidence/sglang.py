@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from tutorrl._http import open_bounded
 from tutorrl._read import ReadError, decode_json, read_json, read_stream
 from tutorrl.errors import RefusedError
 from tutorrl.evidence.schema import HASH_FUNCTION, Check, EngineObservation, EngineRank, Publication, TensorComparison
@@ -35,8 +36,6 @@ _HEX16 = re.compile(r"[0-9a-f]{16}")
 # Vocab-parallel tensors are padded to a multiple of 64 rows in the engine:
 # without a known layout (served_layout) they are never compared by name.
 _PADDED = ("embed_tokens", "lm_head")
-# Engines are cluster-internal; an HTTP(S)_PROXY meant for the internet must not see them.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # /weights_checker lists one checksum per tensor per rank: a few MB for large
 # models; anything far beyond is not an answer to keep in memory.
 MAX_ANSWER = 128 * 1024 * 1024
@@ -73,7 +72,8 @@ def _request(url: str, path: str, body: dict | None, timeout: float) -> tuple[in
     where = f"{url}{path}"
     try:
         try:
-            with _OPENER.open(req, timeout=timeout) as resp:
+            # Engines are cluster-internal; an HTTP(S)_PROXY meant for the internet must not see them.
+            with open_bounded(req, timeout, urllib.request.ProxyHandler({})) as resp:
                 status, raw = resp.status, read_stream(resp, MAX_ANSWER, name=where, within=timeout)
         except urllib.error.HTTPError as exc:
             status, raw = exc.code, read_stream(exc, MAX_ANSWER, name=where, within=timeout)

@@ -40,8 +40,10 @@ def _export(args) -> int:
 
     check_options(args)
     bundle = common.load(args.bundle)
+    from tutorrl.cli import printable
+
     for warning in bundle.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(printable(f"warning: {warning}"), file=sys.stderr)
     if args.to == "kuberay":
         from tutorrl.export import kuberay
 

@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tutorrl._http import open_bounded
 from tutorrl._read import ReadError, decode_json, read_file, read_stream
 from tutorrl.errors import RefusedError
 
@@ -42,7 +43,12 @@ def normalise_address(address: str) -> str:
         # Without a scheme Ray treats it as a GCS address and hangs ~40 s on a
         # dashboard port; tutorrl only speaks to dashboards.
         address = "http://" + address
-    parsed = urllib.parse.urlsplit(address)
+    try:
+        parsed = urllib.parse.urlsplit(address)
+        parsed.port  # noqa: B018 -- raises for a port that is not a number in range
+    except ValueError as exc:  # "[::1" and other hosts urllib cannot take apart
+        raise RefusedError(f"--address {address!r}: not a URL ({exc}); expected the dashboard URL, "
+                           "e.g. http://head:8265") from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise RefusedError(f"--address {address!r}: expected the dashboard URL, e.g. http://head:8265")
     if parsed.username or parsed.password:
@@ -100,7 +106,7 @@ class Resources:
 def _get_json(url: str, headers: dict[str, str], timeout: float = 10.0):
     req = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with open_bounded(req, timeout) as resp:
             raw = read_stream(resp, MAX_ANSWER, name=url, within=timeout)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):

@@ -12,6 +12,8 @@ import threading
 import time
 from typing import TextIO
 
+from tutorrl.cli import printable
+
 
 class _Safe:
     """A stream that goes quiet instead of raising once it is gone (a closed
@@ -64,6 +66,8 @@ class Progress:
         """A transient state: replaces the previous status."""
         if self._quiet:
             return
+        # Status and notes quote what others wrote (a manifest, Ray's answers): escaped like errors.
+        message = printable(message)
         with self._lock:
             if message == self._last:
                 return
@@ -101,6 +105,7 @@ class Progress:
         """A permanent line (a decision the user should see, e.g. a skipped check)."""
         if self._quiet:
             return
+        message = printable(message)
         with self._lock:
             self._clear_locked()
             self._stream.write(f"tutorrl: {message}\n")

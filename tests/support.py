@@ -138,12 +138,28 @@ class CannedServer:
         # Seconds between single bytes of an answer that never ends (a
         # server holding a reader within every socket timeout); None: answer at once.
         self.trickle: float | None = None
+        # An answer whose head never ends: "continue" sends `100 Continue` without
+        # end, "headers" a status line and then one header byte every 50 ms.
+        self.stall: str | None = None
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
+                if canned.stall is not None:
+                    import time
+
+                    head = b"HTTP/1.1 200 OK\r\n" if canned.stall == "headers" else b""
+                    piece = b"X" if canned.stall == "headers" else b"HTTP/1.1 100 Continue\r\n\r\n"
+                    try:
+                        self.wfile.write(head)
+                        while True:
+                            self.wfile.write(piece)
+                            self.wfile.flush()
+                            time.sleep(0.05)
+                    except OSError:  # the reader gave up
+                        return
                 self.send_response(canned.status)
                 if canned.trickle is not None:
                     import time

@@ -103,6 +103,9 @@ def read_stream(stream, limit: int, *, name: str, within: float | None = None) -
         size += len(chunk)
     if size > limit:
         raise ReadError(f"{name}: answer larger than the {limit}-byte limit")
+    if deadline is not None and time.monotonic() > deadline:
+        # The end came late: a connection cut at its deadline (`_http`) reads as an early end of data.
+        raise ReadError(f"{name}: no complete answer within {within:g} s")
     return b"".join(chunks)
 
 

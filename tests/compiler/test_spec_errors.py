@@ -240,12 +240,22 @@ def test_passthrough_name_cannot_have_a_value():
 
 
 @pytest.mark.parametrize("name", ["WANDB_API_KEY", "HF_TOKEN", "MY_SECRET_THING", "DB_PASSWORD", "OPENAI_APIKEY",
-                                  "GITHUB_PAT", "DB_PASS", "aws_credentials"])
+                                  "GITHUB_PAT", "DB_PASS", "aws_credentials",
+                                  # camelCase words, words run together, trailing digits, pass phrases
+                                  "MyCredential", "githubToken", "clientSecret", "privateKey", "DBPASSWORD",
+                                  "PGPASSWORD", "OAUTHTOKEN", "CLIENTSECRET", "AUTH_TOKEN2", "TOKEN1",
+                                  "SSH_PASSPHRASE", "MYSQL_PWD"])
 def test_secret_looking_literal_is_refused_with_advice(name):
     (p,) = problems(BASE + f'\n[env]\nset = {{ {name} = "hunter2" }}\n')
     assert p.key == f"env.set.{name}" and "looks like a secret" in p.message
     assert "passthrough" in p.hint
     assert "hunter2" not in p.render()
+
+
+@pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "MAX_TOKENS", "KEYBOARD_LAYOUT", "MONKEY", "PATTERN",
+                                  "RAY_AUTH_MODE", "PASSES", "OLDPWD"])
+def test_names_that_only_contain_a_secret_word_are_not_refused(name):
+    compile_bytes((BASE + f'\n[env]\nset = {{ {name} = "1" }}\n').encode(), "spec.toml")
 
 
 def test_unsupported_release_names_the_supported_ones():
@@ -352,6 +362,13 @@ def test_names_that_take_over_the_launch_need_env_allow(names, allow, refused):
         assert b"export PATH=x" in launch.files["bundle.env"]
 
 
+@pytest.mark.parametrize("name", ["GCONV_PATH", "OPENSSL_CONF", "PERL5OPT", "RUBYOPT", "NODE_PATH", "EXECIGNORE",
+                                  "POSIXLY_CORRECT", "RAY_RUNTIME_ENV_HOOK"])
+def test_names_that_load_code_or_change_how_bash_runs_are_takeover_names(name):
+    (p,) = problems(BASE + f'\n[env]\nset = {{ {name} = "x" }}\n')
+    assert p.key == f"env.set.{name}" and "changes which program or code the launch runs" in p.message
+
+
 def test_passthrough_of_a_takeover_name_is_refused_too():
     (p,) = problems(BASE + '\n[env]\npassthrough = ["LD_LIBRARY_PATH"]\n')
     assert p.key == "env.passthrough.0" and "env.allow" in p.hint
@@ -360,6 +377,36 @@ def test_passthrough_of_a_takeover_name_is_refused_too():
 def test_an_argument_linux_cannot_pass_is_refused_at_compile_time():
     found = problems(edit('path = "m"', 'path = "' + "m" * 140_000 + '"'))
     assert any(p.key == "model.path" and "at most 131072 bytes in one argument" in p.message for p in found)
+
+
+def test_an_environment_entry_linux_cannot_pass_is_refused_at_compile_time():
+    """The kernel holds each NAME=value of an exec's environment to 128 KiB, as it does an argument."""
+    found = problems(BASE + '\n[env]\nset = { BIG = "' + "x" * 140_000 + '" }\n')
+    assert [p.key for p in found] == ["env.set.BIG"]
+    assert "at most 131072 bytes in one environment entry" in found[0].message
+    assert "xxxx" not in found[0].render()
+
+
+@pytest.mark.parametrize("value,words", [
+    ("inf", "inf cannot travel through Hydra"),
+    ("-inf", "-inf cannot travel through Hydra"),
+    ("nan", "nan cannot travel through Hydra"),
+    ("[1, { b = nan }]", "nan cannot travel"),
+    (str(2**63), "an integer of 64 bits"),
+    (str(-(2**63) - 1), "an integer of 64 bits"),
+    ("0x" + "f" * 4000, "an integer of 16000 bits"),  # past 4,300 decimal digits: str() of it would raise
+])
+def test_free_form_tables_refuse_what_hydra_or_verl_cannot_hold(value, words):
+    """reward.kwargs is verbatim (no type bounds it): inf, nan and integers past 64 bits are located errors,
+    not a traceback from the override renderer."""
+    found = problems(edit("kwargs = { a = 1 }", f"kwargs = {{ a = {value} }}"))
+    assert len(found) == 1 and found[0].key.startswith("reward.kwargs.a") and words in found[0].message
+    assert found[0].line is not None
+
+
+def test_an_integer_too_long_to_print_in_a_typed_field_is_described_not_printed():
+    found = problems(edit('[data]\n', '[data]\nseed = 0x' + "f" * 4000 + '\n'))
+    assert [p.key for p in found] == ["data.seed"] and "an integer of 16000 bits" in found[0].message
 
 
 @pytest.mark.parametrize("content,words", [

@@ -80,3 +80,66 @@ def test_cli_exit_codes(bundle):
     assert bad.returncode == 2 and "spec.toml was modified" in bad.stderr and "Traceback" not in bad.stderr
     missing = support.cli("verify", str(bundle.parent / "nope"))
     assert missing.returncode == 2 and "no such bundle folder" in missing.stderr
+
+
+@pytest.mark.parametrize("make", ["folder", "fifo", "link to /dev/zero"])
+def test_a_manifest_that_is_not_a_file_is_named_never_read_without_end(bundle, make):
+    import os
+
+    manifest = bundle / "manifest.json"
+    manifest.unlink()
+    if make == "folder":
+        manifest.mkdir()
+    elif make == "fifo":
+        os.mkfifo(manifest)  # no writer: a blocking open would wait for ever
+    else:
+        manifest.symlink_to("/dev/zero")
+    with pytest.raises(BundleError, match="manifest.json: is"):
+        verify_bundle(bundle)
+    result = support.cli("verify", str(bundle))
+    assert result.returncode == 2 and "manifest.json: is" in result.stderr and "Traceback" not in result.stderr
+
+
+def _reseal_job(bundle, data: bytes) -> None:
+    """ray-job.json replaced and its sha256 put in the manifest: only the structure can catch it."""
+    import json
+
+    from tutorrl.compiler.bundle import canonical_json, sha256
+
+    (bundle / "ray-job.json").write_bytes(data)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"]["ray-job.json"] = sha256(data)
+    (bundle / "manifest.json").write_bytes(canonical_json(manifest))
+
+
+@pytest.mark.parametrize("data,words", [
+    (b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "nested deeper than"),
+    (b'{"a": ' + b"9" * 5000 + b"}", "ray-job.json"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"metadata": []}', "names another bundle digest"),
+])
+def test_a_hostile_ray_job_json_is_a_failed_verification(bundle, data, words):
+    _reseal_job(bundle, data)
+    with pytest.raises(BundleError, match=words):
+        verify_bundle(bundle)
+    result = support.cli("verify", str(bundle))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_the_manifests_compiler_claim_reaches_the_terminal_escaped(bundle, tmp_path):
+    """A bundle claiming another compiler is checked by its digests with a warning that quotes the claim;
+    whoever sealed the bundle wrote it, so it cannot move the cursor or reorder the line."""
+    from tutorrl.compiler.bundle import _seal, CONTENT_FILES
+
+    loaded = verify_bundle(bundle)
+    m = loaded.manifest
+    files = {n: (bundle / n).read_bytes() for n in CONTENT_FILES if n != "ray-job.json"}
+    forged = _seal(files, loaded.job, experiment=m.experiment, verl=m.verl, variant=m.variant,
+                   keymap_digest=m.keymap_digest, reward_plugin=m.reward_plugin,
+                   compiler="tutorrl 0.0.9\x1b[2K\x1b[1A\rok: all good\u202e")
+    path = write_bundle(forged, tmp_path / "forged").path
+    for argv in (["verify", str(path)], ["export", str(path), "--to", "slurm"]):
+        result = support.cli(*argv)
+        assert "not re-derived" in result.stderr
+        assert "\x1b" not in result.stderr and "\r" not in result.stderr and "\u202e" not in result.stderr
+        assert "\\x1b[2K" in result.stderr

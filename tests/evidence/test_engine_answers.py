@@ -68,3 +68,14 @@ def test_an_answer_that_never_ends_is_cut_off(engine):
     finally:
         engine.trickle = None
     assert obs.error and "no complete answer within 0.5 s" in obs.error
+
+
+@pytest.mark.parametrize("stall", ["continue", "headers"])
+def test_an_answer_whose_head_never_ends_is_cut_off(engine, stall):
+    # `100 Continue` without end, or headers a byte at a time: the limit holds from the connect.
+    engine.stall = stall
+    try:
+        obs = read_engine(engine.url, timeout=0.5).observation
+    finally:
+        engine.stall = None
+    assert obs.error and "no complete answer within 0.5 s" in obs.error

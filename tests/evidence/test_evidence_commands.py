@@ -57,3 +57,30 @@ def test_format_json_lists_and_adds(tmp_path, capsys):
     assert added["predicate"]["checkpoint"]["step"] == 3 and added["_type"] == "https://in-toto.io/Statement/v1"
     assert main(["evidence", str(bundle), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [added]
+
+
+def test_a_checkpoint_holding_a_name_that_is_not_utf8_is_recorded_as_failing(tmp_path, capsys):
+    import os
+
+    bundle = make_bundle(tmp_path / "bundles")
+    step = make_fsdp_step(tmp_path / "ckpts", 1)
+    with open(os.path.join(os.fsencode(step / "actor" / "huggingface"), b"x\xff.json"), "wb") as fh:
+        fh.write(b"{}")
+    assert main(["evidence", str(bundle), "--add", str(step)]) == 1
+    out = capsys.readouterr().out
+    assert "files.no_symlinks" in out
+    assert main(["verify", str(bundle)]) == 0
+
+
+def test_a_checkpoint_path_that_is_not_utf8_is_refused_naming_it(tmp_path, capsys):
+    import os
+
+    bundle = make_bundle(tmp_path / "bundles")
+    root = os.fsdecode(os.fsencode(tmp_path) + b"/ck\xff")
+    from pathlib import Path
+
+    step = make_fsdp_step(Path(root), 1)
+    assert main(["evidence", str(bundle), "--add", str(step)]) == 2
+    err = capsys.readouterr().err
+    assert "ck\\xff" in err and "not UTF-8" in err and "Traceback" not in err
+    assert not (bundle / "evidence").exists() or not any((bundle / "evidence").glob("0*.json"))

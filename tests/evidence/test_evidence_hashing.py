@@ -55,3 +55,13 @@ def test_root_matches_openssf_model_signing(tmp_path):
     manifest = ms_hashing.Config().use_file_serialization(hashing_algorithm="sha256").hash(tmp_path)
     theirs = {str(d.identifier): d.digest.digest_hex for d in manifest.resource_descriptors()}
     assert theirs == {r.name: r.digest for r in m.resources}
+
+
+def test_a_name_that_is_not_utf8_is_reported_not_hashed(tmp_path):
+    """A record is JSON text: such a name cannot be written into it, so it is named (escaped) as uncovered."""
+    (tmp_path / "ok.bin").write_bytes(b"x")
+    with open(os.path.join(os.fsencode(tmp_path), b"w\xff.bin"), "wb") as fh:
+        fh.write(b"y")
+    files, links = list_files(tmp_path)
+    assert [f[0] for f in files] == ["ok.bin"] and links == ["w\\xff.bin (name not UTF-8)"]
+    assert all(s.encode("utf-8") for s in links)  # every entry can go into the record

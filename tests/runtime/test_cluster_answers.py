@@ -97,3 +97,26 @@ def test_an_answer_that_never_ends_is_a_refusal(server):
             cluster._get_json(server.url + "/api/v0/nodes", {}, timeout=0.5)
     finally:
         server.trickle = None
+
+
+@pytest.mark.parametrize("stall", ["continue", "headers"])
+def test_an_answer_whose_head_never_ends_is_a_refusal(server, stall):
+    """The limit holds from the connect, not from the body: `100 Continue` without end, or a header
+    sent a byte at a time, each inside the socket timeout, once held the reader for ever."""
+    from tutorrl.runtime import cluster
+
+    server.stall = stall
+    try:
+        with pytest.raises(RefusedError, match="no complete answer within 0.5 s"):
+            cluster._get_json(server.url + "/api/v0/nodes", {}, timeout=0.5)
+    finally:
+        server.stall = None
+
+
+@pytest.mark.parametrize("address", ["http://[::1", "ftp://x\x1b[31m", "http://[::1\x1b[31m]:80", "http://head:99999",
+                                     "http://head:port"])
+def test_an_address_urllib_cannot_take_apart_is_a_refusal(address):
+    from tutorrl.runtime.cluster import normalise_address
+
+    with pytest.raises(RefusedError, match="expected the dashboard URL"):
+        normalise_address(address)
