@@ -45,6 +45,9 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
                    help="hashing threads for --rehash (default: all usable cores)")
     p.add_argument("--require-checkpoints", action="store_true",
                    help="with --rehash, a recorded checkpoint no longer on disk is a failure too")
+    from tutorrl.compiler.verify import add_trust_digests_option
+
+    add_trust_digests_option(p)
     p.set_defaults(handler=_verify)
 
 
@@ -89,8 +92,10 @@ def _verify(args) -> int:
     from tutorrl.errors import BundleError
     from tutorrl.evidence.anchor import parse_anchor
     from tutorrl.evidence.sign import load_trusted
+    from tutorrl.compiler.verify import apply_trust_digests
     from tutorrl.evidence.verify import check_evidence
 
+    apply_trust_digests(args)
     if (args.jobs is not None or args.require_checkpoints) and not args.rehash:
         from tutorrl.errors import TutorrlError
 

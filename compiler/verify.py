@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
@@ -98,11 +99,39 @@ def refuse_bundle_as_spec(path: str | Path) -> None:
     raise BundleError(f"{shown} is a folder, not a spec file; give one spec file (a .toml)")
 
 
-def verify_bundle(path: str | Path) -> LoadedBundle:
+# Accepting a bundle this tutorrl cannot re-derive, on its digests alone: the
+# `--trust-digests` of verify, run and export, for processes without that flag.
+TRUST_DIGESTS_ENV = "TUTORRL_TRUST_DIGESTS"
+
+
+def trust_digests_from_env() -> bool:
+    return os.environ.get(TRUST_DIGESTS_ENV) == "1"
+
+
+TRUST_DIGESTS_HELP = ("accept a bundle this tutorrl cannot re-derive from its spec (built by another tutorrl release, "
+                      "or resealed by hand) on its digests alone, with a warning; default: refuse it")
+
+
+def add_trust_digests_option(parser) -> None:
+    parser.add_argument("--trust-digests", action="store_true", help=TRUST_DIGESTS_HELP)
+
+
+def apply_trust_digests(args) -> None:
+    """The flag, for every bundle this process (and a detached supervisor it starts) reads."""
+    if getattr(args, "trust_digests", False):
+        os.environ[TRUST_DIGESTS_ENV] = "1"
+
+
+def verify_bundle(path: str | Path, *, trust_digests: bool | None = None) -> LoadedBundle:
     """Read ``path`` and prove it is the bundle its manifest describes.
 
-    Raises :class:`BundleError` naming every file that does not match.
+    Raises :class:`BundleError` naming every file that does not match, and for a
+    bundle whose launch does not follow from its spec.toml -- unless
+    ``trust_digests`` (default: ``TUTORRL_TRUST_DIGESTS=1``) accepts one that
+    another tutorrl release built on its digests alone, with a warning.
     """
+    if trust_digests is None:
+        trust_digests = trust_digests_from_env()
     path = require_bundle_folder(path)
     try:
         # The bounded reader: a manifest that is a folder, a FIFO or a link to
@@ -168,7 +197,7 @@ def verify_bundle(path: str | Path) -> LoadedBundle:
     if problems:
         raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(problems))
     spec, _ = parse_spec(files["spec.toml"], str(path / "spec.toml"))
-    warnings = _rederive(path, manifest, files)
+    warnings = _rederive(path, manifest, files, trust_digests)
     return LoadedBundle(path=path, manifest=manifest, job=job, spec=spec, warnings=warnings)
 
 
@@ -186,35 +215,49 @@ def _read_regular(path: Path) -> bytes:
         raise BundleError(str(exc)) from None
 
 
-def _rederive(path: Path, manifest: Manifest, files: dict[str, bytes]) -> tuple[str, ...]:
+def _rederive(path: Path, manifest: Manifest, files: dict[str, bytes], trust_digests: bool) -> tuple[str, ...]:
     """Compile the bundle's own spec.toml again and require the very same bytes.
 
     Digests only prove the files are the ones the manifest names; anyone can
     reseal edited files. The compiler is deterministic, so what a bundle
     claims can be re-derived (as Nix re-derives a store path): every launch
-    file and the manifest itself must come out byte for byte. A bundle of
-    another tutorrl release cannot be re-derived by this one; it keeps its
-    digest checks and a warning says so.
+    file and the manifest must come out byte for byte. The manifest's
+    `compiler` field is the sealer's own claim, so it never decides whether
+    to re-derive: a bundle that re-derives is proven whatever it claims (a
+    release that emits the same launch keeps every bundle), and one that does
+    not is refused -- tampered, or built by a release whose launch differs --
+    unless the user accepts it on its digests alone.
     """
     from tutorrl import __version__
+    from tutorrl.compiler.bundle import canonical_json
     from tutorrl.compiler.compile import compile_bytes
     from tutorrl.errors import TutorrlError
 
     here = f"tutorrl {__version__}"
-    if manifest.compiler != here:
-        return (f"{path.name} was compiled by {manifest.compiler}; this is {here}: its digests match, but its "
-                "launch was not re-derived from its spec",)
     try:
         compiled = compile_bytes(files["spec.toml"], str(path / "spec.toml"))
     except TutorrlError as exc:
-        raise BundleError(f"{path}: bundle verification failed:\n  spec.toml does not compile: {exc}") from None
-    try:
-        manifest_bytes = _read_regular(path / MANIFEST)
-    except (OSError, BundleError) as exc:
-        raise BundleError(f"{path}: bundle verification failed:\n  {MANIFEST}: {exc}") from None
-    differ = [name for name in (*CONTENT_FILES, MANIFEST)
-              if compiled.files[name] != (manifest_bytes if name == MANIFEST else files[name])]
-    if differ:
-        raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(
-            f"{name} does not follow from spec.toml (recompiling the spec gives other bytes)" for name in differ))
-    return ()
+        why = [f"spec.toml does not compile with {here}: {exc.render().splitlines()[0]}"]
+    else:
+        try:
+            manifest_bytes = _read_regular(path / MANIFEST)
+        except (OSError, BundleError) as exc:
+            raise BundleError(f"{path}: bundle verification failed:\n  {MANIFEST}: {exc}") from None
+        why = [f"{name} does not follow from spec.toml (recompiling the spec gives other bytes)"
+               for name in CONTENT_FILES if compiled.files[name] != files[name]]
+        if not why:
+            if compiled.files[MANIFEST] == manifest_bytes:
+                return ()
+            claimed = msgspec.structs.replace(manifest, compiler=here)
+            if canonical_json(claimed) == compiled.files[MANIFEST]:
+                return (f"{path.name} says it was compiled by {manifest.compiler}; {here} re-derives the same "
+                        "launch from its spec",)
+            why = [f"{MANIFEST} does not follow from spec.toml (recompiling the spec gives other bytes)"]
+    if manifest.compiler == here or not trust_digests:
+        claim = "" if manifest.compiler == here else (
+            f"; its manifest says {manifest.compiler!r} built it -- the sealer's claim, not proof: recompile its "
+            f"spec with {here}, verify it with that release, or accept it on its digests alone with "
+            f"--trust-digests ({TRUST_DIGESTS_ENV}=1)")
+        raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(why) + claim)
+    return (f"{path.name} accepted on its digests alone (--trust-digests): {'; '.join(why)}; it says it was "
+            f"compiled by {manifest.compiler}",)

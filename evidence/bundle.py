@@ -31,7 +31,10 @@ class BundleInfo(msgspec.Struct, frozen=True):
 def load_bundle(path: Path) -> BundleInfo:
     from tutorrl.compiler.rules import effective
 
-    loaded = verify_bundle(path)
+    # Recording evidence (in the trainer, after a run, by hand) is not the gate
+    # a launch passes: `run` and `verify` refuse a bundle they cannot re-derive
+    # unless the user accepted it, and the records name the digest either way.
+    loaded = verify_bundle(path, trust_digests=True)
     value = effective(loaded.spec)
     return BundleInfo(
         path=Path(loaded.path), digest=loaded.manifest.digest, verl=loaded.manifest.verl,

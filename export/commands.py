@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skypilot: the GPU type, e.g. H100 (required: a bundle says how many GPUs, not which)")
     p.add_argument("--partition", metavar="NAME", help="slurm: #SBATCH --partition")
     p.add_argument("--time", metavar="LIMIT", dest="time_limit", help="slurm: #SBATCH --time")
+    from tutorrl.compiler.verify import add_trust_digests_option
+
+    add_trust_digests_option(p)
     p.set_defaults(handler=_export)
 
 
@@ -38,7 +41,10 @@ def _export(args) -> int:
     from tutorrl.export import common
     from tutorrl.export.options import check_options
 
+    from tutorrl.compiler.verify import apply_trust_digests
+
     check_options(args)
+    apply_trust_digests(args)
     bundle = common.load(args.bundle)
     from tutorrl.cli import printable
 

@@ -7,8 +7,9 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.verify import require_bundle_folder
+    from tutorrl.compiler.verify import apply_trust_digests, require_bundle_folder
 
+    apply_trust_digests(args)
     require_bundle_folder(args.bundle)  # a spec given by mistake is named as one, before Ray loads
     from tutorrl.runtime.run import run_command
 
@@ -78,6 +79,9 @@ def register(subparsers) -> None:
                      help="run launch.sh with verl's --cfg all: verl composes and validates its config, no training; "
                           "the config goes to runs/<run-id>/verl-config.yaml, a summary to the terminal")
     run.add_argument("--quiet", action="store_true", help="no progress lines (the job's log is still shown)")
+    from tutorrl.compiler.verify import add_trust_digests_option
+
+    add_trust_digests_option(run)
     run.add_argument("--detach", action="store_true",
                      help="submit, print the run id and how to follow it, and exit 0; a supervisor in its own "
                           "session follows the job, closes the record and stops the embedded head when the job ends")

@@ -194,12 +194,16 @@ def test_reseal_is_the_compilers_own_sealing(tmp_path):
     assert same.manifest.digest == compiled.manifest.digest
     other = reseal(compiled, launch_sh=b"#!/usr/bin/env bash\necho stand-in\n")
     assert other.manifest.digest != compiled.manifest.digest
-    loaded = verify_bundle(write_bundle(other, tmp_path).path)
+    path = write_bundle(other, tmp_path).path
+    # It cannot be re-derived: refused, whatever its manifest says, unless the
+    # user accepts it on its digests alone -- and is told.
+    with pytest.raises(BundleError, match="(?s)launch.sh does not follow from spec.toml.*--trust-digests"):
+        verify_bundle(path)
+    loaded = verify_bundle(path, trust_digests=True)
     assert (loaded.path / "launch.sh").read_bytes() == b"#!/usr/bin/env bash\necho stand-in\n"
     assert loaded.job["metadata"]["tutorrl_bundle"] == other.manifest.digest
-    # It says it was resealed: verified by its digests, not re-derived, and told.
     assert "(resealed, not compiled)" in loaded.manifest.compiler
-    assert loaded.warnings and "not re-derived" in loaded.warnings[0]
+    assert loaded.warnings and "accepted on its digests alone" in loaded.warnings[0]
 
 
 def test_verify_re_derives_and_refuses_a_resealed_launch_posing_as_compiled(tmp_path):

@@ -88,7 +88,8 @@ def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int, broken: bool 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     # The launch is a stand-in trainer, not verl's: the training-stack check
     # (which wants a rollout engine this CPU environment lacks) is not the subject.
-    env.update(TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_STACK_CHECK="skip",
+    # The stand-in is resealed into the bundle: accepted on its digests alone.
+    env.update(TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_STACK_CHECK="skip", TUTORRL_TRUST_DIGESTS="1",
                TUTORRL_TEST_HELPERS=str(Path(__file__).parents[1] / "evidence"),
                STANDIN_FIRST_STEP=str(first_step), STANDIN_EXIT=str(exit_code), STANDIN_BROKEN=str(int(broken)))
     return subprocess.run([sys.executable, "-m", "tutorrl", "run", str(bundle)], cwd=cwd, env=env,
