@@ -458,6 +458,8 @@ def check_stack(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str 
         findings.notes.append(f"rollout.engine {engine or 'unset'}: no constraints recorded for it with verl "
                               f"{release} (recorded: {', '.join(stacks.engines(release))}); the trainer's "
                               "other start modules are checked")
+    if wanted.unresolvable:
+        findings.notes.append(stacks.unresolvable_note(wanted))
     for problem in stacks.compare(wanted, stacks.probe(python, wanted, env=env, cwd=cwd), python):
         if dry_run:
             findings.notes.append(f"{problem} (a dry run imports none of it; a real run would be refused)")

@@ -5,7 +5,8 @@ imports as a run starts and which packages matter; ``stacks/verl-<release>-
 <engine>.txt`` (written by ``tools/stacks.py``) pins the whole set pip
 resolved for each rollout engine. ``probe`` runs in the job's Python and
 reports what it has; ``compare`` (pure) turns that into findings that name
-what is missing or mismatched and the pip command that fixes it.
+what is missing or mismatched and the pip command that fixes it. A release
+and engine with no installable set records why (``unresolvable``) instead.
 """
 
 from __future__ import annotations
@@ -66,13 +67,15 @@ os._exit(0)
 class Stack:
     release: str
     engine: str | None          # None: the spec names no rollout engine
-    modules: tuple[str, ...]    # imported in order
+    modules: tuple[str, ...]    # imported in order (the engine's own last)
     replica: str                # "module:function" called with the engine's name, or ""
     key: tuple[str, ...]        # distributions compared with the pins
     pins: dict[str, str]        # every pinned distribution (canonical name -> version)
     provides: dict[str, str]    # import name -> distribution, for messages
     constraints: Path | None    # the pip constraints file, when one is recorded
     resolved_for: str           # the Python the pins were resolved with ("3.11"), or ""
+    engine_modules: tuple[str, ...] = ()  # the part of ``modules`` that imports the engine
+    unresolvable: str = ""      # why no set is recorded for this release and engine, or ""
 
 
 def canonical(name: str) -> str:
@@ -129,15 +132,28 @@ def stack_for(release: str, engine: str | None, variant: str = "fsdp") -> Stack 
     constraints = None
     python = ""
     eng = rel.get("engine", {}).get(engine or "")
+    engine_modules: list[str] = []
     if eng is not None:
         key += eng.get("key", [])
+        # Releases before the rollout replica registry (up to 0.5.0) import
+        # the engine in the worker, through verl's own rollout package.
+        engine_modules = list(eng.get("modules", []))
+        modules += engine_modules
         path = constraints_file(release, str(engine))
-        if path.is_file():
+        if path.is_file() and not eng.get("unresolvable"):
             constraints = path
             pins, python = read_constraints(path)
     return Stack(release=release, engine=engine if eng is not None else None, modules=tuple(modules),
                  replica=str(rel.get("replica", "")) if eng is not None else "", key=tuple(key), pins=pins,
-                 provides=dict(rel.get("provides", {})), constraints=constraints, resolved_for=python)
+                 provides={**_data().get("provides", {}), **rel.get("provides", {})}, constraints=constraints,
+                 resolved_for=python, engine_modules=tuple(engine_modules),
+                 unresolvable=" ".join(str((eng or {}).get("unresolvable", "")).split()))
+
+
+def unresolvable_note(stack: Stack) -> str:
+    """Preflight's note for a release and engine with no installable set."""
+    return (f"verl {stack.release} with {stack.engine}: no installable stack is recorded "
+            f"(runtime/stacks/stacks.toml): {stack.unresolvable}")
 
 
 def probe(python: str, stack: Stack, *, env: dict[str, str] | None = None, cwd=None,
@@ -164,7 +180,9 @@ def install_command(python: str, stack: Stack) -> str:
     tutorrl itself (TUTORRL_PYTHON may name another environment)."""
     if stack.constraints is not None:
         return f"{python} -m pip install -r {stack.constraints}"
-    return f"{python} -m pip install 'tutorrl[verl]'"
+    if stack.unresolvable:
+        return f"no installable stack is recorded for verl {stack.release} with {stack.engine} ({stack.unresolvable})"
+    return f"{python} -m pip install 'verl=={stack.release}'"
 
 
 def _failure_text(module: str, failure: dict, stack: Stack) -> str:
@@ -187,11 +205,18 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
     if "failed" in found:
         return [f"{label}: {found['failed']}"]
     fix = install_command(python, stack)
+    fix = fix if stack.unresolvable else f"install it: {fix}"
     problems = []
     failures = [(m, failure) for m, failure in found.get("modules", {}).items() if failure]
+    engine_missing = stack.engine is not None and found.get("versions", {}).get(stack.engine, "") is None
+    # verl's rollout package raises its own error (PackageNotFoundError, a
+    # version check) when the engine is absent: name the engine instead.
+    failures = [(m, {"kind": "missing", "name": stack.engine}
+                 if engine_missing and m in stack.engine_modules and f.get("kind") != "missing" else f)
+                for m, f in failures]
     replica = found.get("replica")
     if replica:
-        if replica.get("kind") != "missing" and found.get("versions", {}).get(stack.engine, "") is None:
+        if replica.get("kind") != "missing" and engine_missing:
             # verl reports a missing vLLM as an unsupported version "None":
             # say what is missing, not verl's words for it.
             replica = {"kind": "missing", "name": stack.engine}
@@ -201,7 +226,7 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
              for _, f in failures if f.get("kind") == "missing"}
     if broken:
         problems.append(f"{label}: the job's Python ({python}) cannot import what verl's trainer imports as a run "
-                        f"starts: {'; '.join(broken)}; install it: {fix}")
+                        f"starts: {'; '.join(broken)}; {fix}")
     differs = []
     for name in stack.key:
         want = stack.pins.get(canonical(name))
@@ -216,5 +241,5 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
         resolved = f", resolved for Python {stack.resolved_for}" if stack.resolved_for else ""
         problems.append(f"{label}: the job's Python ({python}) differs from the recorded stack "
                         f"({stack.constraints.name if stack.constraints else 'no constraints file'}{resolved}): "
-                        f"{', '.join(differs)}; install it: {fix}")
+                        f"{', '.join(differs)}; {fix}")
     return problems
