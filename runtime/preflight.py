@@ -458,6 +458,8 @@ def check_stack(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str 
         findings.notes.append(f"rollout.engine {engine or 'unset'}: no constraints recorded for it with verl "
                               f"{release} (recorded: {', '.join(stacks.engines(release))}); the trainer's "
                               "other start modules are checked")
+    if wanted.unresolvable:
+        findings.notes.append(stacks.unresolvable_note(wanted))
     if dry_run:
         # A dry run composes the config and imports none of the stack; the
         # probe (verl's trainer modules, torch with them) costs 15-30 s.

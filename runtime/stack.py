@@ -5,7 +5,8 @@ imports as a run starts and which packages matter; ``stacks/verl-<release>-
 <engine>.txt`` (written by ``tools/stacks.py``) pins the whole set pip
 resolved for each rollout engine. ``probe`` runs in the job's Python and
 reports what it has; ``compare`` (pure) turns that into findings that name
-what is missing or mismatched and the pip command that fixes it.
+what is missing or mismatched and the pip command that fixes it. A release
+and engine with no installable set records why (``unresolvable``) instead.
 """
 
 from __future__ import annotations
@@ -66,13 +67,15 @@ os._exit(0)
 class Stack:
     release: str
     engine: str | None          # None: the spec names no rollout engine
-    modules: tuple[str, ...]    # imported in order
+    modules: tuple[str, ...]    # imported in order (the engine's own last)
     replica: str                # "module:function" called with the engine's name, or ""
     key: tuple[str, ...]        # distributions compared with the pins
     pins: dict[str, str]        # every pinned distribution (canonical name -> version)
     provides: dict[str, str]    # import name -> distribution, for messages
     constraints: Path | None    # the pip constraints file, when one is recorded
     resolved_for: str           # the Python the pins were resolved with ("3.11"), or ""
+    engine_modules: tuple[str, ...] = ()  # the part of ``modules`` that imports the engine
+    unresolvable: str = ""      # why no set is recorded for this release and engine, or ""
 
 
 def canonical(name: str) -> str:
@@ -129,15 +132,28 @@ def stack_for(release: str, engine: str | None, variant: str = "fsdp") -> Stack 
     constraints = None
     python = ""
     eng = rel.get("engine", {}).get(engine or "")
+    engine_modules: list[str] = []
     if eng is not None:
         key += eng.get("key", [])
+        # Releases before the rollout replica registry (up to 0.5.0) import
+        # the engine in the worker, through verl's own rollout package.
+        engine_modules = list(eng.get("modules", []))
+        modules += engine_modules
         path = constraints_file(release, str(engine))
-        if path.is_file():
+        if path.is_file() and not eng.get("unresolvable"):
             constraints = path
             pins, python = read_constraints(path)
     return Stack(release=release, engine=engine if eng is not None else None, modules=tuple(modules),
                  replica=str(rel.get("replica", "")) if eng is not None else "", key=tuple(key), pins=pins,
-                 provides=dict(rel.get("provides", {})), constraints=constraints, resolved_for=python)
+                 provides={**_data().get("provides", {}), **rel.get("provides", {})}, constraints=constraints,
+                 resolved_for=python, engine_modules=tuple(engine_modules),
+                 unresolvable=" ".join(str((eng or {}).get("unresolvable", "")).split()))
+
+
+def unresolvable_note(stack: Stack) -> str:
+    """Preflight's note for a release and engine with no installable set."""
+    return (f"verl {stack.release} with {stack.engine}: no installable stack is recorded "
+            f"(runtime/stacks/stacks.toml): {stack.unresolvable}")
 
 
 def probe(python: str, stack: Stack, *, env: dict[str, str] | None = None, cwd=None,
@@ -164,7 +180,9 @@ def install_command(python: str, stack: Stack) -> str:
     tutorrl itself (TUTORRL_PYTHON may name another environment)."""
     if stack.constraints is not None:
         return f"{python} -m pip install -r {stack.constraints}"
-    return f"{python} -m pip install 'tutorrl[verl]'"
+    if stack.unresolvable:
+        return f"no installable stack is recorded for verl {stack.release} with {stack.engine} ({stack.unresolvable})"
+    return f"{python} -m pip install 'verl=={stack.release}'"
 
 
 def _failure_text(module: str, failure: dict, stack: Stack) -> str:
@@ -185,6 +203,11 @@ def _label(stack: Stack) -> str:
     return f"verl {stack.release}'s training stack" + (f" with {stack.engine}" if stack.engine else "")
 
 
+def _fix(stack: Stack, python: str) -> str:
+    fix = install_command(python, stack)
+    return fix if stack.unresolvable else f"install it: {fix}"
+
+
 def compare(stack: Stack, found: dict, python: str) -> list[str]:
     """What keeps verl's trainer from starting, one line each, in ``found`` (the
     probe's answer): a start module or the rollout server that does not import.
@@ -193,9 +216,15 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
     if "failed" in found:
         return [f"{label}: {found['failed']}"]
     failures = [(m, failure) for m, failure in found.get("modules", {}).items() if failure]
+    engine_missing = stack.engine is not None and found.get("versions", {}).get(stack.engine, "") is None
+    # verl's rollout package raises its own error (PackageNotFoundError, a
+    # version check) when the engine is absent: name the engine instead.
+    failures = [(m, {"kind": "missing", "name": stack.engine}
+                 if engine_missing and m in stack.engine_modules and f.get("kind") != "missing" else f)
+                for m, f in failures]
     replica = found.get("replica")
     if replica:
-        if replica.get("kind") != "missing" and found.get("versions", {}).get(stack.engine, "") is None:
+        if replica.get("kind") != "missing" and engine_missing:
             # verl reports a missing vLLM as an unsupported version "None":
             # say what is missing, not verl's words for it.
             replica = {"kind": "missing", "name": stack.engine}
@@ -204,20 +233,21 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
         return []
     broken = [_failure_text(m, failure, stack) for m, failure in failures]
     return [f"{label}: the job's Python ({python}) cannot import what verl's trainer imports as a run "
-            f"starts: {'; '.join(broken)}; install it: {install_command(python, stack)}"]
+            f"starts: {'; '.join(broken)}; {_fix(stack, python)}"]
 
 
 def differences(stack: Stack, found: dict, python: str) -> list[str]:
-    """Where the job's Python, whose trainer modules import, differs from the
-    recorded set. Said, not refused: the recorded set is one resolution known
-    to install and start, not the only one verl accepts (a cluster image's own
-    torch build, a newer transformers within verl's range)."""
+    """Where the job's Python differs from the recorded set. Said, not refused:
+    the recorded set is one resolution known to install and start, not the only
+    one verl accepts (a cluster image's own torch build, a newer transformers
+    within verl's range)."""
     if "failed" in found:
         return []
-    named = {canonical(stack.provides.get(f["name"].split(".")[0], f["name"].split(".")[0]))
-             for f in [*found.get("modules", {}).values(), found.get("replica")] if f and f.get("kind") == "missing"}
-    if found.get("replica") and found.get("versions", {}).get(stack.engine, "") is None:
-        named.add(canonical(stack.engine))
+    engine_missing = stack.engine is not None and found.get("versions", {}).get(stack.engine, "") is None
+    missing = [f for f in [*found.get("modules", {}).values(), found.get("replica")] if f and f.get("kind") == "missing"]
+    named = {canonical(stack.provides.get(f["name"].split(".")[0], f["name"].split(".")[0])) for f in missing}
+    if engine_missing and (found.get("replica") or any(found.get("modules", {}).get(m) for m in stack.engine_modules)):
+        named.add(canonical(stack.engine))  # already named by compare, as the engine
     differs = []
     for name in stack.key:
         want = stack.pins.get(canonical(name))
