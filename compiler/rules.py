@@ -41,8 +41,12 @@ GROUP_ESTIMATORS = frozenset({
 # trailing digits (TOKEN2). Run together in capitals (DBPASSWORD, OAUTHTOKEN),
 # only the unambiguous words count at the end (KEY would take in MONKEY).
 _SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "PASS", "PASSWD", "PASSWORD", "PASSPHRASE", "PAT", "SECRET",
-                           "CREDENTIAL", "CREDENTIALS", "PWD"})
-_SECRET_TAIL = re.compile(r"(APIKEY|ACCESSKEY|TOKEN|PASSWD|PASSWORD|PASSPHRASE|SECRET|CREDENTIALS?)[0-9]*\Z")
+                           "CREDENTIAL", "CREDENTIALS", "PWD", "BEARER", "COOKIE", "COOKIES"})
+_SECRET_TAIL = re.compile(r"((API|AI|ACCESS|SSH|PRIVATE|SIGNING|SESSION|MASTER|ENCRYPTION)KEY|TOKEN|PASSWD|PASSWORD|"
+                          r"PASSPHRASE|SECRET|CREDENTIALS?)[0-9]*\Z")
+# AUTH ends a credential's name (NPM_AUTH, NPM_CONFIG__AUTH) but also begins
+# settings (RAY_AUTH_MODE): it counts as the last word only.
+_SECRET_LAST = frozenset({"AUTH"})
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # Bash's own (PWD, OLDPWD): a folder, never a credential.
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})
@@ -65,8 +69,9 @@ _BASH_OWNED = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_V
 def looks_secret(name: str) -> bool:
     if name.upper() in _NOT_SECRET:
         return False
-    words = {w.upper() for part in name.split("_") for w in _WORDS.findall(part) if not w.isdigit()}
-    return bool(words & _SECRET_WORDS) or bool(_SECRET_TAIL.search(name.upper()))
+    ordered = [w.upper() for part in name.split("_") for w in _WORDS.findall(part) if not w.isdigit()]
+    return (bool(set(ordered) & _SECRET_WORDS) or bool(_SECRET_TAIL.search(name.upper()))
+            or bool(ordered and ordered[-1] in _SECRET_LAST))
 
 
 class Effective:

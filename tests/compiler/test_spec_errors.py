@@ -244,7 +244,9 @@ def test_passthrough_name_cannot_have_a_value():
                                   # camelCase words, words run together, trailing digits, pass phrases
                                   "MyCredential", "githubToken", "clientSecret", "privateKey", "DBPASSWORD",
                                   "PGPASSWORD", "OAUTHTOKEN", "CLIENTSECRET", "AUTH_TOKEN2", "TOKEN1",
-                                  "SSH_PASSPHRASE", "MYSQL_PWD"])
+                                  "SSH_PASSPHRASE", "MYSQL_PWD",
+                                  # run together with a key, auth at the end, bearer tokens, cookies
+                                  "OPENAIKEY", "SSHKEY2", "NPM_AUTH", "NPM_CONFIG__AUTH", "BEARER", "SESSION_COOKIE"])
 def test_secret_looking_literal_is_refused_with_advice(name):
     (p,) = problems(BASE + f'\n[env]\nset = {{ {name} = "hunter2" }}\n')
     assert p.key == f"env.set.{name}" and "looks like a secret" in p.message
@@ -253,7 +255,7 @@ def test_secret_looking_literal_is_refused_with_advice(name):
 
 
 @pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "MAX_TOKENS", "KEYBOARD_LAYOUT", "MONKEY", "PATTERN",
-                                  "RAY_AUTH_MODE", "PASSES", "OLDPWD"])
+                                  "RAY_AUTH_MODE", "PASSES", "OLDPWD", "HOCKEY", "AUTHOR", "COOKIECUTTER_CONFIG"])
 def test_names_that_only_contain_a_secret_word_are_not_refused(name):
     compile_bytes((BASE + f'\n[env]\nset = {{ {name} = "1" }}\n').encode(), "spec.toml")
 
