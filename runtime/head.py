@@ -95,13 +95,10 @@ _OWNER_FILE = "owner"
 
 
 def _process_start(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return fields[19].decode() if len(fields) > 19 and fields[0] != b"Z" else None
+    from tutorrl.runtime.lifecycle import process_start_time
+
+    start = process_start_time(pid)
+    return None if start is None else str(start)
 
 
 def sweep_orphans(base: str | None = None) -> list[Path]:

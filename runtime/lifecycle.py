@@ -57,7 +57,9 @@ class EvidenceFailed(TutorrlError):
 
 
 # -- processes ---------------------------------------------------------------
-def _start_time(pid: int) -> int | None:
+def process_start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), None when it is gone or a
+    zombie: with the pid, it names one process for good (pids are reused)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
@@ -75,7 +77,7 @@ def _start_time(pid: int) -> int | None:
 
 def this_process(pid: int | None = None) -> records.Process:
     pid = os.getpid() if pid is None else pid
-    return records.Process(host=socket.gethostname(), pid=pid, start=_start_time(pid))
+    return records.Process(host=socket.gethostname(), pid=pid, start=process_start_time(pid))
 
 
 def alive(proc: records.Process | None) -> bool | None:
@@ -84,7 +86,7 @@ def alive(proc: records.Process | None) -> bool | None:
         return False
     if proc.host != socket.gethostname():
         return None
-    start = _start_time(proc.pid)
+    start = process_start_time(proc.pid)
     return start is not None and (proc.start is None or start == proc.start)
 
 
