@@ -49,7 +49,7 @@ def _prepare_cwd(bundle: Path, cwd: Path) -> dict[str, str]:
     from tutorrl.compiler import verify_bundle
     from tutorrl.runtime.preflight import split_verl_list
 
-    loaded = verify_bundle(bundle)
+    loaded = verify_bundle(bundle, trust_digests=True)  # read for its spec; `run` judges the bundle
     for item in split_verl_list(loaded.spec.data.train) + split_verl_list(loaded.spec.data.val):
         if "://" not in item and not os.path.isabs(item):
             (cwd / item).parent.mkdir(parents=True, exist_ok=True)
@@ -106,8 +106,9 @@ def test_example_spec_dry_runs_with_real_verl(spec, head, tmp_path, standin_pyth
 def test_verl_rejection_surfaces_as_failed_run(head, tmp_path):
     """A key verl does not have reaches verl. The compiler refuses such keys, so
     the bundle is made bad by hand: one override line is added to launch.sh and
-    the bundle re-sealed with the compiler's own `reseal` so that it
-    verifies (a test hook; a real user cannot get here without a tampered bundle)."""
+    the bundle re-sealed with the compiler's own `reseal` so that its digests
+    hold (a test hook; a real user cannot get here without a tampered bundle,
+    and then only with --trust-digests)."""
     from tutorrl.compiler import compile_bytes, write_bundle
     from tutorrl.compiler.bundle import reseal
 
@@ -118,8 +119,10 @@ def test_verl_rejection_surfaces_as_failed_run(head, tmp_path):
     bad_launch = launch.replace(marker, "  trainer.no_such_key_in_verl=1 \\\n" + marker, 1).encode()
     bad = write_bundle(reseal(compiled, launch_sh=bad_launch), tmp_path / "bundles").path
 
-    env = _prepare_cwd(bad, tmp_path)
+    # Resealed: `run` accepts it only on its digests alone, as a user must ask.
+    env = {**_prepare_cwd(bad, tmp_path), "TUTORRL_TRUST_DIGESTS": "1"}
     proc = _dry_run(bad, tmp_path, head, env)
+    assert "accepted on its digests alone" in proc.stderr
     assert proc.returncode not in (0, 2), proc.stderr
     assert "no_such_key_in_verl" in proc.stdout  # verl's own message, streamed
     (record,) = [json.loads(p.read_text()) for p in bad.glob("runs/*/run.json")]
