@@ -131,6 +131,14 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     if not problems:
         return None
     failure = EvidenceFailed(problems, stopped=policy == "stop" and record.status == "failed")
+    run_dir = bundle_path / "runs" / record.run_id
+    try:
+        with records.locked(run_dir):
+            saved = records.read_record(run_dir)
+            saved.evidence_problems, saved.evidence_exit_code = list(problems), failure.exit_code
+            records.update_record(run_dir, saved)
+    except (OSError, TutorrlError):
+        pass  # the verdict is still returned and shown; the chain holds the records
     if progress is not None:
         progress.note(failure.render())
         if failure.stopped:

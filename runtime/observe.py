@@ -87,6 +87,9 @@ def _text(d: dict) -> str:
              + ("" if d["exit_code"] is None else f", exit code {d['exit_code']}")]
     if d.get("message"):
         lines.append(f"  {d['message']}")
+    if d.get("evidence_problems"):
+        lines.append(f"  evidence:  failed (`tutorrl run` exits {d['evidence_exit_code']}): "
+                     + "; ".join(d["evidence_problems"]))
     lines.append(f"  where:     {where}" + (" (detached)" if d["detached"] else ""))
     if d["dashboard"]:
         lines.append(f"  dashboard: {d['dashboard']}")

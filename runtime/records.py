@@ -73,6 +73,12 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     head: "Process | None" = None
     head_dir: str | None = None
     dashboard: str | None = None
+    # The post-run evidence scan's verdict on this run, when it failed: each
+    # failing record (or why none could be written), and the exit code `tutorrl
+    # run` gives it (4: trained, evidence failed; 5: stopped by evidence). Kept
+    # here so a detached run, or one closed by a later command, says it too.
+    evidence_problems: list[str] = []
+    evidence_exit_code: int | None = None
 
 
 class Process(msgspec.Struct, forbid_unknown_fields=False):

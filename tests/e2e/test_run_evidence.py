@@ -154,6 +154,10 @@ def test_failed_evidence_has_its_own_exit_status(tmp_path):
     (run,) = [json.loads(p.read_text()) for p in bundle.glob("runs/*/run.json")]
     assert run["status"] == "succeeded" and run["exit_code"] == 0
     assert [r["predicate"]["verdict"]["status"] for r in _records(bundle, work)] == ["fail", "partial"]
+    # The record keeps the verdict, so `status` says it for any run (a detached one too).
+    assert run["evidence_exit_code"] == 4 and "000001.json" in run["evidence_problems"][0]
+    status = support.cli("status", run["run_id"], cwd=work)
+    assert "evidence:  failed (`tutorrl run` exits 4): 000001.json (step 1, callback)" in status.stdout
 
     # stop: the callback raises into the trainer, the job fails, the run exits 5.
     stopping, work = _bundle(tmp_path / "stop", on_failure="stop"), _work(tmp_path / "stop")
