@@ -136,7 +136,8 @@ def verify_bundle(path: str | Path, *, trust_digests: bool | None = None) -> Loa
     try:
         # The bounded reader: a manifest that is a folder, a FIFO or a link to
         # /dev/zero is named, never read as bytes without end or waited on.
-        manifest = msgspec.json.decode(_read_regular(path / MANIFEST), type=Manifest)
+        manifest_bytes = _read_regular(path / MANIFEST)
+        manifest = msgspec.json.decode(manifest_bytes, type=Manifest)
     except FileNotFoundError:
         raise BundleError(f"{path}: no {MANIFEST}; not a tutorrl bundle") from None
     except BundleError as exc:
@@ -197,7 +198,7 @@ def verify_bundle(path: str | Path, *, trust_digests: bool | None = None) -> Loa
     if problems:
         raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(problems))
     spec, _ = parse_spec(files["spec.toml"], str(path / "spec.toml"))
-    warnings = _rederive(path, manifest, files, trust_digests)
+    warnings = _rederive(path, manifest, manifest_bytes, files, trust_digests)
     return LoadedBundle(path=path, manifest=manifest, job=job, spec=spec, warnings=warnings)
 
 
@@ -215,7 +216,8 @@ def _read_regular(path: Path) -> bytes:
         raise BundleError(str(exc)) from None
 
 
-def _rederive(path: Path, manifest: Manifest, files: dict[str, bytes], trust_digests: bool) -> tuple[str, ...]:
+def _rederive(path: Path, manifest: Manifest, manifest_bytes: bytes, files: dict[str, bytes],
+              trust_digests: bool) -> tuple[str, ...]:
     """Compile the bundle's own spec.toml again and require the very same bytes.
 
     Digests only prove the files are the ones the manifest names; anyone can
@@ -239,10 +241,6 @@ def _rederive(path: Path, manifest: Manifest, files: dict[str, bytes], trust_dig
     except TutorrlError as exc:
         why = [f"spec.toml does not compile with {here}: {exc.render().splitlines()[0]}"]
     else:
-        try:
-            manifest_bytes = _read_regular(path / MANIFEST)
-        except (OSError, BundleError) as exc:
-            raise BundleError(f"{path}: bundle verification failed:\n  {MANIFEST}: {exc}") from None
         why = [f"{name} does not follow from spec.toml (recompiling the spec gives other bytes)"
                for name in CONTENT_FILES if compiled.files[name] != files[name]]
         if not why:
