@@ -208,6 +208,26 @@ def _fix(stack: Stack, python: str) -> str:
     return fix if stack.unresolvable else f"install it: {fix}"
 
 
+def _failures(stack: Stack, found: dict) -> list[tuple[str, dict]]:
+    """(what, failure) for each start module or rollout server that did not import,
+    a missing engine named as the engine rather than in verl's words."""
+    engine_missing = stack.engine is not None and found.get("versions", {}).get(stack.engine, "") is None
+    missing_engine = {"kind": "missing", "name": stack.engine}
+    # verl's rollout package raises its own error (PackageNotFoundError, a
+    # version check) when the engine is absent: name the engine instead.
+    failures = [(m, missing_engine if engine_missing and m in stack.engine_modules and f.get("kind") != "missing"
+                 else f)
+                for m, f in found.get("modules", {}).items() if f]
+    replica = found.get("replica")
+    if replica:
+        if replica.get("kind") != "missing" and engine_missing:
+            # verl reports a missing vLLM as an unsupported version "None":
+            # say what is missing, not verl's words for it.
+            replica = missing_engine
+        failures.append((f"the {stack.engine} rollout server", replica))
+    return failures
+
+
 def compare(stack: Stack, found: dict, python: str) -> list[str]:
     """What keeps verl's trainer from starting, one line each, in ``found`` (the
     probe's answer): a start module or the rollout server that does not import.
@@ -215,20 +235,7 @@ def compare(stack: Stack, found: dict, python: str) -> list[str]:
     label = _label(stack)
     if "failed" in found:
         return [f"{label}: {found['failed']}"]
-    failures = [(m, failure) for m, failure in found.get("modules", {}).items() if failure]
-    engine_missing = stack.engine is not None and found.get("versions", {}).get(stack.engine, "") is None
-    # verl's rollout package raises its own error (PackageNotFoundError, a
-    # version check) when the engine is absent: name the engine instead.
-    failures = [(m, {"kind": "missing", "name": stack.engine}
-                 if engine_missing and m in stack.engine_modules and f.get("kind") != "missing" else f)
-                for m, f in failures]
-    replica = found.get("replica")
-    if replica:
-        if replica.get("kind") != "missing" and engine_missing:
-            # verl reports a missing vLLM as an unsupported version "None":
-            # say what is missing, not verl's words for it.
-            replica = {"kind": "missing", "name": stack.engine}
-        failures.append((f"the {stack.engine} rollout server", replica))
+    failures = _failures(stack, found)
     if not failures:
         return []
     broken = [_failure_text(m, failure, stack) for m, failure in failures]
@@ -243,11 +250,9 @@ def differences(stack: Stack, found: dict, python: str) -> list[str]:
     within verl's range)."""
     if "failed" in found:
         return []
-    engine_missing = stack.engine is not None and found.get("versions", {}).get(stack.engine, "") is None
-    missing = [f for f in [*found.get("modules", {}).values(), found.get("replica")] if f and f.get("kind") == "missing"]
-    named = {canonical(stack.provides.get(f["name"].split(".")[0], f["name"].split(".")[0])) for f in missing}
-    if engine_missing and (found.get("replica") or any(found.get("modules", {}).get(m) for m in stack.engine_modules)):
-        named.add(canonical(stack.engine))  # already named by compare, as the engine
+    # What compare already names as missing is not said again as a version.
+    named = {canonical(stack.provides.get(f["name"].split(".")[0], f["name"].split(".")[0]))
+             for _, f in _failures(stack, found) if f.get("kind") == "missing"}
     differs = []
     for name in stack.key:
         want = stack.pins.get(canonical(name))
