@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
+import types
 import typing
 from collections.abc import Iterable
 from pathlib import Path
@@ -222,6 +223,11 @@ def _close(word: str, choices: list[str], cutoff: float) -> list[str]:
     return difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
 
 
+# `X | None` is a types.UnionType where X is a class and a typing.Union
+# where X is a typing construct (Annotated, Literal): the spec has both.
+_UNIONS = (Union, types.UnionType)
+
+
 def _unwrap(hint: Any) -> Any:
     while typing.get_origin(hint) is typing.Annotated:
         hint = typing.get_args(hint)[0]
@@ -233,7 +239,7 @@ def _struct_in(hint: Any) -> type[msgspec.Struct] | None:
     hint = _unwrap(hint)
     if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
         return hint
-    if typing.get_origin(hint) is Union:
+    if typing.get_origin(hint) in _UNIONS:
         structs = [a for a in typing.get_args(hint) if isinstance(a, type) and issubclass(a, msgspec.Struct)]
         if len(structs) == 1:
             return structs[0]
@@ -246,7 +252,7 @@ def _literal_choices(hint: Any) -> list[str]:
     origin = typing.get_origin(hint)
     if origin is Literal:
         return [a for a in typing.get_args(hint) if isinstance(a, str)]
-    if origin in (Union, list):
+    if origin in _UNIONS or origin is list:
         return [c for a in typing.get_args(hint) for c in _literal_choices(a)]
     return []
 
@@ -289,7 +295,7 @@ _STEP = re.compile(r"\[(\d+)\]|\[\"((?:[^\"\\]|\\.)*)\"\]|\.(\w+)")
 
 def _check_value(value: Any, hint: Any, path: KeyPath, locate: Locator):
     inner = _unwrap(hint)
-    if typing.get_origin(inner) is Union and isinstance(value, (list, dict)):
+    if typing.get_origin(inner) in _UNIONS and isinstance(value, (list, dict)):
         # A value that is a list (or table) can only be the union's list (or
         # dict) member: check it against that, so the element is located.
         kind = list if isinstance(value, list) else dict

@@ -22,24 +22,36 @@ _DEVICE = r"^(cpu|cuda(:[0-9]+)?)\Z"
 
 class _Options(Struct, kw_only=True, forbid_unknown_fields=True):
     # Defaults are stated in the bundle's spec.toml (omit_defaults off).
-    table: Annotated[str, Meta(min_length=1, description="Chess reward table (JSON).")]
-    mate_clip_cp: Annotated[int, Meta(ge=1, le=10**9, description="Centipawn value mates are clipped to.")] = 1000
-    scale_cp: Annotated[float, Meta(gt=0.0, le=1e9, description="Centipawn scale of the reward.")] = 400.0
-    illegal_reward: Annotated[float, Meta(ge=-1e9, le=1e9, description="Reward for an illegal move.")] = -1.0
+    table: Annotated[str, Meta(min_length=1)]
+    """Chess reward table (JSON)."""
+    mate_clip_cp: Annotated[int, Meta(ge=1, le=10**9)] = 1000
+    """Centipawn value mates are clipped to."""
+    scale_cp: Annotated[float, Meta(gt=0.0, le=1e9)] = 400.0
+    """Centipawn scale of the reward."""
+    illegal_reward: Annotated[float, Meta(ge=-1e9, le=1e9)] = -1.0
+    """Reward for an illegal move."""
 
 
 class SimulatorOptions(_Options):
-    adapter: Annotated[str, Meta(min_length=1, description="The student simulator's adapter checkpoint.")]
-    heads_checkpoint: Annotated[str, Meta(min_length=1, description="Checkpoint of the simulator's prediction heads.")]
-    heads_metrics: Annotated[str, Meta(min_length=1, description="Calibration metrics of the heads.")]
-    device: Annotated[str, Meta(pattern=_DEVICE, description="Device the simulator runs on inside the reward worker.")] = "cuda"
-    alpha_style: Annotated[float, Meta(ge=0.0, le=1e9, description="Decay rate of the style gate.")] = 0.5
-    alpha_perception: Annotated[float, Meta(ge=0.0, le=1e9, description="Decay rate of the perception gate.")] = 0.5
-    style_preferred: Annotated[str, Meta(description="Preferred style of the style gate; empty: no preference (not passed).")] = ""
+    adapter: Annotated[str, Meta(min_length=1)]
+    """The student simulator's adapter checkpoint."""
+    heads_checkpoint: Annotated[str, Meta(min_length=1)]
+    """Checkpoint of the simulator's prediction heads."""
+    heads_metrics: Annotated[str, Meta(min_length=1)]
+    """Calibration metrics of the heads."""
+    device: Annotated[str, Meta(pattern=_DEVICE)] = "cuda"
+    """Device the simulator runs on inside the reward worker."""
+    alpha_style: Annotated[float, Meta(ge=0.0, le=1e9)] = 0.5
+    """Decay rate of the style gate."""
+    alpha_perception: Annotated[float, Meta(ge=0.0, le=1e9)] = 0.5
+    """Decay rate of the perception gate."""
+    style_preferred: str = ""
+    """Preferred style of the style gate; empty: no preference (not passed)."""
 
 
 class PromptedOptions(_Options):
-    student_model: Annotated[str, Meta(min_length=1, description="The model prompted to act as the student.")]
+    student_model: Annotated[str, Meta(min_length=1)]
+    """The model prompted to act as the student."""
 
 
 # verl asks Ray for no GPUs on its reward workers, and Ray hides every GPU

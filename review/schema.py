@@ -26,8 +26,10 @@ import json
 from typing import Any
 
 import msgspec
+import msgspec.inspect
 
 from tutorrl.compiler.spec import Spec
+from tutorrl.review.fielddocs import field_docs
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 TITLE = "tutorrl experiment spec"
@@ -68,6 +70,35 @@ def ecma_pattern(pattern: str) -> str:
     return pattern
 
 
+def _struct_classes(root: type) -> dict[str, type]:
+    """Every struct class reachable from ``root``, by its name (msgspec's ``$defs`` key)."""
+    found: dict[str, type] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, tuple):
+            for item in node:
+                walk(item)
+        elif isinstance(node, msgspec.inspect.StructType):
+            if node.cls.__name__ not in found:
+                found[node.cls.__name__] = node.cls
+                for info in node.fields:
+                    walk(info.type)
+        elif isinstance(node, msgspec.inspect.Type):
+            for name in node.__struct_fields__:
+                walk(getattr(node, name))
+
+    walk(msgspec.inspect.type_info(root))
+    return found
+
+
+def _describe_fields(defs: dict, root: type, prefix: str = "") -> None:
+    """Put each field's documentation (the string beneath it in the source) on its property."""
+    for name, cls in _struct_classes(root).items():
+        properties = defs[prefix + name].get("properties", {})
+        for field, doc in field_docs(cls).items():
+            properties[field]["description"] = doc
+
+
 def _plugins() -> list[tuple[str, Any]]:
     from tutorrl.compiler.rewards import available, load_plugin
 
@@ -86,6 +117,7 @@ def _plugin_defs(defs: dict, reward: dict) -> None:
             [plugin.Options], ref_template="#/$defs/" + prefix + ".{name}")
         for title, component in _strip_null(components).items():
             defs[f"{prefix}.{title}"] = component
+        _describe_fields(defs, plugin.Options, prefix + ".")
         options = defs[ref["$ref"].rsplit("/", 1)[1]]
         options["description"] = (f"Options of the reward plug-in {name} ({plugin.version})"
                                   + (f": {options['description']}" if options.get("description") else "."))
@@ -101,6 +133,7 @@ def _plugin_defs(defs: dict, reward: dict) -> None:
 def spec_schema() -> dict:
     base = msgspec.json.schema(Spec)
     defs = _strip_null(base["$defs"])
+    _describe_fields(defs, Spec)
     root = defs.pop("Spec")
     root.pop("title", None)
     root.pop("description", None)
