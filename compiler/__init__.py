@@ -5,9 +5,33 @@ Public surface: :func:`compile_spec`, :func:`write_bundle`,
 package is an implementation detail.
 """
 
-from tutorrl.compiler.bundle import CompiledBundle, Manifest, WriteResult, write_bundle
-from tutorrl.compiler.compile import compile_bytes, compile_spec
-from tutorrl.compiler.verify import LoadedBundle, verify_bundle
+# Imported on first use (PEP 562): `tutorrl compile` needs compile and
+# bundle, not verify; each import is part of every cold compile's time.
+_EXPORTS = {
+    "CompiledBundle": "bundle",
+    "Manifest": "bundle",
+    "WriteResult": "bundle",
+    "write_bundle": "bundle",
+    "compile_bytes": "compile",
+    "compile_spec": "compile",
+    "LoadedBundle": "verify",
+    "verify_bundle": "verify",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __import__(f"{__name__}.{module}")
+    value = getattr(globals()[module], name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "CompiledBundle",

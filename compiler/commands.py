@@ -66,9 +66,6 @@ def _compile(args) -> int:
 
     from tutorrl._files import display_path
     from tutorrl.compiler import compile_spec, write_bundle
-    from tutorrl.compiler.verify import refuse_bundle_as_spec
-
-    refuse_bundle_as_spec(args.spec)
     compiled = compile_spec(args.spec)
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.
@@ -78,8 +75,8 @@ def _compile(args) -> int:
     result = write_bundle(compiled, args.out)
     m = compiled.manifest
     state = "wrote" if result.created else "unchanged, already at"
-    print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.path)}", file=sys.stderr)
-    print(display_path(result.path))
+    print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}", file=sys.stderr)
+    print(display_path(result.folder))
     return 0
 
 

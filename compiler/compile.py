@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tutorrl.compiler import roots
 from tutorrl.compiler.bundle import CompiledBundle, assemble
@@ -13,6 +13,9 @@ from tutorrl.compiler.resolve import resolve
 from tutorrl.compiler.rules import Finding, check_rules
 from tutorrl.compiler.settings import variant_of
 from tutorrl.errors import SpecError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def compile_spec(path: str | Path, *, display_name: str | None = None) -> CompiledBundle:

@@ -20,14 +20,17 @@ Two layers, both data:
 
 
 import functools
+import os
 import tomllib
-from pathlib import Path
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
 from tutorrl import _sha256
 from tutorrl.errors import Problem, SpecError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Variant = Literal["fsdp", "megatron"]
 VARIANTS: tuple[Variant, ...] = ("fsdp", "megatron")
@@ -37,7 +40,10 @@ VARIANTS: tuple[Variant, ...] = ("fsdp", "megatron")
 Spelling = Literal["plain", "pkg", "module-file", "evidence-callback"]
 Kind = Literal["value", "table"]
 
-_HERE = Path(__file__).parent
+# A str, not a pathlib.Path: the compile path reads one lock and imports no
+# pathlib (~3 ms of a cold start).
+_HERE = os.path.dirname(__file__)
+_LOCKS = os.path.join(_HERE, "keymap", "lock")
 LOCK_SCHEMA = "tutorrl.lock/1"
 
 
@@ -173,8 +179,8 @@ class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 @functools.cache
 def load_keymap() -> KeyMap:
-    data = tomllib.loads((_HERE / "keymap" / "verl.toml").read_text())
-    data["facts"] = tomllib.loads((_HERE / "keymap" / "passthrough.toml").read_text())
+    data = tomllib.loads(_read_text(os.path.join(_HERE, "keymap", "verl.toml")))
+    data["facts"] = tomllib.loads(_read_text(os.path.join(_HERE, "keymap", "passthrough.toml")))
     return msgspec.convert(data, KeyMap)
 
 
@@ -186,8 +192,10 @@ def supported_releases() -> list[str]:
 @functools.cache
 def _lock_index() -> tuple[list[str], frozenset]:
     pairs = set()
-    for path in (_HERE / "keymap" / "lock").glob("verl-*.json"):
-        stem = path.name[len("verl-"):-len(".json")]
+    for name in os.listdir(_LOCKS):
+        if not (name.startswith("verl-") and name.endswith(".json")):
+            continue
+        stem = name[len("verl-"):-len(".json")]
         release, _, variant = stem.rpartition("-")
         pairs.add((release, variant))
     releases = sorted({r for r, _ in pairs}, key=release_tuple)
@@ -242,15 +250,27 @@ class Lock(msgspec.Struct, frozen=True):
         return next((p for p in self.passthrough if key.startswith(p + ".")), None)
 
 
-def lock_path(release: str, variant: Variant) -> Path:
-    return _HERE / "keymap" / "lock" / f"verl-{release}-{variant}.json"
+def lock_path(release: str, variant: Variant) -> "Path":
+    from pathlib import Path
+
+    return Path(_lock_file(release, variant))
+
+
+def _lock_file(release: str, variant: Variant) -> str:
+    return os.path.join(_LOCKS, f"verl-{release}-{variant}.json")
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
 @functools.cache
 def load_lock(release: str, variant: Variant) -> Lock:
     """The committed lock; raises :class:`SpecError` for an unsupported release."""
     try:
-        data = lock_path(release, variant).read_bytes()
+        with open(_lock_file(release, variant), "rb") as fh:
+            data = fh.read()
     except FileNotFoundError:
         releases = supported_releases()
         raise SpecError([Problem(

@@ -15,15 +15,17 @@ import tomllib
 import types
 import typing
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
 from tutorrl.compiler import spec as spec_module
 from tutorrl.compiler.spec import Spec
 from tutorrl.compiler.toml_positions import key_positions
-from tutorrl.errors import Problem, SpecError
+from tutorrl.errors import BundleError, Problem, SpecError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 KeyPath = tuple[str, ...]
 
@@ -63,13 +65,13 @@ def read_spec_bytes(path: str | Path, name: str) -> bytes:
     except FileNotFoundError:
         raise SpecError([Problem("no such file", file=name)]) from None
     except IsADirectoryError:
-        raise SpecError([Problem("is a folder, not a spec file", file=name)]) from None
+        _refuse_folder(path, name)
     except OSError as exc:
         raise SpecError([Problem(f"cannot read: {exc.strerror}", file=name)]) from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise SpecError([Problem("is a folder, not a spec file", file=name)])
+            _refuse_folder(path, name)
         if not stat.S_ISREG(info.st_mode):
             raise SpecError([Problem("is not a regular file (a FIFO, device or socket); give a spec file", file=name)])
         if info.st_size > MAX_SPEC_BYTES:
@@ -83,6 +85,21 @@ def read_spec_bytes(path: str | Path, name: str) -> bytes:
     if len(data) > MAX_SPEC_BYTES:
         raise SpecError([Problem(f"is more than {MAX_SPEC_BYTES} bytes; a spec is at most that", file=name)])
     return data
+
+
+def _refuse_folder(path: str | Path, name: str):
+    """A folder where a spec file belongs; a bundle folder is told what to do with it instead."""
+    import os
+
+    from tutorrl.compiler.bundle import MANIFEST
+
+    if os.path.isfile(os.path.join(path, MANIFEST)):
+        import shlex
+
+        q = shlex.quote(name)
+        raise BundleError(f"{name} is a bundle folder, not a spec file; it is already compiled: "
+                          f"tutorrl verify {q}, tutorrl run {q}")
+    raise SpecError([Problem("is a folder, not a spec file; give one spec file (a .toml)", file=name)])
 
 
 def load_spec(path: str | Path, *, display_name: str | None = None) -> Spec:

@@ -10,12 +10,12 @@ needs no template engine (jinja2 cost ~15 ms of every ``tutorrl compile``).
 from __future__ import annotations
 
 import functools
+import os
 import string
-from pathlib import Path
 
 import tutorrl.templates
 
-_FOLDER = Path(tutorrl.templates.__file__).parent
+_FOLDER = os.path.dirname(tutorrl.templates.__file__)
 
 
 class _Slots(string.Template):
@@ -24,7 +24,8 @@ class _Slots(string.Template):
 
 @functools.cache
 def _template(name: str) -> _Slots:
-    return _Slots((_FOLDER / name).read_text(encoding="utf-8"))
+    with open(os.path.join(_FOLDER, name), encoding="utf-8") as fh:
+        return _Slots(fh.read())
 
 
 def render_template(name: str, **slots: str) -> str:

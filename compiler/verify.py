@@ -84,21 +84,6 @@ def require_bundle_folder(path: str | Path) -> Path:
     raise BundleError(f"{shown}: no such bundle folder")
 
 
-def refuse_bundle_as_spec(path: str | Path) -> None:
-    """Raise when a bundle folder (or any folder) is given where a spec file is expected."""
-    import shlex
-
-    shown = str(path)
-    path = Path(path)
-    if not path.is_dir():
-        return
-    if (path / MANIFEST).is_file():
-        q = shlex.quote(shown)
-        raise BundleError(f"{shown} is a bundle folder, not a spec file; it is already compiled: "
-                          f"tutorrl verify {q}, tutorrl run {q}")
-    raise BundleError(f"{shown} is a folder, not a spec file; give one spec file (a .toml)")
-
-
 # Accepting a bundle this tutorrl cannot re-derive, on its digests alone: the
 # `--trust-digests` of verify, run and export, for processes without that flag.
 TRUST_DIGESTS_ENV = "TUTORRL_TRUST_DIGESTS"

@@ -8,7 +8,10 @@ published by a rename or link -- so they live here once.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the compile path writes with os alone: pathlib costs a cold start ~3 ms
+    from pathlib import Path
 
 
 def write_new(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
@@ -42,6 +45,7 @@ def fsync_dir(path: Path) -> None:
 def replace_atomic(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all (a temporary file beside it, then a rename), for files meant to change."""
     import tempfile
+    from pathlib import Path
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
