@@ -1,11 +1,16 @@
 """``tutorrl compile``, ``tutorrl verify`` and ``tutorrl keys``.
 
-Only argparse is imported here; the compiler loads inside the handlers.
+Nothing is imported here at module level, argparse included: ``tutorrl
+compile SPEC [--out DIR]`` is parsed by :func:`parse_compile` and the
+compiler loads inside the handlers.
 """
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +27,33 @@ def register_compile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("spec", help="the spec file (TOML)")
     p.add_argument("--out", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
     p.set_defaults(handler=_compile)
+
+
+def parse_compile(argv: list[str]):
+    """``compile``'s arguments for its plain forms -- ``SPEC``, ``SPEC --out DIR``,
+    ``--out DIR SPEC``, ``--out=DIR`` -- or None for anything else (help, an
+    abbreviation, ``--``, a value starting with ``-``, a repeated option),
+    which argparse then parses and explains. Same answers as
+    :func:`register_compile`'s parser wherever this answers at all (a
+    property test holds it there); never a guess.
+    """
+    from types import SimpleNamespace
+
+    spec = out = None
+    rest = iter(argv)
+    for word in rest:
+        if word == "--out" or word.startswith("--out="):
+            value = word[len("--out="):] if word != "--out" else next(rest, None)
+            if out is not None or value is None or value.startswith("-") or not value:
+                return None
+            out = value
+        elif word.startswith("-") or spec is not None:
+            return None
+        else:
+            spec = word
+    if spec is None:
+        return None
+    return SimpleNamespace(command="compile", spec=spec, out="bundles" if out is None else out, handler=_compile)
 
 
 def register_verify(sub: argparse._SubParsersAction) -> None:
@@ -52,6 +84,8 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
 
 
 def _positive(text: str) -> int:
+    import argparse
+
     try:
         value = int(text)
     except ValueError:
@@ -66,6 +100,7 @@ def _compile(args) -> int:
 
     from tutorrl._files import display_path
     from tutorrl.compiler import compile_spec, write_bundle
+
     compiled = compile_spec(args.spec)
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.

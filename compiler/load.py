@@ -306,8 +306,10 @@ def _check_struct(data: Any, cls: type[msgspec.Struct], path: KeyPath, locate: L
             yield from _check_value(value, hint, path + (name,), locate)
 
 
-_AT = re.compile(r" - at `\$(.*)`$")
-_STEP = re.compile(r"\[(\d+)\]|\[\"((?:[^\"\\]|\\.)*)\"\]|\.(\w+)")
+# Patterns only a failing value reaches are compiled there, by re's cache:
+# a module-level compile is paid by every cold compile, valid or not.
+_AT = r" - at `\$(.*)`$"
+_STEP = r"\[(\d+)\]|\[\"((?:[^\"\\]|\\.)*)\"\]|\.(\w+)"
 
 
 def _check_value(value: Any, hint: Any, path: KeyPath, locate: Locator):
@@ -331,10 +333,10 @@ def _check_value(value: Any, hint: Any, path: KeyPath, locate: Locator):
     except msgspec.ValidationError as exc:
         message = str(exc)
         where = path
-        match = _AT.search(message)
+        match = re.search(_AT, message)
         if match:
             message = message[: match.start()]
-            for index, key, attr in _STEP.findall(match.group(1)):
+            for index, key, attr in re.findall(_STEP, match.group(1)):
                 where = where + (index or key or attr,)
         message = _friendly(message)
         leaf = _leaf(value, where[len(path):])
@@ -394,13 +396,13 @@ def _describe(value: Any) -> str:
     return f"a TOML {type(value).__name__}"
 
 
-_PLACEHOLDER = re.compile(r"__UNSET_[A-Za-z0-9_]+__")
+_PLACEHOLDER = r"__UNSET_[A-Za-z0-9_]+__"
 
 
 def _placeholders(value: Any, path: KeyPath):
     """(path, placeholder) of every ``__UNSET_NAME__`` that `tutorrl import` left for the user."""
     if isinstance(value, str):
-        for match in _PLACEHOLDER.finditer(value):
+        for match in re.finditer(_PLACEHOLDER, value) if "__UNSET_" in value else ():
             yield path, match.group(0)
     elif isinstance(value, dict):
         for k, v in value.items():

@@ -64,10 +64,12 @@ class _Builtin:
         self.name, self.value = name, value
 
     def load(self):
-        import importlib
+        import sys
 
         module, _, attr = self.value.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        # __import__ + sys.modules: importlib's own import is a cold compile's cost.
+        __import__(module)
+        return getattr(sys.modules[module], attr)
 
 
 @functools.cache

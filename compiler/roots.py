@@ -112,7 +112,7 @@ def findings(spec, resolved, lock) -> list:
         key = f"roots.{name}"
         if name.startswith(rules.RESERVED_ENV_PREFIX):
             out.append(Finding(key, f"{rules.RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
-        elif name in rules._BASH_OWNED or rules._TAKEOVER.match(name):
+        elif name in rules._BASH_OWNED or rules.takes_over(name):
             out.append(Finding(key, f"{name} changes how the launch itself runs; it cannot name a folder",
                                "choose another name, e.g. DATA_ROOT"))
         if name in spec.env.set or name in spec.env.passthrough:

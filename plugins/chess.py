@@ -7,8 +7,8 @@ constants to the team's reward entry points (package ``studentsim``, installed
 where the job runs). Registered in pyproject.toml under ``tutorrl.rewards``.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: msgspec would evaluate each option's
+# type from a string on every compile that names this plug-in.
 from typing import Annotated
 
 from msgspec import Meta, Struct

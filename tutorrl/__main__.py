@@ -1,3 +1,3 @@
-from tutorrl.cli import main
+from tutorrl.cli import entry
 
-raise SystemExit(main())
+entry()
