@@ -102,17 +102,19 @@ def directory_problem(evdir: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def chain_lock(evdir: Path, *, exclusive: bool) -> Iterator[None]:
+def chain_lock(evdir: Path, *, exclusive: bool) -> Iterator[bool]:
     """Hold `evidence/.lock`: exclusive to publish, shared to read a consistent snapshot.
 
     A reader does not create the lock file (verify must work on a read-only
-    copy); without one there is no writer of this protocol to wait for.
+    copy); without one there is no writer of this protocol to wait for, and
+    the reader gets False: it must look again, under the lock, if a first
+    writer creates the file while it reads (`verify._chain_problems`).
     """
     flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_RDWR | os.O_CREAT if exclusive else os.O_RDONLY)
     try:
         fd = os.open(evdir / LOCK_NAME, flags, 0o644)
     except FileNotFoundError:
-        yield
+        yield False
         return
     except OSError as exc:
         raise ChainError(f"{evdir / LOCK_NAME}: cannot open the evidence lock ({exc.strerror}; a symlink?)") from None
@@ -129,7 +131,7 @@ def chain_lock(evdir: Path, *, exclusive: bool) -> Iterator[None]:
                     raise ChainError(f"{evdir}: another process has held the evidence lock for "
                                      f"{LOCK_WAIT_S:.0f} s; try again when it is done") from None
                 time.sleep(0.01)
-        yield
+        yield True
     finally:
         os.close(fd)  # releases the flock
 

@@ -121,16 +121,22 @@ def _chain_problems(evdir: Path, bundle_path: Path, bundle_digest: str | None, r
             bundle_digest = load_bundle(Path(bundle_path)).digest
         except Exception as exc:  # the bundle's own check reports this better; note and go on
             return [f"cannot read the bundle's digest to check records against: {exc}"]
-    try:
-        with chain_lock(evdir, exclusive=False):
-            try:
-                head = read_head(evdir)
-            except ReadError as exc:
-                head = exc
-            files = record_files(evdir)
-            problems = _stray_problems(evdir, files)
-    except (ChainError, OSError) as exc:
-        return [f"{evdir}: cannot take a consistent look: {exc}"]
+    for _ in range(2):
+        try:
+            with chain_lock(evdir, exclusive=False) as locked:
+                try:
+                    head = read_head(evdir)
+                except ReadError as exc:
+                    head = exc
+                files = record_files(evdir)
+                problems = _stray_problems(evdir, files)
+        except (ChainError, OSError) as exc:
+            return [f"{evdir}: cannot take a consistent look: {exc}"]
+        # No lock file when we looked: no writer had started. A first writer
+        # creates it before writing anything, so if it exists now one may
+        # have published between our HEAD and our listing: look again, locked.
+        if locked or not os.path.lexists(evdir / LOCK_NAME):
+            break
     present = sorted(files)
     problems.extend(_gaps(present))
     digests: dict[int, str] = {}

@@ -39,22 +39,25 @@ def test_unknown_command_is_a_usage_error_without_traceback():
 def test_compile_path_imports_nothing_heavy(tmp_path):
     # The editable install's import hook loads pathlib at start-up (a wheel's
     # does not): forget it first, so that an import by tutorrl shows.
-    code = ("import sys; [sys.modules.pop(m, None) for m in ('pathlib', 'urllib.parse', 'ipaddress')]; "
+    code = ("import sys; [sys.modules.pop(m, None) for m in ('pathlib', 'urllib.parse', 'ipaddress', 'argparse')]; "
             "import tutorrl.cli as c; c.main(['compile', %r, '--out', %r]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('ray', 'torch', 'hydra', 'omegaconf', 'verl', 'tutorrl', '_hashlib', 'shutil', 'pathlib', 'importlib')))"
+            "('ray', 'torch', 'hydra', 'omegaconf', 'verl', 'tutorrl', '_hashlib', 'shutil', 'pathlib', 'importlib', "
+            "'argparse')))"
             ) % (str(support.SPECS / "chess_tutor_grpo.toml"), str(tmp_path))
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = eval(out.strip().splitlines()[-1])
-    assert not [m for m in loaded if not m.startswith(("tutorrl", "_hashlib", "shutil", "pathlib", "importlib"))]
+    assert not [m for m in loaded if not m.startswith(("tutorrl", "_hashlib", "shutil", "pathlib", "importlib", "argparse"))]
     # Each costs a cold compile measurably (benchmarks/bench_compile.py): OpenSSL
     # for a few kB of sha256, shutil (with zlib, bz2, lzma) for argparse's width.
     assert "_hashlib" not in loaded and "shutil" not in loaded
     # pathlib (with urllib.parse and ipaddress) was ~3 ms; the compile path writes with os.
     assert "pathlib" not in loaded and "importlib.metadata" not in loaded
+    # The plain `compile SPEC --out DIR` is parsed without argparse (gettext, locale: ~2.5 ms).
+    assert "argparse" not in loaded
     # Compiling is not verifying: the verifier loads only when asked for.
     assert "tutorrl.compiler.verify" not in loaded
     assert not [m for m in loaded if m.startswith(("tutorrl.runtime.", "tutorrl.evidence.", "tutorrl.review."))]
@@ -71,3 +74,23 @@ def test_help_width_follows_columns_without_shutil():
     wide = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "200"}).stdout
     assert max(map(len, narrow.splitlines())) <= 40 < max(map(len, wide.splitlines()))
+
+
+def test_entry_exits_with_mains_code_and_spares_only_short_commands_the_collector(tmp_path):
+    import subprocess
+    import sys
+
+    def run(*argv: str) -> tuple[int, str]:
+        # What the collector looked like as the process ended (atexit runs after entry's sys.exit).
+        code = ("import atexit, gc, sys; "
+                "atexit.register(lambda: print('gc', gc.isenabled(), gc.get_freeze_count() > 0)); "
+                f"sys.argv = ['tutorrl', *{list(argv)!r}]; import tutorrl.cli as c; c.entry()")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        return result.returncode, result.stdout.strip().splitlines()[-1]
+
+    spec = str(support.SPECS / "chess_tutor_grpo.toml")
+    assert run("compile", spec, "--out", str(tmp_path)) == (0, "gc False True")
+    # A failing compile exits with main's code (2), still short.
+    assert run("compile", str(tmp_path / "missing.toml")) == (2, "gc False True")
+    # Any other command keeps the collector, and exits with main's code.
+    assert run("schema") == (0, "gc True False")

@@ -346,3 +346,30 @@ def test_append_refuses_a_record_it_cannot_read(tmp_path):
 
     with pytest.raises(ChainError, match="is a directory"):
         append(evdir, lambda link: pytest.fail("must not build"))
+
+
+def test_a_first_writer_starting_mid_verify_is_not_a_removed_head(tmp_path, monkeypatch):
+    # The interleaving the concurrent test above met once in ~900 passes, made
+    # certain: verify reads HEAD (none yet, and no lock file to wait on), then
+    # the first writer creates the lock and publishes record 1 and HEAD, then
+    # verify lists the records.
+    import tutorrl.evidence.verify as verify_module
+
+    bundle = make_bundle(tmp_path / "bundles")
+    digest = digest_of(bundle)
+    step = make_fsdp_step(tmp_path / "ckpts", 1)
+    (bundle / "evidence").mkdir()
+    real = verify_module.record_files
+    calls = []
+
+    def listing_after_a_writer(evdir):
+        if not calls:
+            record_checkpoint(load_bundle(bundle), "first", step, source="manual", finished=None, workers=1,
+                              progress=False)
+        calls.append(evdir)
+        return real(evdir)
+
+    monkeypatch.setattr(verify_module, "record_files", listing_after_a_writer)
+    assert verify_evidence(bundle, digest) == []
+    assert len(calls) == 2  # looked again, under the writer's lock
+    assert verify_evidence(bundle, digest) == [] and len(calls) == 3  # a lock file now: one look
