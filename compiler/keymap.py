@@ -73,6 +73,8 @@ class Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     variants: tuple[Variant, ...] = VARIANTS
     # verl reads the key although no yaml declares it: Hydra needs `+`.
     undeclared: str = ""
+    # verl declares the key and never reads it (why): written as said, with a warning.
+    unread: str = ""
     # The timeline ends here: the setting has no key from this release on.
     absent: str | None = None
 
@@ -132,7 +134,7 @@ class Facts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     undeclared: tuple[Fact, ...] = ()
 
 
-class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """Keys a release accepts and never reads. ``keys`` are exact, or a subtree ``a.b.**``."""
 
     keys: tuple[str, ...]
@@ -140,6 +142,7 @@ class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reason: str
     # Old prefix -> new prefix, for the advice.
     instead: dict[str, str] = {}
+    variants: tuple[Variant, ...] = VARIANTS
 
     def match(self, key: str) -> bool:
         return any(key == k or (k.endswith(".**") and key.startswith(k[:-2])) for k in self.keys)
@@ -222,6 +225,8 @@ class Target(msgspec.Struct, frozen=True, omit_defaults=True):
     declared: tuple[str, ...] = ()
     open: tuple[str, ...] = ()
     passthrough: bool = False
+    # The release declares the key and never reads it (why): the compiler warns.
+    unread: str = ""
 
 
 class Lock(msgspec.Struct, frozen=True):
@@ -326,7 +331,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
         info = keyset.keys.get(key)
         if info is not None and not info.open:
             targets[name] = Target(key=key, spelling=entry.spelling, default=info.default,
-                                   interpolation=info.interpolation or "")
+                                   interpolation=info.interpolation or "", unread=entry.unread)
         elif (entry.undeclared or key in undeclared or keyset.open_parent(key)
               or any(key.startswith(p + ".") for p in passthrough)):
             targets[name] = Target(key=key, plus=True, spelling=entry.spelling)
@@ -335,7 +340,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                             "pass-through dict above it")
     if problems:
         raise LockError("\n".join(problems))
-    ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases))
+    ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases) and variant in i.variants)
     return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
                 passthrough, tuple(sorted(undeclared)), ignored)
 

@@ -143,7 +143,16 @@ def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
     out += _env(spec)
     out += _trainer(spec, value)
     out += _evidence(spec)
+    out += _unread(spec, lock)
     return out
+
+
+def _unread(spec: Spec, lock: Lock) -> list[Finding]:
+    # verl takes the key and nothing reads it (the key map says where that was
+    # read): written as the spec says -- it is the user's launch -- and said.
+    return [Finding(name, f"verl {lock.release} ({lock.variant}) accepts {target.key} but never reads it, so this "
+                    f"setting has no effect: {target.unread}", severity="warning")
+            for name, target in lock.targets.items() if target.unread and get_field(spec, name) is not None]
 
 
 def _evidence(spec: Spec) -> list[Finding]:

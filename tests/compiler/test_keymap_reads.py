@@ -1,0 +1,114 @@
+"""Keys the key map writes are keys verl reads, on the release's default code path.
+
+A key a release declares and never reads takes any value and does nothing: a
+spec setting written there would be a silent no-op. Where verl moved the read
+(FSDP gradient clipping to ``optim.clip_grad`` when 0.8.0 removed the legacy
+workers) the setting follows it; where nothing reads the setting's key at all
+(0.2/0.3's ``val_batch_size`` and ``warmup_style``) the value is still written
+-- verl takes it, and it is what the user said -- and the compiler warns.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+
+import pytest
+
+from tutorrl.compiler import compile_bytes
+from tutorrl.compiler import keyset_import as ki
+from tutorrl.compiler.compile import resolve_bytes
+from tutorrl.compiler.keymap import load_lock, supported_releases
+from tutorrl.errors import SpecError
+
+SPEC = """\
+[experiment]
+verl = "{release}"
+[data]
+train_batch_size = 16
+val_batch_size = 8
+[actor]
+ppo_mini_batch_size = 8
+grad_clip = 0.5
+warmup_style = "cosine"
+[critic]
+grad_clip = 0.25
+model_path = "critic"
+"""
+
+
+def _overrides(release: str) -> dict[str, str]:
+    _, _, resolved, warnings = resolve_bytes(SPEC.format(release=release).encode(), "spec.toml")
+    return {o.key: o.text for o in resolved.overrides}, {w.key: w.message for w in warnings}
+
+
+@pytest.mark.parametrize("release, actor, critic", [
+    ("0.7.1", "actor_rollout_ref.actor.grad_clip", "critic.grad_clip"),
+    ("0.8.0", "actor_rollout_ref.actor.optim.clip_grad", "critic.optim.clip_grad"),
+    ("0.9.1", "actor_rollout_ref.actor.optim.clip_grad", "critic.optim.clip_grad"),
+])
+def test_gradient_clipping_is_written_where_the_release_reads_it(release, actor, critic):
+    overrides, _ = _overrides(release)
+    assert overrides[actor] == f"{actor}=0.5" and overrides[critic] == f"{critic}=0.25"
+    moved = {"actor_rollout_ref.actor.grad_clip", "actor_rollout_ref.actor.optim.clip_grad",
+             "critic.grad_clip", "critic.optim.clip_grad"} - {actor, critic}
+    assert not moved & set(overrides)
+
+
+def test_the_unread_key_is_refused_as_a_raw_override_with_the_key_that_is_read():
+    text = SPEC.format(release="0.9.1") + '[verl]\nextra_overrides = ["actor_rollout_ref.actor.grad_clip=0.1"]\n'
+    with pytest.raises(SpecError) as info:
+        compile_bytes(text.encode(), "spec.toml")
+    (problem,) = info.value.problems
+    assert problem.key == "verl.extra_overrides.0" and "accepted and ignored" in problem.message
+    assert "actor_rollout_ref.actor.optim.clip_grad" in (problem.message + " " + (problem.hint or ""))
+
+
+@pytest.mark.parametrize("release", ["0.2.0.post2", "0.3.0.post0", "0.3.0.post1"])
+def test_settings_nothing_reads_are_written_as_said_and_warned(release):
+    overrides, warnings = _overrides(release)
+    # Written: verl takes them, and the launch is what the spec says.
+    assert overrides["data.val_batch_size"] == "data.val_batch_size=8"
+    assert overrides["actor_rollout_ref.actor.optim.warmup_style"] == 'actor_rollout_ref.actor.optim.warmup_style="cosine"'
+    assert "never reads it" in warnings["data.val_batch_size"] and "whole set" in warnings["data.val_batch_size"]
+    assert "constant" in warnings["actor.warmup_style"]
+
+
+def test_settings_the_release_reads_are_not_warned():
+    _, warnings = _overrides("0.4.0")
+    assert "data.val_batch_size" not in warnings and "actor.warmup_style" not in warnings
+
+
+# -- against the wheels ---------------------------------------------------------------------------------------------
+
+
+def _read_names(release: str) -> set[str]:
+    """Every name the release's code reads as ``.name``, ``["name"]``/``get("name")`` or passes as ``name=``."""
+    names: set[str] = set()
+    pattern = re.compile(r"\.([A-Za-z_]\w*)|[\"']([A-Za-z_]\w*)[\"']|\b([A-Za-z_]\w*)\s*=(?!=)")
+    with zipfile.ZipFile(ki.fetch_wheel(release)) as zf:
+        for member in zf.namelist():
+            if member.startswith("verl/") and member.endswith(".py"):
+                for groups in pattern.findall(zf.read(member).decode(errors="replace")):
+                    names.update(g for g in groups if g)
+    return names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", supported_releases())
+def test_every_written_key_is_read_in_its_release(release):
+    """Each key a lock writes has its last name read somewhere in that release's code,
+    or the map says nothing reads it.
+
+    A coarse check -- it cannot see which of two readers runs (0.8.0's
+    ``grad_clip`` survives in the optimizer's deprecated alias) -- that
+    catches a map entry pointing at a key verl only declares, as 0.2's
+    ``val_batch_size``.
+    """
+    names = _read_names(release)
+    for variant in ("fsdp", "megatron"):
+        lock = load_lock(release, variant)
+        for name, target in lock.targets.items():
+            if target.kind != "table":
+                leaf = target.key.rsplit(".", 1)[-1]
+                assert leaf in names or target.unread, f"verl {release} ({variant}): nothing reads {target.key} ({name})"
