@@ -64,3 +64,18 @@ def render_value(value) -> str:
 
 def render_override(key: str, value, *, append: bool = False) -> str:
     return f"{'+' if append else ''}{key}={render_value(value)}"
+
+
+def launch_prelude(*functions) -> list[str]:
+    """Source lines that define this module's quoting in a program launch.sh runs
+    (``re`` imported by the program): its patterns, then :func:`omegaconf_escape`,
+    :func:`quote_string` and ``functions``, each from its own source -- never a
+    copy, so a value quoted at job start is quoted as the compiler quotes it."""
+    import inspect
+
+    return [
+        f"_INTERPOLATION = re.compile({_INTERPOLATION.pattern!r})",
+        f"_BEFORE_QUOTE = re.compile({_BEFORE_QUOTE.pattern!r})",
+        f"_TRAILING = re.compile({_TRAILING.pattern!r})",
+        *(inspect.getsource(f) for f in (omegaconf_escape, quote_string, *functions)),
+    ]

@@ -72,19 +72,11 @@ def launch_program() -> str:
     The quoting is :mod:`tutorrl.compiler.hydra`'s own code, never a copy; a
     root with no value in the job's environment stops the launch (exit 3).
     """
-    import inspect
-
     from tutorrl.compiler import hydra
 
     return "\n".join([
         "import json, math, os, re, sys",
-        f"_INTERPOLATION = re.compile({hydra._INTERPOLATION.pattern!r})",
-        f"_BEFORE_QUOTE = re.compile({hydra._BEFORE_QUOTE.pattern!r})",
-        f"_TRAILING = re.compile({hydra._TRAILING.pattern!r})",
-        inspect.getsource(hydra.omegaconf_escape),
-        inspect.getsource(hydra.quote_string),
-        inspect.getsource(hydra.render_value),
-        inspect.getsource(join),
+        *hydra.launch_prelude(hydra.render_value, join),
         "key, raw = sys.argv[1:]",
         "def part(item):",
         "    if isinstance(item, str):",

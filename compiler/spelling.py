@@ -45,17 +45,11 @@ def is_runtime(spelling: str) -> bool:
 
 def launch_program(release: str) -> str:
     """Python run by launch.sh: ``argv = [key, module]`` -> prints ``key="<quoted file path>"``."""
-    import inspect
-
     from tutorrl.compiler import hydra
 
     return "\n".join([
         "import importlib.util, re, sys",
-        f"_INTERPOLATION = re.compile({hydra._INTERPOLATION.pattern!r})",
-        f"_BEFORE_QUOTE = re.compile({hydra._BEFORE_QUOTE.pattern!r})",
-        f"_TRAILING = re.compile({hydra._TRAILING.pattern!r})",
-        inspect.getsource(hydra.omegaconf_escape),
-        inspect.getsource(hydra.quote_string),
+        *hydra.launch_prelude(),
         "key, module = sys.argv[1:]",
         "why = 'no such module'",
         "try:",
