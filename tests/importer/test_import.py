@@ -129,9 +129,12 @@ def test_keys_of_another_release_are_named_with_migrate():
 
 # Keys the compiler's cross-field rules read (batch sizes, GPU layout) are left
 # out: random values there are launches verl itself refuses at start.
+# The actor's strategy is left out too: it chooses the variant (the config
+# itself), so a random value makes the launch another config altogether.
 _RULED = ("data.train_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size", "trainer.n_gpus_per_node",
           "trainer.nnodes", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.use_dynamic_bsz",
-          "actor_rollout_ref.actor.ppo_micro_batch_size", "actor_rollout_ref.rollout.tensor_model_parallel_size")
+          "actor_rollout_ref.actor.ppo_micro_batch_size", "actor_rollout_ref.rollout.tensor_model_parallel_size",
+          "actor_rollout_ref.actor.strategy")
 _TEXT = st.text(st.sampled_from(list("ab Z09 $'\"\\{},=#~é/:-")), min_size=1, max_size=12)
 # (release, variant, config, examples): Megatron's config composes slower.
 CASES = [("0.9.1", "fsdp", "ppo_trainer", 20), ("0.7.0", "megatron", "ppo_megatron_trainer", 6)]
