@@ -137,3 +137,19 @@ enable = true
     assert {"data.truncation", "trainer.balance_batch", "actor_rollout_ref.actor.clip_ratio"} <= keys
     # What it does read is not warned.
     assert "data.val_batch_size" not in said and "actor.grad_clip" not in said
+
+
+@pytest.mark.parametrize("release, engine, setting, line, warned", [
+    ("0.9.1", "sglang", "rollout.enable_chunked_prefill", "enable_chunked_prefill = true", True),
+    ("0.9.1", "vllm", "rollout.enable_chunked_prefill", "enable_chunked_prefill = true", False),
+    ("0.4.1", "sglang", "rollout.max_num_batched_tokens", "max_num_batched_tokens = 8192", True),
+    ("0.9.1", "vllm", "rollout.do_sample", "do_sample = false", True),
+    ("0.7.0", "sglang", "rollout.do_sample", "do_sample = false", True),
+    ("0.6.1", "sglang", "rollout.do_sample", "do_sample = false", False),
+])
+def test_rollout_settings_the_chosen_engine_never_reads_are_warned(release, engine, setting, line, warned):
+    text = SPEC.format(release=release) + f'[rollout]\nengine = "{engine}"\n{line}\n'
+    _, _, resolved, warnings = resolve_bytes(text.encode(), "spec.toml")
+    said = {w.key: w.message for w in warnings}
+    assert (setting in said) is warned and (not warned or engine in said[setting])
+    assert any(o.key.endswith(setting.rsplit(".", 1)[1]) for o in resolved.overrides)  # still written
