@@ -173,8 +173,8 @@ def _engine_reads(spec: Spec, value: Effective) -> list[Finding]:
 def _unread(spec: Spec, lock: Lock) -> list[Finding]:
     # verl takes the key and nothing reads it (the key map says where that was
     # read): written as the spec says -- it is the user's launch -- and said.
-    return [Finding(name, f"verl {lock.release} ({lock.variant}) accepts {target.key} but never reads it, so this "
-                    f"setting has no effect: {target.unread}", severity="warning")
+    return [Finding(name, f"has no effect in verl {lock.release} ({lock.variant}), which takes {target.key} and "
+                    f"does not use it: {target.unread}", severity="warning")
             for name, target in lock.targets.items() if target.unread and get_field(spec, name) is not None]
 
 

@@ -26,6 +26,8 @@ class ImportReport(msgspec.Struct):
     differences: list = []
     normalised: list[str] = []
     other_releases: str = ""
+    # What compiling the imported spec warns (settings with no effect, rules verl does not enforce).
+    warnings: list[str] = []
 
 
 def _parse_vars(items: list[str]) -> dict[str, str]:
@@ -133,7 +135,7 @@ def cmd_import(args) -> int:
             raise RefusedError(f"cannot write {out}: {exc.strerror}") from None
         spec_path = str(out)
 
-    exact, not_checked, diffs = None, "", []
+    exact, not_checked, diffs, warnings = None, "", [], []
     if translation.placeholders:
         not_checked = ("the spec holds placeholders for unset shell variables "
                        f"({', '.join(translation.placeholders)}); give them with --var, or fill them in")
@@ -149,6 +151,7 @@ def cmd_import(args) -> int:
         except SpecError as err:
             not_checked = "the imported spec does not compile: " + "; ".join(p.render() for p in err.problems)
         else:
+            warnings = list(result.warnings)
             if result.original_error:
                 not_checked = f"the original launch does not compose at verl {release}: {result.original_error}"
             elif result.imported_error:
@@ -168,7 +171,8 @@ def cmd_import(args) -> int:
 
     normalised = [m.override for m in translation.mapped if m.note.startswith("the '+'")]
     report = ImportReport(source, release, variant, why, spec_path, translation.mapped, unset,
-                          translation.placeholders, others, exact, not_checked, diffs, normalised, elsewhere)
+                          translation.placeholders, others, exact, not_checked, diffs, normalised, elsewhere,
+                          warnings)
     if args.format == "json":
         print(json.dumps(msgspec.to_builtins(report), indent=2, sort_keys=True))
     else:
@@ -215,6 +219,9 @@ def render_report(r: ImportReport) -> str:
         lines += [f"  {c}" for c in r.other_commands]
     if r.other_releases:
         lines.append(f"release: {r.other_releases}")
+    if r.warnings:
+        lines.append("compiling the spec warns (the launch is still the script's):")
+        lines += [f"  {w}" for w in r.warnings]
     if r.exact:
         lines.append(f"round trip: exact (the spec composes to the identical verl {r.release} config)")
     elif r.not_checked:

@@ -120,6 +120,8 @@ class RoundTrip(msgspec.Struct, frozen=True):
     original_error: str | None = None
     imported_error: str | None = None
     imported_argv: list[str] = []
+    # The compiler's warnings for the imported spec (e.g. settings the release never reads).
+    warnings: list[str] = []
 
 
 def round_trip(spec_text: str, original: list[str], *, config_name: str, config_path: str | None = None,
@@ -127,7 +129,8 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
     """Compile ``spec_text`` and compare its composed config with the original launch's."""
     from tutorrl.compiler.compile import resolve_bytes
 
-    spec, lock, resolved, _ = resolve_bytes(spec_text.encode(), "imported.toml")
+    spec, lock, resolved, found = resolve_bytes(spec_text.encode(), "imported.toml")
+    warnings = [f"{w.key}: {w.message}" if w.key else w.message for w in found]
     root = root or config_root(lock.release)
     argv = []
     for o in resolved.overrides:
@@ -137,6 +140,6 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
     first = compose(root, config_name, original, config_path, base)
     second = compose(root, resolved.config_name, argv, resolved.config_path, base)
     if first.error or second.error:
-        return RoundTrip(False, [], first.error, second.error, argv)
+        return RoundTrip(False, [], first.error, second.error, argv, warnings)
     diffs = differences(first.config, second.config)
-    return RoundTrip(not diffs, diffs, imported_argv=argv)
+    return RoundTrip(not diffs, diffs, imported_argv=argv, warnings=warnings)

@@ -179,3 +179,11 @@ def test_random_launches_import_and_round_trip_exactly(release, variant, config_
         assert [d for d in result.differences if d.key not in ignored] == [], text
 
     check()
+
+
+def test_the_report_says_what_compiling_the_spec_warns():
+    proc = _import("--verl", "0.9.1", "--format", "json", "--", "algorithm.adv_estimator=gae",
+                   "trainer.balance_batch=False", "critic.model.path=c")
+    report = json.loads(proc.stdout)
+    assert report["exact"] is True
+    assert any(w.startswith("trainer.balance_batch: has no effect in verl 0.9.1") for w in report["warnings"])
