@@ -128,7 +128,7 @@ enable = true
     _, _, resolved, warnings = resolve_bytes(text.encode(), "spec.toml")
     said = {w.key: w.message for w in warnings}
     for setting, words in [("data.truncation", "left-truncates"), ("trainer.balance_batch", "always balances"),
-                           ("rollout.multi_turn.enable", "agent loop's name"), ("actor.clip_ratio", "clip_ratio_low"),
+                           ("rollout.multi_turn.enable", "default_agent_loop"), ("actor.clip_ratio", "clip_ratio_low"),
                            ("actor.use_torch_compile", "fsdp_config.use_torch_compile"),
                            ("critic.use_dynamic_bsz", "token count")]:
         assert "has no effect" in said[setting] and words in said[setting], setting
@@ -153,3 +153,26 @@ def test_rollout_settings_the_chosen_engine_never_reads_are_warned(release, engi
     said = {w.key: w.message for w in warnings}
     assert (setting in said) is warned and (not warned or engine in said[setting])
     assert any(o.key.endswith(setting.rsplit(".", 1)[1]) for o in resolved.overrides)  # still written
+
+
+@pytest.mark.parametrize("release, variant, setting, warned", [
+    # The v1 trainer (default from 0.9.0) balances always; 0.8.0's trainer reads the switch.
+    ("0.8.0", "fsdp", "trainer.balance_batch", False),
+    ("0.9.0", "fsdp", "trainer.balance_batch", True),
+    # The engines (from 0.8.0) never read the actor's use_torch_compile; 0.7.1's legacy workers did.
+    ("0.7.1", "fsdp", "actor.use_torch_compile", False),
+    ("0.8.0", "fsdp", "actor.use_torch_compile", True),
+    # Megatron's grad_offload is stored and never read from 0.8.0 (0.9.1 dropped the key).
+    ("0.8.0", "megatron", "actor.grad_offload", True),
+    ("0.9.0", "megatron", "actor.grad_offload", True),
+])
+def test_each_release_is_warned_for_what_it_does_not_use(release, variant, setting, warned):
+    section, field = setting.split(".")
+    value = {"balance_batch": "false", "use_torch_compile": "false", "grad_offload": "true"}[field]
+    strategy = '\nstrategy = "megatron"' if variant == "megatron" else ""
+    text = (f'[experiment]\nverl = "{release}"\n[{section}]\n{field} = {value}'
+            + (strategy if section == "actor" else f"\n[actor]{strategy}") + "\n")
+    _, lock, _, warnings = resolve_bytes(text.encode(), "spec.toml")
+    assert lock.variant == variant
+    said = {w.key: w.message for w in warnings}
+    assert (setting in said and "has no effect" in said[setting]) is warned, said.get(setting)
