@@ -176,3 +176,13 @@ def test_each_release_is_warned_for_what_it_does_not_use(release, variant, setti
     assert lock.variant == variant
     said = {w.key: w.message for w in warnings}
     assert (setting in said and "has no effect" in said[setting]) is warned, said.get(setting)
+
+
+def test_a_global_micro_batch_alone_is_said_to_fail_from_080():
+    text = SPEC.format(release="0.9.1").replace("ppo_mini_batch_size = 8\n", "ppo_mini_batch_size = 8\nppo_micro_batch_size = 8\n")
+    _, _, _, warnings = resolve_bytes(text.encode(), "spec.toml")
+    said = {w.key: w.message for w in warnings}
+    assert "fails at start" in said["actor.ppo_micro_batch_size"] and "ppo_micro_batch_size_per_gpu" in said[
+        "actor.ppo_micro_batch_size"]
+    _, _, _, warnings = resolve_bytes(text.replace('verl = "0.9.1"', 'verl = "0.7.1"').encode(), "spec.toml")
+    assert "actor.ppo_micro_batch_size" not in {w.key for w in warnings}
