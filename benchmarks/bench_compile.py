@@ -111,11 +111,17 @@ def main() -> None:
             rows.append(("verl main_ppo --cfg job (same overrides)", verl))
 
     base, base_min = statistics.median(baseline), min(baseline)
-    print(f"{'what':<44} {'runs':>5} {'median ms':>10} {'min ms':>9} {'x python':>9} {'x python (min)':>15}")
+    # "x python (pairs)": the median of each run's time over the baseline run
+    # just before it -- the figure least moved by the machine's drift over the
+    # benchmark (the ratio of medians pairs a fast minute's baseline with a slow one's).
+    print(f"{'what':<44} {'runs':>5} {'median ms':>10} {'min ms':>9} {'x python':>9} {'x python (min)':>15} "
+          f"{'x python (pairs)':>17}")
     for name, times in rows:
         med = statistics.median(times)
+        pairs = (f"{statistics.median(t / b for t, b in zip(times, baseline)):>17.2f}"
+                 if len(times) == len(baseline) else f"{'':>17}")
         print(f"{name:<44} {len(times):>5} {med * 1000:>10.1f} {min(times) * 1000:>9.1f} {med / base:>9.2f} "
-              f"{min(times) / base_min:>15.2f}")
+              f"{min(times) / base_min:>15.2f} {pairs}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import msgspec
 
 from tutorrl.compiler import spec as spec_module
 from tutorrl.compiler.spec import Spec
-from tutorrl.compiler.toml_positions import key_positions
 from tutorrl.errors import BundleError, Problem, SpecError
 
 if TYPE_CHECKING:
@@ -87,6 +86,14 @@ def read_spec_bytes(path: str | Path, name: str) -> bytes:
     return data
 
 
+def _positions(text: str):
+    # Only a spec with a problem needs its keys' lines and columns: the
+    # scanner loads then, not on every compile.
+    from tutorrl.compiler.toml_positions import key_positions
+
+    return key_positions(text)
+
+
 def _refuse_folder(path: str | Path, name: str):
     """A folder where a spec file belongs; a bundle folder is told what to do with it instead."""
     import os
@@ -136,7 +143,7 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
         raise SpecError([Problem(f"nested more than {MAX_DEPTH} levels deep; a spec never is", file=name)])
 
     # Positions are only needed to report a problem: computed on first use.
-    locate = Locator(name, lambda: key_positions(text))
+    locate = Locator(name, lambda: _positions(text))
     try:
         # The common case -- a valid spec -- is decided by msgspec alone; the
         # field-by-field walk below only runs to say where every problem is.

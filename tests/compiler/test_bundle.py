@@ -253,3 +253,27 @@ def test_verify_refuses_links_fifos_and_hidden_files(tmp_path):
             words = "runs is a symlink; it must be a folder inside the bundle"
         with pytest.raises(BundleError, match=words):
             verify_bundle(path)
+
+
+_SCALARS = st.one_of(st.booleans(), st.integers(-2**63, 2**63 - 1), st.text(max_size=12),
+                     st.floats(allow_nan=False, allow_infinity=False))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.from_regex(r"[a-z_]{1,6}", fullmatch=True), inner, max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_VALUES, max_size=6))
+def test_stated_defaults_are_written_one_value_per_line_as_toml_writes_each(values):
+    from tutorrl.compiler.bundle import _toml_values
+
+    def alone(value):  # each scalar through TOML's writer on its own
+        if isinstance(value, list):
+            return "[" + ", ".join(alone(v) for v in value) + "]"
+        if isinstance(value, dict):
+            return "{ " + ", ".join(f"{k} = {alone(v)}" for k, v in value.items()) + " }"
+        return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
+
+    written = _toml_values(values)
+    assert written == [alone(v) for v in values]
+    assert not [w for w in written if "\n" in w]
