@@ -264,6 +264,12 @@ def _filled_note(name: str, ok: _Keys, nk: _Keys) -> str:
     return ""
 
 
+def _unread_note(name: str, k: _Keys) -> str:
+    """That the new side's release takes the setting's key and does not use it (the key map's `unread`)."""
+    target = k.rmap.targets.get(name) if k.rmap is not None else None
+    return f"has no effect in verl {k.release} ({k.variant})" if target is not None and target.unread else ""
+
+
 def _setting_changes(ok: _Keys, nk: _Keys) -> tuple[list[SettingChange], list[SettingChange]]:
     """(changes that reach verl, changes that reach no verl key on either side)."""
     a, b = ok.rows, nk.rows
@@ -285,7 +291,8 @@ def _setting_changes(ok: _Keys, nk: _Keys) -> tuple[list[SettingChange], list[Se
         verl.append(SettingChange(
             setting=name, change=change, old=ra.value if ra else None, new=rb.value if rb else None,
             old_keys=list(ra.keys) if ra else [], new_keys=list(rb.keys) if rb else [],
-            note=_filled_note(name, ok, nk), default=default))
+            note="; ".join(n for n in (_filled_note(name, ok, nk), _unread_note(name, nk) if rb else "") if n),
+            default=default))
     return verl, spec_only
 
 

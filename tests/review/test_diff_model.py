@@ -104,3 +104,14 @@ def test_config_name_and_path_are_the_release_section():
     text = render(d, "text")
     assert "config: --config-name ppo_trainer -> my_trainer" in text
     assert "config folder: (verl's own configs) -> --config-path configs" in text
+
+
+def test_a_change_verl_takes_and_does_not_use_is_said():
+    # verl 0.9.1's v1 trainer always balances the batch: trainer.balance_batch has no effect there.
+    d = diff_sides(side(base()), side(with_(base(), trainer__balance_batch=False)))
+    (c,) = [c for c in d.experiment if c.setting == "trainer.balance_batch"]
+    assert c.new is False and c.note == "has no effect in verl 0.9.1 (fsdp)"
+    assert "has no effect in verl 0.9.1 (fsdp)" in render(d, "text")
+    # A setting the release uses carries no such note.
+    d = diff_sides(side(base()), side(with_(base(), rollout__temperature=0.7)))
+    assert [c.note for c in d.experiment] == [""]
