@@ -152,17 +152,18 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     except msgspec.ValidationError:
         spec = None
         problems = list(_check_struct(data, Spec, (), locate))
+    leaves = list(_leaves(data))
     problems += [locate(p, "control characters other than tab cannot travel through the launch script")
-                 for p in _control_chars(data, ())]
+                 for p, v in leaves if _has_control_chars(v)]
     problems += list(_check_plugin_options(data, locate))
     # Free-form values (tables verl reads whole, plug-in options) have no type
     # to bound them; what neither Hydra nor verl can take is refused wherever
     # it stands, once per key (a typed field already said so).
     said = {p.key for p in problems}
-    problems += [locate(p, why) for p, why in _unrepresentable(data, ()) if ".".join(p) not in said]
+    problems += [locate(p, why) for p, v in leaves if (why := _unrepresentable(v)) and ".".join(p) not in said]
     problems += [locate(p, f"'{name}' is a placeholder for the shell variable {name[8:-2]}, which the imported "
                         "script read but never set", "replace it with the value the launch should use")
-                 for p, name in _placeholders(data, ())]
+                 for p, v in leaves for name in _placeholders(v)]
     if problems:
         raise SpecError(problems)
     return spec, locate
@@ -403,50 +404,41 @@ def _describe(value: Any) -> str:
     return f"a TOML {type(value).__name__}"
 
 
+def _leaves(value: Any, path: KeyPath = ()):
+    """(path, value) of every scalar under ``value``; an array's items are keyed by their index."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _leaves(v, path + (str(i),))
+    else:
+        yield path, value
+
+
 _PLACEHOLDER = r"__UNSET_[A-Za-z0-9_]+__"
 
 
-def _placeholders(value: Any, path: KeyPath):
-    """(path, placeholder) of every ``__UNSET_NAME__`` that `tutorrl import` left for the user."""
-    if isinstance(value, str):
-        for match in re.finditer(_PLACEHOLDER, value) if "__UNSET_" in value else ():
-            yield path, match.group(0)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _placeholders(v, path + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _placeholders(v, path + (str(i),))
+def _placeholders(value: Any) -> list[str]:
+    """Every ``__UNSET_NAME__`` that `tutorrl import` left for the user in a string."""
+    return re.findall(_PLACEHOLDER, value) if isinstance(value, str) and "__UNSET_" in value else []
 
 
 _I64 = range(-(2**63), 2**63)
 
 
-def _unrepresentable(value: Any, path: KeyPath):
-    """(path, why) of numbers Hydra cannot write back or verl cannot hold: inf, nan, integers beyond 64 bits."""
+def _unrepresentable(value: Any) -> str | None:
+    """Why Hydra cannot write the number back or verl cannot hold it (inf, nan, beyond 64 bits); else None."""
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            yield path, f"{value} cannot travel through Hydra's override grammar to verl; give a finite number"
+            return f"{value} cannot travel through Hydra's override grammar to verl; give a finite number"
     elif isinstance(value, int) and not isinstance(value, bool):
         if value not in _I64:
-            yield path, (f"an integer of {value.bit_length()} bits; verl's integers reach torch and C++ as "
-                         "64-bit integers (at most 9223372036854775807)")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _unrepresentable(v, path + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _unrepresentable(v, path + (str(i),))
+            return (f"an integer of {value.bit_length()} bits; verl's integers reach torch and C++ as "
+                    "64-bit integers (at most 9223372036854775807)")
+    return None
 
 
-def _control_chars(value: Any, path: KeyPath):
-    """Paths of strings holding newlines or other control characters."""
-    if isinstance(value, str):
-        if any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in value):
-            yield path
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _control_chars(v, path + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _control_chars(v, path + (str(i),))
+def _has_control_chars(value: Any) -> bool:
+    """A string holding newlines or other control characters (tab aside)."""
+    return isinstance(value, str) and any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in value)
