@@ -66,7 +66,9 @@ def _bounded(connection: type, total: float) -> type:
     return type(f"Bounded{connection.__name__}", (_Deadline, connection), {"total": total})
 
 
-class _HTTPHandler(urllib.request.HTTPHandler):
+class _BoundedOpen:
+    """Mixed into urllib's HTTP and HTTPS handlers: each connection gets the total deadline."""
+
     def __init__(self, total: float):
         super().__init__()
         self.total = total
@@ -75,13 +77,12 @@ class _HTTPHandler(urllib.request.HTTPHandler):
         return super().do_open(_bounded(http_class, self.total), req, **kwargs)
 
 
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, total: float):
-        super().__init__()
-        self.total = total
+class _HTTPHandler(_BoundedOpen, urllib.request.HTTPHandler):
+    pass
 
-    def do_open(self, http_class, req, **kwargs):
-        return super().do_open(_bounded(http_class, self.total), req, **kwargs)
+
+class _HTTPSHandler(_BoundedOpen, urllib.request.HTTPSHandler):
+    pass
 
 
 def open_bounded(req: urllib.request.Request, total: float, *handlers: urllib.request.BaseHandler):
