@@ -75,6 +75,8 @@ class Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     undeclared: str = ""
     # verl declares the key and never reads it (why): written as said, with a warning.
     unread: str = ""
+    # With `unread`: only these rollout engines never read it (empty: none does).
+    engines: tuple[str, ...] = ()
     # The timeline ends here: the setting has no key from this release on.
     absent: str | None = None
 
@@ -225,8 +227,10 @@ class Target(msgspec.Struct, frozen=True, omit_defaults=True):
     declared: tuple[str, ...] = ()
     open: tuple[str, ...] = ()
     passthrough: bool = False
-    # The release declares the key and never reads it (why): the compiler warns.
+    # The release declares the key and never reads it (why): the compiler warns;
+    # with `unread_engines`, only when rollout.engine is one of them.
     unread: str = ""
+    unread_engines: tuple[str, ...] = ()
 
 
 class Lock(msgspec.Struct, frozen=True):
@@ -312,6 +316,8 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                 absent[name] = why
             continue
         key = entry.key
+        if entry.engines and not entry.unread:
+            problems.append(f"{name}: `engines` says with which rollout engines a key is unread; it needs `unread`")
         if setting.kind == "table":
             children = sorted(k[len(key) + 1:] for k in keyset.keys if k.startswith(key + "."))
             # Sub-tables that take new entries: empty dicts, and dicts verl reads whole.
@@ -331,7 +337,8 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
         info = keyset.keys.get(key)
         if info is not None and not info.open:
             targets[name] = Target(key=key, spelling=entry.spelling, default=info.default,
-                                   interpolation=info.interpolation or "", unread=entry.unread)
+                                   interpolation=info.interpolation or "", unread=entry.unread,
+                                   unread_engines=entry.engines)
         elif (entry.undeclared or key in undeclared or keyset.open_parent(key)
               or any(key.startswith(p + ".") for p in passthrough)):
             targets[name] = Target(key=key, plus=True, spelling=entry.spelling)

@@ -143,39 +143,24 @@ def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
     out += _env(spec)
     out += _trainer(spec, value)
     out += _evidence(spec)
-    out += _unread(spec, lock)
-    out += _engine_reads(spec, value)
+    out += _unread(spec, value)
     return out
 
 
-# Rollout settings a chosen engine never reads (read in verl's rollout code of
-# each release): (setting, engines, first release, why).
-_ENGINE_UNREAD = (
-    ("rollout.enable_chunked_prefill", ("sglang",), "0.2.0.post2",
-     "verl's SGLang rollout never passes it to the engine (workers/rollout/sglang_rollout); vLLM reads it"),
-    ("rollout.max_num_batched_tokens", ("sglang",), "0.2.0.post2",
-     "verl's SGLang rollout never passes it to the engine (workers/rollout/sglang_rollout); vLLM reads it"),
-    ("rollout.do_sample", ("sglang", "vllm"), "0.7.0",
-     "from verl 0.7.0 only the hf and naive rollouts read it; the vLLM and SGLang servers sample by temperature, "
-     "top_p and top_k (set temperature = 0 for greedy)"),
-)
-
-
-def _engine_reads(spec: Spec, value: Effective) -> list[Finding]:
-    # A warning, not a refusal: verl takes the key, the chosen engine ignores it.
-    engine = value("rollout.engine")
-    release = release_tuple(value.lock.release)
-    return [Finding(setting, f"has no effect with rollout.engine = {engine!r}: {why}", severity="warning")
-            for setting, engines, since, why in _ENGINE_UNREAD
-            if engine in engines and release >= release_tuple(since) and get_field(spec, setting) is not None]
-
-
-def _unread(spec: Spec, lock: Lock) -> list[Finding]:
-    # verl takes the key and nothing reads it (the key map says where that was
-    # read): written as the spec says -- it is the user's launch -- and said.
-    return [Finding(name, f"has no effect in verl {lock.release} ({lock.variant}), which takes {target.key} and "
-                    f"does not use it: {target.unread}", severity="warning")
-            for name, target in lock.targets.items() if target.unread and get_field(spec, name) is not None]
+def _unread(spec: Spec, value: Effective) -> list[Finding]:
+    # verl takes the key and nothing reads it -- or not the chosen rollout
+    # engine (the key map says where that was read): written as the spec
+    # says -- it is the user's launch -- and said.
+    lock, engine, out = value.lock, value("rollout.engine"), []
+    for name, target in lock.targets.items():
+        if not target.unread or get_field(spec, name) is None:
+            continue
+        if target.unread_engines and engine not in target.unread_engines:
+            continue
+        with_engine = f" with rollout.engine = {engine!r}" if target.unread_engines else ""
+        out.append(Finding(name, f"has no effect in verl {lock.release} ({lock.variant}){with_engine}, which takes "
+                           f"{target.key} and does not use it: {target.unread}", severity="warning"))
+    return out
 
 
 def _evidence(spec: Spec) -> list[Finding]:

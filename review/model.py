@@ -265,9 +265,11 @@ def _filled_note(name: str, ok: _Keys, nk: _Keys) -> str:
 
 
 def _unread_note(name: str, k: _Keys) -> str:
-    """That the new side's release takes the setting's key and does not use it (the key map's `unread`)."""
+    """That the new side's release takes the setting's key and does not use it (the key map's `unread`;
+    not where that depends on the rollout engine, which the compile itself says)."""
     target = k.rmap.targets.get(name) if k.rmap is not None else None
-    return f"has no effect in verl {k.release} ({k.variant})" if target is not None and target.unread else ""
+    unread = target is not None and target.unread and not target.unread_engines
+    return f"has no effect in verl {k.release} ({k.variant})" if unread else ""
 
 
 def _setting_changes(ok: _Keys, nk: _Keys) -> tuple[list[SettingChange], list[SettingChange]]:

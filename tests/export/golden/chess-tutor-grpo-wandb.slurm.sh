@@ -27,7 +27,7 @@ fi
 if ! (cd "$bundle" && sha256sum --check --strict --quiet >&2) <<'TUTORRL_SHA256'
 95b704ca6008f01a024b6c43cd700488cd53b43fe66faeb0fc53e1d6dca5b025  bundle.env
 06e570d2a13ffc2fc369b488cf0800e40a456c9e635b13a010b62e77e6517b20  launch.sh
-d4b7a61e77c1008a17265a5de02797260c8b82d3143fe670a283aa77fc5ea16b  manifest.json
+bed49e3fddd60c00aa32765ffe0e8d78b11e2f43eb3a0bf46a77f214d57961b7  manifest.json
 8798dca11d56dbc6777cfdb9af50887b9d7b9a63d0aa4229aeb27779fcaac351  ray-job.json
 b164bc204afd1adf662d1dcb66c508de7ad0c8c4031f6ebd100d9ba700f78a12  spec.toml
 TUTORRL_SHA256

@@ -17,7 +17,7 @@ bundle=bundles/f63a50f86a3f4588
 if ! (cd "$bundle" && sha256sum --check --strict --quiet >&2) <<'TUTORRL_SHA256'
 ae68b2d3548c4f4a4d82385f8b7582d8abef03afb3f74a7d74b85234ddde1aab  bundle.env
 c94993c4dbd975dfc103d042e3a5c63f17117392e92e471528d9a857b97996d7  launch.sh
-0447fabbdebe30210b88351812229d716dcf3e5865f26e5ebf4b15a5d03651ee  manifest.json
+fc6c28a6bc6373280941308bde53ff0d22c509755635adc3ac79b109d5a45a5c  manifest.json
 d618b1654338bc2e899e8c699111519f599315b21be25922cd528722561c90cc  ray-job.json
 194d03e7c166f9e9d8e899b99ad369d1c0f10b08fdfabb0fcb9d27c9117976d3  spec.toml
 TUTORRL_SHA256
