@@ -149,7 +149,7 @@ def hash_jobs(jobs: list[Job], *, workers: int | None = None, progress: Progress
     return results
 
 
-def _shown(name: str) -> str:
+def shown_name(name: str | os.PathLike) -> str:
     """``name`` with the bytes that are not UTF-8 (held as surrogates by os.walk) written as ``\\xNN``."""
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
@@ -164,7 +164,7 @@ def list_files(root: Path) -> tuple[list[tuple[str, Path, int]], list[str]]:
         for name in dirnames + filenames:
             p = base / name
             if p.is_symlink():
-                links.append(_shown(p.relative_to(root).as_posix()))
+                links.append(shown_name(p.relative_to(root).as_posix()))
         for name in sorted(filenames):
             p = base / name
             st = p.lstat()
@@ -173,12 +173,12 @@ def list_files(root: Path) -> tuple[list[tuple[str, Path, int]], list[str]]:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 # A FIFO would block the hashing open() forever; no special file holds weights.
-                links.append(f"{_shown(rel)} ({file_kind(st.st_mode)})")
+                links.append(f"{shown_name(rel)} ({file_kind(st.st_mode)})")
                 continue
-            if _shown(rel) != rel:
+            if shown_name(rel) != rel:
                 # A record is JSON text: a name that is not UTF-8 cannot be written into it, so it
                 # would go unhashed; it is named (escaped) as a file the record does not cover.
-                links.append(f"{_shown(rel)} (name not UTF-8)")
+                links.append(f"{shown_name(rel)} (name not UTF-8)")
                 continue
             files.append((rel, p, st.st_size))
     files.sort(key=lambda t: t[0])

@@ -16,7 +16,9 @@ from tutorrl.errors import TutorrlError
 from tutorrl.evidence.bundle import BundleInfo, load_bundle
 from tutorrl.evidence.chain import ChainError, append, directory_problem, read_record, record_files
 from tutorrl.evidence.checkpoints import find_step_dirs, inspect_step, read_tracker, step_of, tracker_checks
-from tutorrl.evidence.hashing import Job, Progress, build_manifest, default_workers, hash_jobs, list_files
+from tutorrl.evidence.hashing import (
+    Job, Progress, build_manifest, default_workers, hash_jobs, list_files, shown_name,
+)
 from tutorrl.evidence.schema import (
     BundleRef,
     ChainLink,
@@ -137,7 +139,7 @@ class Snapshot:
         step = step_of(step_dir)
         if step is None or not step_dir.is_dir():
             raise CheckpointError(f"{step_dir}: not a verl global_step_N directory")
-        shown = os.fsencode(step_dir).decode("utf-8", "backslashreplace")
+        shown = shown_name(step_dir)
         if shown != str(step_dir):
             # The record names the folder in JSON text, which holds only UTF-8.
             raise CheckpointError(f"{shown}: the checkpoint's path is not UTF-8 text; a record cannot name it "
