@@ -196,10 +196,14 @@ class CannedServer:
 
 def as_launched(spec, value):
     """An override's value as verl receives it from launch.sh run with no root set:
-    each ``$ROOT/...`` with the root's default put in (what launch.sh does)."""
+    each ``$ROOT/...`` of a root the spec declares with the root's default put
+    in (what launch.sh does); a ``$NAME`` the spec does not declare is text."""
     from tutorrl.compiler import roots
 
     env = {name: root.default for name, root in spec.roots.items() if root.default}
-    if isinstance(value, list):
-        return [roots.expand(v, env) if isinstance(v, str) else v for v in value]
-    return roots.expand(value, env) if isinstance(value, str) else value
+
+    def one(v):
+        ref = roots.reference(v) if isinstance(v, str) else None
+        return roots.expand(v, env) if ref is not None and ref[0] in spec.roots else v
+
+    return [one(v) for v in value] if isinstance(value, list) else one(value)
