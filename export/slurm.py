@@ -20,6 +20,7 @@ instead of sleeping a fixed time.
 from __future__ import annotations
 
 from tutorrl.export.common import Bundle, check_script, header, sh_quote, wait_function
+from tutorrl.export.yamltext import comment_lines
 
 
 def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | None = None) -> str:
@@ -52,7 +53,7 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
     return (
         "#!/usr/bin/env bash\n"
         + "".join(f"#SBATCH {line}\n" for line in sbatch)
-        + "".join(f"# {c}\n" for c in comments)
+        + comment_lines(comments)
         + "set -euo pipefail\n"
         "cd \"${SLURM_SUBMIT_DIR:-.}\"\n"
         f"bundle={sh_quote(bundle.shown)}\n"

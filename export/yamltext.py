@@ -115,13 +115,40 @@ def _entry(head: str, value, indent: int) -> list[str]:
     return [f"{head} {_scalar(value)}"]
 
 
+def comment_text(text: str) -> str:
+    """``text`` made safe for the rest of one comment line: every character that
+    is not printable is written as its escape (``\\x0a``), since a line break
+    in a comment (YAML's and bash's alike; YAML 1.1 also breaks at U+0085,
+    U+2028 and U+2029) would start a line the document or script *runs* -- a
+    folder named with a newline once added a ``setup:`` key to a SkyPilot task."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        n = ord(c)
+        if c.isprintable():
+            out.append(c)
+        elif n < 0x100:
+            out.append(f"\\x{n:02x}")
+        elif n < 0x10000:
+            out.append(f"\\u{n:04x}")
+        else:
+            out.append(f"\\U{n:08x}")
+    return "".join(out)
+
+
+def comment_lines(comments: tuple[str, ...], marker: str = "#") -> str:
+    """``# `` lines, one per comment, each held to its line (:func:`comment_text`)."""
+    return "".join(f"{marker} {comment_text(c)}\n" if c else f"{marker}\n" for c in comments)
+
+
 def dumps(document, comments: tuple[str, ...] = ()) -> str:
     """One YAML document, ``comments`` first as ``# `` lines."""
     body = _lines(document, 0) if document else ["{}" if isinstance(document, dict) else "[]"]
-    return "".join(f"# {c}\n" if c else "#\n" for c in comments) + "\n".join(body) + "\n"
+    return comment_lines(comments) + "\n".join(body) + "\n"
 
 
 def dumps_all(documents: list, comments: tuple[str, ...] = ()) -> str:
     """Several documents separated by ``---``."""
-    return "".join(f"# {c}\n" if c else "#\n" for c in comments) + "---\n".join(
+    return comment_lines(comments) + "---\n".join(
         dumps(d) for d in documents)
