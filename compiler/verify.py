@@ -178,8 +178,13 @@ def verify_bundle(path: str | Path, *, trust_digests: bool | None = None) -> Loa
             problems.append("ray-job.json names another bundle digest")
         elif compute_digest(files, job) != manifest.digest:
             problems.append("the files do not hash to the manifest's digest")
-        elif path.name != bundle_id(manifest.digest) and not path.name.startswith("."):
-            problems.append(f"the folder is named {path.name}, but the digest says {bundle_id(manifest.digest)}")
+        else:
+            # The folder's own name, not the name as given: `verify .` inside the
+            # bundle names "" (and `..`, `bundles/x/..` likewise). No name is
+            # exempt -- a hidden one (".x", "...") used to pass unchecked.
+            name = os.path.basename(os.path.realpath(path))
+            if name != bundle_id(manifest.digest):
+                problems.append(f"the folder is named {name}, but the digest says {bundle_id(manifest.digest)}")
     if problems:
         raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(problems))
     spec, _ = parse_spec(files["spec.toml"], str(path / "spec.toml"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -70,6 +71,24 @@ def test_missing_extra_and_renamed(bundle, tmp_path):
     (bundle / "manifest.json").unlink()
     with pytest.raises(BundleError, match="not a tutorrl bundle"):
         verify_bundle(bundle)
+
+
+@pytest.mark.parametrize("name", [".hidden", "...", ".0000000000000000"])
+def test_a_hidden_folder_name_is_checked_like_any_other(bundle, tmp_path, name):
+    moved = tmp_path / name
+    shutil.copytree(bundle, moved)
+    with pytest.raises(BundleError, match=f"the folder is named {re.escape(name)}, but the digest says"):
+        verify_bundle(moved)
+
+
+def test_verify_dot_inside_the_bundle_checks_the_folders_real_name(bundle, tmp_path):
+    ok = support.cli("verify", ".", cwd=bundle)
+    assert ok.returncode == 0, ok.stderr
+    assert support.cli("verify", f"../{bundle.name}/.", cwd=bundle).returncode == 0
+    moved = tmp_path / "renamed"
+    shutil.copytree(bundle, moved)
+    bad = support.cli("verify", ".", cwd=moved)
+    assert bad.returncode == 2 and "the folder is named renamed" in bad.stderr
 
 
 def test_cli_exit_codes(bundle):
