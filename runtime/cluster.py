@@ -66,21 +66,37 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+def default_token_file() -> Path:
+    """Ray's own default token file (``ray/_private/authentication``), read when neither variable is set."""
+    return Path(os.path.expanduser("~")) / ".ray" / "auth_token"
+
+
 def token_from_environment() -> str | None:
+    """The cluster token, from where Ray itself looks, in Ray's order:
+    RAY_AUTH_TOKEN, then the file RAY_AUTH_TOKEN_PATH names, then ~/.ray/auth_token."""
     value = os.environ.get(TOKEN_ENV)
     if value:
         return value.strip()
     path = os.environ.get(TOKEN_PATH_ENV)
     if path:
-        # Followed if a symlink (mounted secrets usually are), but never a FIFO or a huge file.
-        try:
-            raw = read_file(Path(path).expanduser(), MAX_TOKEN, name=f"{TOKEN_PATH_ENV}={path}", follow=True)
-            return raw.decode("utf-8").strip()
-        except FileNotFoundError:
-            raise RefusedError(f"{TOKEN_PATH_ENV}={path}: cannot read the token (no such file)") from None
-        except (ReadError, UnicodeDecodeError) as exc:
-            raise RefusedError(f"{TOKEN_PATH_ENV}={path}: cannot read the token: {exc}") from None
-    return None
+        return _token_file(Path(path).expanduser(), f"{TOKEN_PATH_ENV}={path}", missing_ok=False)
+    return _token_file(default_token_file(), str(default_token_file()), missing_ok=True)
+
+
+def _token_file(path: Path, label: str, *, missing_ok: bool) -> str | None:
+    # Followed if a symlink (mounted secrets usually are), but never a FIFO or a huge file.
+    try:
+        raw = read_file(path, MAX_TOKEN, name=label, follow=True)
+        return raw.decode("utf-8").strip() or None
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise RefusedError(f"{label}: cannot read the token (no such file)") from None
+    except (ReadError, UnicodeDecodeError) as exc:
+        raise RefusedError(f"{label}: cannot read the token: {exc}") from None
+
+
+TOKEN_SOURCES = f"{TOKEN_ENV}, the file {TOKEN_PATH_ENV} names, or ~/.ray/auth_token (read in that order)"
 
 
 def auth_headers(token: str | None) -> dict[str, str]:
@@ -103,23 +119,53 @@ class Resources:
         return self.total.get("GPU", 0.0)
 
 
-def _get_json(url: str, headers: dict[str, str], timeout: float = 10.0):
-    req = urllib.request.Request(url, headers=headers)
+# Seconds for one whole exchange with a dashboard, from the connect to the last byte.
+TIMEOUT_S = 10.0
+
+
+def exchange(method: str, url: str, headers: dict[str, str], *, body: bytes | None = None,
+             timeout: float = TIMEOUT_S, limit: int = MAX_ANSWER) -> tuple[int, bytes]:
+    """Status and body of one request to a cluster: the one way tutorrl talks to a dashboard.
+
+    Bounded in total time and size whatever the server does; a redirect is
+    never followed (the token would go with it); refused credentials and
+    anything that is not an HTTP answer are a ``RefusedError`` naming the URL.
+    Other HTTP errors are returned, for the caller to judge.
+    """
+    req = urllib.request.Request(url, data=body, headers=headers, method=method)
     try:
-        with open_bounded(req, timeout) as resp:
-            raw = read_stream(resp, MAX_ANSWER, name=url, within=timeout)
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            raise RefusedError(
-                f"{url}: the cluster refused our credentials (HTTP {exc.code}); "
-                f"set {TOKEN_ENV} (or {TOKEN_PATH_ENV}) to the cluster's auth token"
-            ) from None
-        raise RefusedError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+        try:
+            with open_bounded(req, timeout) as resp:
+                return resp.status, read_stream(resp, limit, name=url, within=timeout)
+        except urllib.error.HTTPError as exc:
+            code = exc.code
+            if 300 <= code < 400:
+                where = str(exc.headers.get("Location", "elsewhere"))[:200]
+                raise RefusedError(f"{url}: the dashboard redirects (HTTP {code}) to {where!r}; tutorrl follows "
+                                   "no redirect from a cluster, so the token goes nowhere else: give --address "
+                                   "the URL it should be") from None
+            if code in (401, 403):
+                raise RefusedError(f"{url}: the cluster refused our credentials (HTTP {code}); put the cluster's "
+                                   f"auth token in {TOKEN_SOURCES}") from None
+            try:
+                return code, read_stream(exc, limit, name=url, within=timeout)
+            finally:
+                exc.close()
     except ReadError as exc:
         raise RefusedError(f"{exc}; is --address a Ray dashboard?") from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):  # a socket timeout, or _http's cut of the whole exchange
+            raise RefusedError(f"{url}: no complete answer within {timeout:g} s; is --address a Ray dashboard, "
+                               "and is it up?") from None
         raise RefusedError(f"cannot reach the Ray dashboard at {url}: {reason}") from None
+
+
+def _get_json(url: str, headers: dict[str, str], timeout: float = TIMEOUT_S):
+    status, raw = exchange("GET", url, headers, timeout=timeout)
+    if status != 200:
+        raise RefusedError(f"{url}: HTTP {status} {http.client.responses.get(status, '')}".rstrip()
+                           + "; is --address a Ray dashboard?")
     try:
         return decode_json(raw, name=url)
     except ReadError as exc:
@@ -164,13 +210,16 @@ def cluster_resources(dashboard_url: str, headers: dict[str, str]) -> Resources:
     return res
 
 
-def job_client(dashboard_url: str, headers: dict[str, str]):
+def job_client(dashboard_url: str, headers: dict[str, str], *, timeout: float = TIMEOUT_S):
+    """A Jobs API client whose every request is bounded in time and size and never redirected (``jobs_api``)."""
     drop_hijack_vars()
     try:
-        from ray.job_submission import JobSubmissionClient
+        import ray.job_submission  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RefusedError("tutorrl run needs Ray: pip install 'tutorrl[ray]'") from exc
+    from tutorrl.runtime import jobs_api
+
     try:
-        return JobSubmissionClient(dashboard_url, headers=dict(headers))
+        return jobs_api.make_client(dashboard_url, headers, timeout=timeout)
     except (ConnectionError, RuntimeError) as exc:
-        raise RefusedError(f"cannot connect to the Ray Jobs API at {dashboard_url}: {exc}") from None
+        raise RefusedError(f"cannot connect to the Ray Jobs API at {dashboard_url}: {str(exc)[:300]}") from None

@@ -59,9 +59,9 @@ def register(subparsers) -> None:
             "single-machine Ray head is started for the run and stopped after it."
         ),
         epilog=(
-            "Environment: RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, a file) holds the token of an "
-            "--address cluster that uses token auth. RAY_ADDRESS and RAY_API_SERVER_ADDRESS are "
-            "ignored: only --address selects a cluster. TUTORRL_EMBEDDED_NUM_GPUS overrides the "
+            "Environment: the token of an --address cluster that uses token auth is read where Ray "
+            "reads it: RAY_AUTH_TOKEN, else the file RAY_AUTH_TOKEN_PATH names, else ~/.ray/auth_token. "
+            "RAY_ADDRESS and RAY_API_SERVER_ADDRESS are ignored: only --address selects a cluster. TUTORRL_EMBEDDED_NUM_GPUS overrides the "
             "GPU count the embedded head declares (for testing scheduling paths only)."
         ),
     )

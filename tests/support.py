@@ -207,3 +207,77 @@ def as_launched(spec, value):
         return roots.expand(v, env) if ref is not None and ref[0] in spec.roots else v
 
     return [one(v) for v in value] if isinstance(value, list) else one(value)
+
+
+class HostileServer:
+    """A real HTTP server on 127.0.0.1 that answers by path, as a hostile dashboard might.
+
+    ``routes[path]`` (the path without its query) is ``(status, headers, body)``;
+    ``"silent"`` never answers (until the server closes), ``("stream", n)``
+    sends a 200 of ``n`` bytes in pieces. Every request is kept in ``seen`` as
+    ``(method, path, headers)``, so a test can tell whether a token reached it.
+    """
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        hostile = self
+        self.routes: dict[str, object] = {}
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+        self._closing = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                path = self.path.split("?", 1)[0]
+                hostile.seen.append((self.command, path, dict(self.headers)))
+                route = hostile.routes.get(path, (404, {}, b'{"detail": "not found"}'))
+                try:
+                    if route == "silent":
+                        hostile._closing.wait()
+                        return
+                    if isinstance(route, tuple) and route[0] == "stream":
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(route[1]))
+                        self.end_headers()
+                        piece, left = b"0" * 65536, route[1]
+                        while left > 0:
+                            self.wfile.write(piece[:left])
+                            left -= len(piece)
+                        return
+                    status, headers, body = route
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the client gave up
+                    return
+
+            do_GET = do_POST = do_PUT = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def tokens_seen(self) -> list[str]:
+        return [h["Authorization"] for _, _, h in self.seen if "Authorization" in h]
+
+    def close(self) -> None:
+        self._closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def ray_nodes_answer(gpus: float = 0.0) -> bytes:
+    """What a Ray dashboard's nodes API answers for one ALIVE node."""
+    return json.dumps({"result": True, "data": {"result": {"result": [
+        {"state": "ALIVE", "resources_total": {"CPU": 4.0, "GPU": gpus}}]}}}).encode()

@@ -7,6 +7,11 @@ timeout, would hold ``urlopen`` for as long as it likes. The connections made
 here shut their socket down once the whole exchange has taken longer than
 ``total`` seconds (plus a moment, so that ``read_stream`` names a slow body
 itself), and a response that was cut is reported as such.
+
+A request that carries credentials (an ``Authorization`` header) never follows
+a redirect: urllib copies every header but the content ones onto the new
+request, so a 302 to another host would hand it the token. The redirect
+answer itself comes back as an ``HTTPError`` (3xx) for the caller to name.
 """
 
 from __future__ import annotations
@@ -85,10 +90,17 @@ class _HTTPSHandler(_BoundedOpen, urllib.request.HTTPSHandler):
     pass
 
 
+class _CredentialsStay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if req.has_header("Authorization"):
+            return None  # urllib then raises the 3xx as an HTTPError
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def open_bounded(req: urllib.request.Request, total: float, *handlers: urllib.request.BaseHandler):
     """``urlopen(req, timeout=total)`` whose headers, too, must arrive within ``total`` seconds.
 
     ``handlers`` are added to the opener (e.g. ``ProxyHandler({})``).
     """
-    opener = urllib.request.build_opener(*handlers, _HTTPHandler(total), _HTTPSHandler(total))
+    opener = urllib.request.build_opener(*handlers, _HTTPHandler(total), _HTTPSHandler(total), _CredentialsStay())
     return opener.open(req, timeout=total)
