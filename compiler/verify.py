@@ -159,6 +159,10 @@ def verify_bundle(path: str | Path, *, trust_digests: bool | None = None) -> Loa
             problems.append(f"{name} is a symlink; it must be a folder inside the bundle")
         elif entry.exists() and not entry.is_dir():
             problems.append(f"{name} is a file; it must be a folder inside the bundle")
+        elif entry.is_dir():
+            problems += [f"{rel} holds a private key: anyone with the bundle can sign its evidence; move the key "
+                         "out of the bundle (and make a new one: this one travelled with it)"
+                         for rel in _private_keys(entry, name)]
 
     job: dict = {}
     if "ray-job.json" in files:
@@ -190,6 +194,48 @@ def verify_bundle(path: str | Path, *, trust_digests: bool | None = None) -> Loa
     spec, _ = parse_spec(files["spec.toml"], str(path / "spec.toml"))
     warnings = _rederive(path, manifest, manifest_bytes, files, trust_digests)
     return LoadedBundle(path=path, manifest=manifest, job=job, spec=spec, warnings=warnings)
+
+
+# A PEM private key is well under this; a file any larger is not one, and is not read.
+_KEY_FILE_BYTES = 16 << 10
+# The appended folders hold a few records per checkpoint and a few files per
+# run; past this many entries the look for keys stops (it is a courtesy check).
+_KEY_SCAN_ENTRIES = 20_000
+
+
+def _private_keys(folder: Path, shown: str) -> list[str]:
+    """Files under ``folder`` (runs/ or evidence/) that hold a PEM private key.
+
+    A signing key kept in the bundle signs for whoever copies the bundle, so
+    ``evidence keygen`` refuses to write one there; one put there by hand (or
+    through a link) is named here. Only small regular files are read, never
+    through a link, never a FIFO or device (the bounded reader refuses them).
+    """
+    import stat
+
+    from tutorrl._read import ReadError, read_file
+
+    found, seen = [], 0
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            seen += 1
+            if seen > _KEY_SCAN_ENTRIES:
+                return found
+            full = os.path.join(root, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _KEY_FILE_BYTES:
+                continue
+            try:
+                data = read_file(full, _KEY_FILE_BYTES)
+            except (OSError, ReadError):
+                continue
+            if b"PRIVATE KEY-----" in data and b"-----BEGIN" in data:
+                found.append(os.path.join(shown, os.path.relpath(full, folder)))
+    return found
 
 
 # A bundle file is a few KiB; anything much larger was not written by tutorrl.

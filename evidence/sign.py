@@ -133,9 +133,15 @@ def find_signer(environ: Mapping[str, str] = os.environ) -> Signer | None:
 
 
 def _bundle_holding(path: Path) -> Path | None:
-    for folder in Path(os.path.abspath(path)).parents:
-        if (folder / "manifest.json").is_file() and (folder / "launch.sh").is_file():
-            return folder
+    """The bundle folder ``path`` would be written into, if any: a folder holding a
+    manifest.json, above the path as written or above where its folder really is
+    (a link to a bundle's evidence/ folder once let a key in). Nothing of a
+    half-written or damaged bundle is required, so one is never missed."""
+    parent = Path(os.path.abspath(path)).parent
+    for chain in ([parent, *parent.parents], [real := Path(os.path.realpath(parent)), *real.parents]):
+        for folder in chain:
+            if os.path.lexists(folder / "manifest.json"):
+                return folder
     return None
 
 
@@ -147,6 +153,9 @@ def generate_key(path: Path) -> Signer:
     if bundle is not None:
         raise SigningError(f"{path}: inside bundle {bundle}; a signing key must never travel with the evidence it signs")
     for p in (path, pub):
+        if os.path.islink(p):
+            # Written through a link, the key lands wherever it points: said as what it is.
+            raise SigningError(f"{p}: is a symbolic link; a key is never written through one (give the real path)")
         if os.path.lexists(p):
             raise SigningError(f"{p}: already exists; keys are never overwritten (move it away to make a new one)")
     ed25519, serialization, _ = _need_crypto("tutorrl evidence keygen")

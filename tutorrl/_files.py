@@ -7,6 +7,7 @@ published by a rename or link -- so they live here once.
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import TYPE_CHECKING
 
@@ -42,12 +43,37 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class NotARegularFile(OSError):
+    """An output path that exists and is not a regular file (``strerror`` says what it is)."""
+
+
 def replace_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all (a temporary file beside it, then a rename), for files meant to change."""
+    """Write ``path`` whole or not at all (a temporary file beside it, then a rename), for files meant to change.
+
+    Only a regular file is replaced. The rename would swap a device node or a
+    FIFO for a file (run as root, ``-o /dev/null`` replaced the machine's), and
+    a symbolic link for a file as well: the link is gone and what it pointed
+    to unwritten -- following it instead would write wherever it points (into
+    a bundle, say), which no caller can check beforehand. Both are refused
+    with :class:`NotARegularFile`, an ``OSError`` whose ``strerror`` says why,
+    so every caller's ``except OSError`` reports it as it does any other.
+    """
+    import stat
     import tempfile
     from pathlib import Path
 
     path = Path(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(mode):
+            from tutorrl._read import file_kind
+
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else file_kind(mode)
+            raise NotARegularFile(errno.EEXIST, f"it exists and is {kind}, not a regular file; only a regular "
+                                  "file is replaced (give a new path, or remove it first)", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

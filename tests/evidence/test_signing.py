@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 import msgspec
@@ -322,6 +323,47 @@ def test_keygen_refuses_a_path_inside_a_bundle(tmp_path, capsys):
     assert main(["evidence", "keygen", "--key", str(bundle / "evidence" / "key")]) == 2
     assert "inside bundle" in capsys.readouterr().err
     assert not (bundle / "evidence").exists()
+
+
+def test_keygen_refuses_a_bundle_reached_through_a_link_and_a_key_path_that_is_a_link(tmp_path, capsys):
+    bundle = make_bundle(tmp_path / "bundles")
+    (bundle / "evidence").mkdir()
+    # A folder outside every bundle by its name, inside one in fact.
+    (tmp_path / "keys").symlink_to(bundle / "evidence")
+    assert main(["evidence", "keygen", "--key", str(tmp_path / "keys" / "signing")]) == 2
+    err = capsys.readouterr().err
+    assert f"inside bundle {bundle}" in err and "Traceback" not in err
+    assert list((bundle / "evidence").iterdir()) == []
+    # The key path itself a link (here dangling, to a file outside any bundle).
+    (tmp_path / "key").symlink_to(tmp_path / "elsewhere")
+    assert main(["evidence", "keygen", "--key", str(tmp_path / "key")]) == 2
+    assert "is a symbolic link; a key is never written through one" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_verify_names_a_private_key_found_inside_a_bundle(tmp_path, keys, capsys):
+    bundle = make_bundle(tmp_path / "bundles")
+    assert main(["verify", str(bundle)]) == 0
+    capsys.readouterr()
+    (bundle / "runs" / "r1").mkdir(parents=True)
+    shutil.copy(keys["owner"].path, bundle / "runs" / "r1" / "notes")
+    assert main(["verify", str(bundle)]) == 2
+    err = capsys.readouterr().err
+    assert "runs/r1/notes holds a private key" in err and "Traceback" not in err
+    # Its public half is no secret.
+    (bundle / "runs" / "r1" / "notes").unlink()
+    shutil.copy(str(keys["owner"].path) + ".pub", bundle / "runs" / "r1" / "owner.pub")
+    assert main(["verify", str(bundle)]) == 0
+
+
+def test_anchor_refuses_an_out_that_is_not_a_regular_file(chains, tmp_path, capsys):
+    bundle = _copy(chains["signed"], tmp_path)
+    fifo = tmp_path / "anchor.fifo"
+    os.mkfifo(fifo)
+    assert main(["evidence", "anchor", str(bundle), "--out", str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert "it exists and is a FIFO, not a regular file" in err and "Traceback" not in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def _write_key(path: Path, pem: bytes, mode: int = 0o600) -> Path:
