@@ -9,6 +9,7 @@ the converted spec and are located the same way.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import re
 import tomllib
@@ -161,6 +162,8 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     # it stands, once per key (a typed field already said so).
     said = {p.key for p in problems}
     problems += [locate(p, why) for p, v in leaves if (why := _unrepresentable(v)) and ".".join(p) not in said]
+    problems += [locate(p, DATE_MESSAGE) for p, v in leaves
+                 if isinstance(v, _DATES) and p[:2] != ("reward", "options") and ".".join(p) not in said]
     problems += [locate(p, f"'{name}' is a placeholder for the shell variable {name[8:-2]}, which the imported "
                         "script read but never set", "replace it with the value the launch should use")
                  for p, v in leaves for name in _placeholders(v)]
@@ -425,6 +428,14 @@ def _placeholders(value: Any) -> list[str]:
 
 
 _I64 = range(-(2**63), 2**63)
+# TOML's dates and times (tomllib's date, time and datetime, offset or not).
+# Refused, not turned into text: Hydra's grammar and verl have no such type, so
+# verl could only get a string, and which spelling (T or space, offset,
+# fractional seconds) would be tutorrl's guess -- tomllib keeps no trace of the
+# user's. A quoted string reaches verl exactly as written. A plug-in's own
+# options may take a date (its struct decides); what it fills is checked here.
+_DATES = (datetime.date, datetime.time)
+DATE_MESSAGE = "TOML dates and times cannot be passed to verl; write a string"
 
 
 def _unrepresentable(value: Any) -> str | None:

@@ -477,3 +477,41 @@ def test_evidence_stop_needs_the_in_run_hook_and_travels_in_the_bundle_env():
     assert "TUTORRL_" not in unsaid.files["bundle.env"].decode()
     assert said.files["bundle.env"] == unsaid.files["bundle.env"]
     assert json.loads(said.files["ray-job.json"])["runtime_env"] == json.loads(unsaid.files["ray-job.json"])["runtime_env"]
+
+
+# Every table verl reads whole, and lists inside them: each TOML date/time kind.
+_FREE_TABLES = [
+    ("model", "override_config"), ("actor", "mixed_precision"), ("rollout", "engine_kwargs"),
+    ("reward", "kwargs"), ("reward", "manager_kwargs"), ("actor.megatron", "transformer_overrides"),
+    ("critic.megatron", "transformer_overrides"),
+]
+_DATE_KINDS = {"date": "1979-05-27", "time": "07:32:00.999", "local datetime": "1979-05-27T07:32:00",
+               "offset datetime": "1979-05-27 00:32:00-07:00"}
+_DATE_CASES = [(f"{section}.{table}", f"{table} = {{ w = {value} }}", f"{section}.{table}.w")
+               for section, table in _FREE_TABLES for value in _DATE_KINDS.values()] + [
+    ("reward.kwargs", "kwargs = { w = [1, 1979-05-27T00:32:00Z] }", "reward.kwargs.w.1"),
+    ("rollout.engine_kwargs", "engine_kwargs = { vllm = { w = [[07:32:00]] } }", "rollout.engine_kwargs.vllm.w.0.0"),
+    ("model.override_config", "override_config = { w = [{ x = 1979-05-27 }] }", "model.override_config.w.0.x"),
+]
+
+
+@pytest.mark.parametrize("where,line,key", _DATE_CASES)
+def test_a_toml_date_or_time_in_a_table_verl_reads_whole_is_located_and_refused(where, line, key):
+    section = where.rpartition(".")[0]
+    base = BASE.replace('kwargs = { a = 1 }\n', '')
+    header = f"[{section}]\n"
+    text = base.replace(header, header + line + "\n") if header in base else base + f"\n{header}{line}\n"
+    (problem,) = problems(text)
+    assert problem.key == key
+    assert problem.message == "TOML dates and times cannot be passed to verl; write a string"
+    assert problem.line == text.splitlines().index(line) + 1 and problem.column > 1
+
+
+def test_a_toml_date_gets_a_located_message_from_the_cli_never_a_traceback(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(edit("kwargs = { a = 1 }", "kwargs = { a = 1979-05-27 }"))
+    result = support.cli("compile", str(spec), "--out", str(tmp_path / "b"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{spec}:30:12: " in result.stderr and "reward.kwargs.a: TOML dates and times cannot be passed to verl" \
+        in result.stderr
+    assert not (tmp_path / "b").exists()
