@@ -104,9 +104,18 @@ def findings(spec, resolved, lock) -> list:
         key = f"roots.{name}"
         if name.startswith(rules.RESERVED_ENV_PREFIX):
             out.append(Finding(key, f"{rules.RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
-        elif name in rules._BASH_OWNED or rules.takes_over(name):
+        elif rules.bash_changes(name):
+            out.append(Finding(key, f"{name} is a variable bash sets or changes itself; it cannot name a folder",
+                               "choose another name, e.g. DATA_ROOT"))
+        elif rules.takes_over(name):
             out.append(Finding(key, f"{name} changes how the launch itself runs; it cannot name a folder",
                                "choose another name, e.g. DATA_ROOT"))
+        elif rules.looks_secret(name):
+            # The same rule as [env] set: a root's value is put into the launch
+            # (run --dry-run prints it; runs/*/verl-config.yaml records it).
+            out.append(Finding(key, f"{name} looks like a secret; a root's value is written into verl's config "
+                               "and the run's record", "a root names a folder (e.g. MODEL_ROOT); pass secrets "
+                               "with env.passthrough"))
         if name in spec.env.set or name in spec.env.passthrough:
             out.append(Finding(key, f"{name} is both a root and in [env]", "keep it in one place: [roots] for a folder"))
     used: set[str] = set()

@@ -58,10 +58,16 @@ RESERVED_ENV_PREFIX = "TUTORRL_"
 # names them, which `tutorrl diff` shows a reviewer.
 # (Sets and prefixes, not one regular expression: compiling it was a tenth
 # of a millisecond of every cold compile.)
+# HOME is one: Python's site module adds HOME's user site (~/.local/lib/
+# pythonX.Y/site-packages) to sys.path and runs its .pth files at start-up,
+# so `HOME = "/evil"` ran a fake verl as the trainer. glibc reads
+# GLIBC_TUNABLES and LOCPATH in every process before main. (TMPDIR and
+# XDG_* are not: neither bash nor Python's start-up reads them.)
 _TAKEOVER_NAMES = frozenset({
     "PATH", "BASH_ENV", "ENV", "IFS", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "POSIXLY_CORRECT", "PS4", "PROMPT_COMMAND",
     "GCONV_PATH", "OPENSSL_CONF", "OPENSSL_ENGINES", "PERLLIB", "PERL5LIB", "PERL5OPT", "RUBYLIB", "RUBYOPT",
-    "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "RAY_RUNTIME_ENV_HOOK", "PYTHON"})
+    "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "RAY_RUNTIME_ENV_HOOK", "PYTHON",
+    "HOME", "GLIBC_TUNABLES", "LOCPATH"})
 # Each followed by at least one more character (PYTHON alone is in the names).
 _TAKEOVER_PREFIXES = ("BASH_", "LD_", "DYLD_", "PYTHON")
 
@@ -75,6 +81,21 @@ _BASH_OWNED = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_V
                          "FUNCNAME", "BASH_ARGC", "BASH_ARGV", "BASH_LINENO", "BASH_SOURCE", "BASH_SUBSHELL",
                          "RANDOM", "SECONDS", "LINENO", "HOSTNAME", "HOSTTYPE", "OSTYPE", "MACHTYPE", "EPOCHSECONDS",
                          "EPOCHREALTIME", "SRANDOM", "BASH_COMMAND"})
+
+
+# Names bash itself sets or changes as it runs (PWD at every cd, SHLVL and _
+# at start, OLDPWD, SHELL, OPTIND, ...), besides the ones it owns outright: a
+# root named so gets bash's value, not a folder of the job's, and stopped
+# every launch. Refused as root names.
+_BASH_SETS = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "SHELL", "BASH", "OPTIND", "OPTARG", "OPTERR", "REPLY",
+                        "PIPESTATUS", "DIRSTACK", "HISTCMD", "HISTFILE", "HISTSIZE", "HISTFILESIZE", "COLUMNS",
+                        "LINES", "PS1", "PS2", "PS3", "MAIL", "MAILCHECK", "MAILPATH", "TERM", "COMP_WORDBREAKS",
+                        "COPROC", "READLINE_LINE", "READLINE_POINT", "TMOUT", "FUNCNEST", "INPUTRC"})
+
+
+def bash_changes(name: str) -> bool:
+    """Whether bash owns ``name`` or sets it itself, so a value given for it does not hold."""
+    return name in _BASH_OWNED or name in _BASH_SETS or name.startswith(("BASH_", "COMP_", "READLINE_"))
 
 
 def looks_secret(name: str) -> bool:

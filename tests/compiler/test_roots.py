@@ -105,6 +105,15 @@ def test_roots_are_refused_where_they_would_need_a_second_expansion():
 @pytest.mark.parametrize("name, words", [
     ("TUTORRL_DATA", "TUTORRL_* names are set by tutorrl itself"),
     ("PATH", "changes how the launch itself runs"),
+    ("HOME", "changes how the launch itself runs"),
+    # A root's value is put into verl's config: `run --dry-run` printed this one
+    # and wrote it into runs/*/verl-config.yaml.
+    ("HF_TOKEN", "HF_TOKEN looks like a secret; a root's value is written into verl's config"),
+    ("OpenaiApiKey", "looks like a secret"),
+    # Bash gives these its own values: compiled, they stopped every launch.
+    *[(name, f"{name} is a variable bash sets or changes itself; it cannot name a folder")
+      for name in ("OLDPWD", "SHELL", "_", "PWD", "SHLVL", "RANDOM", "LINENO", "SECONDS", "BASHPID", "BASH",
+                   "OPTIND", "PIPESTATUS", "BASH_ARGV0", "COMP_LINE")],
 ])
 def test_root_names_that_belong_to_others_are_refused(name, words):
     data = _spec(**{f"roots.{name}": {"default": "x"}, "data.train": f"${name}/t.parquet"})

@@ -16,12 +16,13 @@ from tutorrl.compiler.rules import looks_secret, takes_over
 
 TAKEOVER = re.compile(r"^(PATH|BASH_ENV|ENV|IFS|CDPATH|GLOBIGNORE|EXECIGNORE|POSIXLY_CORRECT|PS4|PROMPT_COMMAND|"
                       r"BASH_.+|LD_.+|DYLD_.+|GCONV_PATH|OPENSSL_CONF|OPENSSL_ENGINES|PYTHON.*|PERL5?LIB|PERL5OPT|"
-                      r"RUBYLIB|RUBYOPT|NODE_OPTIONS|NODE_PATH|JAVA_TOOL_OPTIONS|RAY_RUNTIME_ENV_HOOK)\Z")
+                      r"RUBYLIB|RUBYOPT|NODE_OPTIONS|NODE_PATH|JAVA_TOOL_OPTIONS|RAY_RUNTIME_ENV_HOOK|HOME|GLIBC_TUNABLES|"
+                      r"LOCPATH)\Z")
 SECRET_TAIL = re.compile(r"((API|AI|ACCESS|SSH|PRIVATE|SIGNING|SESSION|MASTER|ENCRYPTION)KEY|TOKEN|PASSWD|PASSWORD|"
                          r"PASSPHRASE|SECRET|CREDENTIALS?)[0-9]*\Z")
 PIECES = ["PATH", "BASH", "_", "LD", "DYLD", "PYTHON", "PERL", "5", "LIB", "OPT", "RUBY", "NODE", "ENV", "X", "1",
           "TOKEN", "KEY", "API", "AI", "SSH", "SECRET", "CREDENTIAL", "S", "PASSWD", "PASSWORD", "PASSPHRASE", "IFS",
-          "PS4", "GCONV", "OPENSSL", "CONF", "RAY", "HOOK", "token", "Key", "a", "0", "MONKEY", "AUTH"]
+          "PS4", "GCONV", "OPENSSL", "CONF", "RAY", "HOOK", "HOME", "GLIBC", "TUNABLES", "LOC", "token", "Key", "a", "0", "MONKEY", "AUTH"]
 NAMES = st.lists(st.sampled_from(PIECES), min_size=1, max_size=5).map("".join).filter(
     lambda n: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) is not None)
 

@@ -365,7 +365,9 @@ def test_names_that_take_over_the_launch_need_env_allow(names, allow, refused):
 
 
 @pytest.mark.parametrize("name", ["GCONV_PATH", "OPENSSL_CONF", "PERL5OPT", "RUBYOPT", "NODE_PATH", "EXECIGNORE",
-                                  "POSIXLY_CORRECT", "RAY_RUNTIME_ENV_HOOK"])
+                                  "POSIXLY_CORRECT", "RAY_RUNTIME_ENV_HOOK",
+                                  # Python's start-up runs HOME's user site (.pth files, a fake verl).
+                                  "HOME", "GLIBC_TUNABLES", "LOCPATH"])
 def test_names_that_load_code_or_change_how_bash_runs_are_takeover_names(name):
     (p,) = problems(BASE + f'\n[env]\nset = {{ {name} = "x" }}\n')
     assert p.key == f"env.set.{name}" and "changes which program or code the launch runs" in p.message
