@@ -324,12 +324,58 @@ def _env(spec: Spec) -> list[Finding]:
             elif takes_over(name) and name not in allowed:
                 out.append(Finding(key, f"{name} changes which program or code the launch runs",
                                    f"if that is the intent, add \"{name}\" to env.allow so a reviewer sees it"))
+    out += _worker_env(spec, allowed)
     for name in spec.env.set:
         if name.startswith(RESERVED_ENV_PREFIX):
             out.append(Finding(f"env.set.{name}", f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
         elif looks_secret(name) and name not in seen:
             out.append(Finding(f"env.set.{name}", f"{name} looks like a secret and would be written into the bundle",
                                "list it in env.passthrough instead; its value is then read from your environment at run time"))
+    return out
+
+
+# verl hands ray_kwargs.ray_init to ray.init whole (verl/trainer/main_ppo.py,
+# run_ppo; the key map's pass-through), so an override under its
+# runtime_env.env_vars sets the environment of every Ray worker, as [env] set
+# does: `+ray_kwargs.ray_init.runtime_env.env_vars.LD_PRELOAD=...` compiled
+# without env.allow. (Before 0.6.0 the key was ray_init; covered alike.)
+_WORKER_ENV_KEYS = ("ray_kwargs.ray_init.runtime_env.env_vars", "ray_init.runtime_env.env_vars")
+
+
+def _worker_env(spec: Spec, allowed: set[str]) -> list[Finding]:
+    """``[verl] extra_overrides`` that set a worker's environment, under [env] set's name rules."""
+    if not spec.verl.extra_overrides:
+        return []
+    from tutorrl.compiler.resolve import _EXTRA  # the one reading of an override's prefix, key and value
+
+    out: list[Finding] = []
+    for index, text in enumerate(spec.verl.extra_overrides):
+        match = _EXTRA.match(text)
+        if not match or match.group(1) == "~":
+            continue  # not an override (resolve says so), or a deletion, which sets nothing
+        key, value, where = match.group(2), match.group(3) or "", f"verl.extra_overrides.{index}"
+        for base in _WORKER_ENV_KEYS:
+            if key.startswith(base + "."):
+                name = key[len(base) + 1:]
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                    out.append(Finding(where, f"{name!r} is not an environment variable name (letters, digits, "
+                                       f"'_'), which {base} holds"))
+                elif name.startswith(RESERVED_ENV_PREFIX):
+                    out.append(Finding(where, f"{RESERVED_ENV_PREFIX}* names are set by tutorrl itself"))
+                elif takes_over(name) and name not in allowed:
+                    out.append(Finding(where, f"{name} set in every Ray worker's environment changes which program "
+                                       "or code runs there", f"if that is the intent, add \"{name}\" to env.allow "
+                                       "so a reviewer sees it"))
+                elif looks_secret(name):
+                    out.append(Finding(where, f"{name} looks like a secret and would be written into the bundle",
+                                       "list it in env.passthrough instead; its value is then read from your "
+                                       "environment at run time"))
+            elif (key == base or base.startswith(key + ".")) and ("{" in value or "$" in value):
+                # A table (or an interpolation that makes one) above the
+                # variables would set names no rule above ever sees.
+                out.append(Finding(where, f"'{key}' given a whole table can set the Ray workers' environment "
+                                   "unchecked", f"set each variable as its own override, "
+                                   f"+{base}.NAME=value (or in [env] set), so its name is checked"))
     return out
 
 

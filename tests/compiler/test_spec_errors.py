@@ -517,3 +517,37 @@ def test_a_toml_date_gets_a_located_message_from_the_cli_never_a_traceback(tmp_p
     assert f"{spec}:30:12: " in result.stderr and "reward.kwargs.a: TOML dates and times cannot be passed to verl" \
         in result.stderr
     assert not (tmp_path / "b").exists()
+
+
+_WORKER_ENV = "ray_kwargs.ray_init.runtime_env.env_vars"
+
+
+def _with_extra(override: str, allow: list[str] = ()) -> str:
+    return BASE + f"\n[verl]\nextra_overrides = [{json.dumps(override)}]\n[env]\nallow = {json.dumps(list(allow))}\n"
+
+
+@pytest.mark.parametrize("override,words", [
+    # verl hands ray_kwargs.ray_init to ray.init whole: this reached every worker, with no env.allow.
+    (f"+{_WORKER_ENV}.LD_PRELOAD=/tmp/x.so", "LD_PRELOAD set in every Ray worker's environment changes which program"),
+    (f"+{_WORKER_ENV}.HOME=/evil", "HOME set in every Ray worker's environment"),
+    (f"++{_WORKER_ENV}.PYTHONPATH=/evil", "PYTHONPATH set in every Ray worker's environment"),
+    (f"+{_WORKER_ENV}.HF_TOKEN=hf_abc", "HF_TOKEN looks like a secret and would be written into the bundle"),
+    (f"+{_WORKER_ENV}.TUTORRL_BUNDLE_DIR=/x", "TUTORRL_* names are set by tutorrl itself"),
+    # A whole table above the variables would carry names no check sees.
+    ("+ray_kwargs.ray_init.runtime_env={env_vars: {LD_PRELOAD: /tmp/x.so}}", "given a whole table"),
+    ("+ray_kwargs.ray_init={runtime_env: {env_vars: {LD_PRELOAD: /tmp/x.so}}}", "given a whole table"),
+    (f"+{_WORKER_ENV}={{LD_PRELOAD: /tmp/x.so}}", "given a whole table"),
+    ("+ray_kwargs.ray_init.runtime_env=${oc.create:{env_vars: {LD_PRELOAD: /x}}}", "given a whole table"),
+])
+def test_worker_environment_set_through_verls_ray_init_follows_the_env_rules(override, words):
+    # (A whole ray_init table is also one verl 0.9.1 never reads: resolve says so too.)
+    (p,) = [p for p in problems(_with_extra(override)) if "would accept it and never read it" not in p.message]
+    assert p.key == "verl.extra_overrides.0" and words in p.message, p.render()
+    assert p.line == _with_extra(override).splitlines().index(f"extra_overrides = [{json.dumps(override)}]") + 1
+
+
+def test_worker_environment_through_ray_init_takes_env_allow_and_plain_names():
+    allowed = compile_bytes(_with_extra(f"+{_WORKER_ENV}.LD_PRELOAD=/opt/x.so", ["LD_PRELOAD"]).encode(), "s.toml")
+    assert f"+{_WORKER_ENV}.LD_PRELOAD=/opt/x.so" in allowed.files["launch.sh"].decode()
+    compile_bytes(_with_extra(f"+{_WORKER_ENV}.NCCL_DEBUG=WARN").encode(), "s.toml")
+    compile_bytes(_with_extra("+ray_kwargs.ray_init.num_cpus=4").encode(), "s.toml")
