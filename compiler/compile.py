@@ -40,13 +40,18 @@ def resolve_bytes(raw: bytes, name: str):
         lock = load_lock(spec.experiment.verl, variant_of(spec))
     except SpecError as exc:
         raise SpecError([locate(("experiment", "verl"), p.message, p.hint) for p in exc.problems]) from None
-    spec = normalize(spec)
-    findings: list[Finding] = check_rules(spec, lock)
-    if spec.reward.plugin is not None:
-        from tutorrl.compiler.rewards import plugin_of
+    try:
+        spec = normalize(spec)
+        findings: list[Finding] = check_rules(spec, lock)
+        if spec.reward.plugin is not None:
+            from tutorrl.compiler.rewards import plugin_of, plugin_rules
 
-        plugin, options = plugin_of(spec)
-        findings += [Finding(*f) for f in plugin.rules(spec, options)]
+            plugin, options = plugin_of(spec)
+            findings += [Finding(*f) for f in plugin_rules(plugin, spec, options)]
+    except SpecError as exc:
+        # The plug-in's problems (what it filled, or its own failure) name no
+        # file: each is placed at the user's reward.plugin, keeping its key.
+        raise SpecError([p if p.file is not None else _at_plugin(locate, p) for p in exc.problems]) from None
     keyset = None
     if spec.verl.extra_overrides:
         from tutorrl.compiler.keysets import load_keyset
@@ -61,6 +66,13 @@ def resolve_bytes(raw: bytes, name: str):
         raise SpecError([locate(f.key.split("."), f.message, f.hint) for f in errors])
     warnings = tuple(locate(f.key.split("."), f.message, f.hint) for f in findings if f.severity == "warning")
     return spec, lock, resolved, warnings
+
+
+def _at_plugin(locate, problem):
+    import msgspec
+
+    placed = locate(("reward", "plugin"), problem.message, problem.hint)
+    return msgspec.structs.replace(placed, key=problem.key or placed.key)
 
 
 # Linux refuses one argument over 128 KiB (MAX_ARG_STRLEN) and an argv plus

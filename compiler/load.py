@@ -172,6 +172,29 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     return spec, locate
 
 
+def check_values(data: dict, locate) -> list[Problem]:
+    """Part of a spec -- ``{"reward": {...}, "env": {"set": {...}}}``: what a reward
+    plug-in filled -- checked as :func:`parse_spec` checks what a user writes:
+    each field's type and pattern, then every leaf (control characters, numbers
+    verl cannot hold, dates). ``locate(path, message, hint)`` makes the problems."""
+    hints, fields = _struct_info(Spec)
+    problems: list[Problem] = []
+    for section, value in data.items():
+        problems += _check_struct(value, _struct_in(hints[fields[section].name]), (section,), locate)
+    said = {p.key for p in problems}
+    for path, value in _leaves(data):
+        key = ".".join(path)
+        if key in said:
+            continue
+        if _has_control_chars(value):
+            problems.append(locate(path, "control characters other than tab cannot travel through the launch script"))
+        elif why := _unrepresentable(value):
+            problems.append(locate(path, why))
+        elif isinstance(value, _DATES):
+            problems.append(locate(path, DATE_MESSAGE))
+    return problems
+
+
 def _check_plugin_options(data: dict, locate: "Locator"):
     """``[reward.options]`` against the plug-in's own struct, located like the core spec."""
     reward = data.get("reward")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tutorrl.compiler.spec import Env, Spec
+from tutorrl.compiler.spec import Env, Reward, Spec
 
 
 def normalize(spec: Spec) -> Spec:
@@ -21,27 +21,52 @@ def normalize(spec: Spec) -> Spec:
 
 
 def _apply_plugin(spec: Spec) -> Spec:
-    from tutorrl.compiler.rewards import plugin_of
+    from tutorrl.compiler.load import check_values
+    from tutorrl.compiler.rewards import plugin_fill, plugin_of
+    from tutorrl.errors import Problem, SpecError
 
     plugin, options = plugin_of(spec)
     reward = msgspec.structs.replace(spec.reward, options=msgspec.to_builtins(options))
     env = spec.env
-    resources = spec.resources
-    for field, value in plugin.normalize(spec, options).items():
+    fill = plugin_fill(plugin, spec, options)
+    # What the plug-in contributes (the user's values win), checked below as
+    # the user's own values are: a plug-in once filled a module name, numbers
+    # and newlines no user could have written.
+    contributed: dict = {}
+    refused: list[Problem] = []
+    # The reward fields a plug-in fills; the plug-in's own name and options are the user's.
+    fillable = {f.name for f in msgspec.structs.fields(Reward)} - {"plugin", "options"}
+    for field, value in fill.items():
         section, _, name = field.partition(".")
-        if section == "reward":
+        if section == "reward" and name in fillable:
             mine = getattr(reward, name)
             if mine is None:
-                reward = msgspec.structs.replace(reward, **{name: value})
+                contributed.setdefault("reward", {})[name] = value
             elif isinstance(mine, dict) and isinstance(value, dict):
                 # A table the plug-in fills: the user's entries win one by one.
-                reward = msgspec.structs.replace(reward, **{name: {**value, **mine}})
+                contributed.setdefault("reward", {})[name] = {k: v for k, v in value.items() if k not in mine}
             # else: what the user set wins
         elif field == "env.set":
-            env = msgspec.structs.replace(env, set={**value, **env.set})
+            contributed["env"] = {"set": {k: v for k, v in value.items() if k not in env.set}
+                                  if isinstance(value, dict) else value}
         else:
-            raise ValueError(f"reward plug-in {plugin.name} may not fill {field}")
-    return msgspec.structs.replace(spec, reward=reward, env=env, resources=resources)
+            refused.append(Problem(f"reward plug-in '{plugin.name}' {plugin.version} may not fill {field} (it fills "
+                                   "reward.* fields and env.set)", key="reward.plugin",
+                                   hint="a fault in the plug-in, not in the spec: tell its authors"))
+
+    def locate(path, message, hint=None):
+        return Problem(f"filled by reward plug-in '{plugin.name}' {plugin.version}: {message}",
+                       key=".".join(path) or None, hint=hint)
+
+    refused += check_values(contributed, locate)
+    if refused:
+        raise SpecError(refused)
+    for name, value in contributed.get("reward", {}).items():
+        mine = getattr(reward, name)
+        reward = msgspec.structs.replace(reward, **{name: {**value, **mine} if isinstance(mine, dict) else value})
+    if "env" in contributed:
+        env = msgspec.structs.replace(env, set={**contributed["env"]["set"], **env.set})
+    return msgspec.structs.replace(spec, reward=reward, env=env)
 
 
 def _sorted_tables(struct):

@@ -102,8 +102,63 @@ def load_plugin(name: str) -> RewardPlugin:
             key="reward.plugin",
             hint=f"did you mean '{near[0]}'?" if near else (
                 f"installed: {', '.join(available())}" if available() else "install the package that provides it"))])
-    plugin = entry.load()
-    if not isinstance(plugin, RewardPlugin):
+    try:
+        plugin = entry.load()
+    except Exception as exc:  # a third party's import: any fault in it is named, never a traceback
+        raise SpecError([Problem(f"the reward plug-in '{name}' ({entry.value}) could not be loaded: {_said(exc)}",
+                                 key="reward.plugin", hint=_THEIRS)]) from None
+    options = getattr(plugin, "Options", None)
+    if not isinstance(plugin, RewardPlugin) or not (isinstance(options, type) and issubclass(options, msgspec.Struct)):
         raise SpecError([Problem(f"the entry point '{name}' ({entry.value}) is not a tutorrl reward plug-in",
                                  key="reward.plugin")])
     return plugin
+
+
+# What a broken plug-in's message ends with: the fault is not in the user's spec.
+_THEIRS = "a fault in the plug-in, not in the spec: tell its authors"
+
+
+def _said(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _failed(plugin, what: str, why: str) -> SpecError:
+    return SpecError([Problem(f"reward plug-in '{plugin.name}' {plugin.version} {what}: {why}", key="reward.plugin",
+                              hint=_THEIRS)])
+
+
+def plugin_fill(plugin: RewardPlugin, spec, options) -> dict:
+    """``plugin.normalize``'s answer, checked for shape: ``{"section.field": value}``.
+
+    A plug-in is a third party's code: whatever it raises (tutorrl's own
+    errors aside) or returns that is not a table of fields is a located
+    problem that names it, never a traceback.
+    """
+    try:
+        fill = plugin.normalize(spec, options)
+    except SpecError:
+        raise
+    except Exception as exc:
+        raise _failed(plugin, "failed to fill the spec", _said(exc)) from None
+    if not isinstance(fill, dict) or not all(isinstance(k, str) for k in fill):
+        raise _failed(plugin, "failed to fill the spec", f"normalize returned {type(fill).__name__}, not a table "
+                      "of \"section.field\" names")
+    return fill
+
+
+def plugin_rules(plugin: RewardPlugin, spec, options) -> list[Finding]:
+    """``plugin.rules``' findings as ``(key, message, hint)``; a broken plug-in is named, as in :func:`plugin_fill`."""
+    try:
+        found = list(plugin.rules(spec, options))
+    except SpecError:
+        raise
+    except Exception as exc:
+        raise _failed(plugin, "failed to check the spec", _said(exc)) from None
+    out = []
+    for item in found:
+        if not (isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str) and item[0]
+                and isinstance(item[1], str) and (item[2] is None or isinstance(item[2], str))):
+            raise _failed(plugin, "failed to check the spec", f"a finding is {item!r:.80}, not (key, message, hint)")
+        out.append(tuple(item))
+    return out

@@ -211,12 +211,12 @@ def _plugin_fills(spec) -> tuple[str, dict[str, Any], dict[str, str]]:
     name = spec.reward.plugin
     if name is None:
         return "", {}, {}
-    from tutorrl.compiler.rewards import plugin_of
+    from tutorrl.compiler.rewards import plugin_fill, plugin_of
     from tutorrl.compiler.spec import get_field
 
     try:
         plugin, options = plugin_of(spec)
-        fill = plugin.normalize(spec, options)
+        fill = plugin_fill(plugin, spec, options)  # a broken plug-in is a SpecError, never a traceback
     except (SpecError, msgspec.ValidationError):
         # Not installed here (a bundle from elsewhere): its values still compare.
         return name, {}, {}

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from importlib.metadata import entry_points
 
+import pytest
+
 from tutorrl.compiler import compile_bytes
 from tutorrl.compiler.rewards import BUILTIN, GROUP
 
@@ -113,3 +115,97 @@ def test_no_plugin_no_chess():
     compiled = compile_bytes(b'[experiment]\nverl = "0.9.1"\n[reward]\nmodule = "m.r"\n', "s.toml")
     text = b"".join(compiled.files.values()).decode().lower()
     assert "chess" not in text and "studentsim" not in text and "noset_cuda" not in text
+
+
+# A third-party plug-in that misbehaves as BROKEN says: what it fills is
+# checked as the user's own values are, and whatever it raises is named.
+BROKEN_PLUGIN = '''
+import datetime, os
+import msgspec
+
+if os.environ["BROKEN"] == "import":
+    raise ImportError("No module named 'judges_runtime'")
+
+class Options(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    judge: str = "j"
+
+FILLS = {
+    "module pattern": {"reward.module": "judges/entry.py"},
+    "int64": {"reward.kwargs": {"budget": 2**70}},
+    "newline": {"reward.kwargs": {"prompt": "a\\nb"}},
+    "date": {"reward.kwargs": {"since": datetime.date(1979, 5, 27)}},
+    "home": {"env.set": {"HOME": "/evil"}},
+    "env name": {"env.set": {"A-B": "x"}},
+    "other section": {"resources.reward_gpus": 1},
+    "unknown field": {"reward.bogus": 1},
+    "not a table": None,
+}
+
+class Judge:
+    name = "llm-judge"
+    version = "2.3"
+    Options = Options
+
+    def normalize(self, spec, options):
+        mode = os.environ["BROKEN"]
+        if mode == "raises":
+            raise RuntimeError("judge endpoint not configured")
+        if mode == "bare ValueError":
+            raise ValueError("reward plug-in llm-judge may not fill resources.nodes")
+        return FILLS.get(mode, {"reward.module": "judges.entry"})
+
+    def rules(self, spec, options):
+        if os.environ["BROKEN"] == "rules raise":
+            raise KeyError("judge")
+        if os.environ["BROKEN"] == "rules shape":
+            return ["just a string"]
+        return []
+
+    def paths(self, options):
+        return []
+
+PLUGIN = Judge()
+'''
+
+
+@pytest.mark.parametrize("broken,words", [
+    ("import", "the reward plug-in 'llm-judge' (judge_plugin:PLUGIN) could not be loaded: ImportError: No module"),
+    ("raises", "reward.plugin: reward plug-in 'llm-judge' 2.3 failed to fill the spec: RuntimeError: judge endpoint"),
+    ("bare ValueError", "failed to fill the spec: ValueError: reward plug-in llm-judge may not fill resources.nodes"),
+    ("not a table", "failed to fill the spec: normalize returned NoneType, not a table"),
+    ("rules raise", "reward plug-in 'llm-judge' 2.3 failed to check the spec: KeyError: 'judge'"),
+    ("rules shape", "failed to check the spec: a finding is 'just a string', not (key, message, hint)"),
+    ("other section", "reward.plugin: reward plug-in 'llm-judge' 2.3 may not fill resources.reward_gpus"),
+    ("unknown field", "may not fill reward.bogus"),
+    ("module pattern", "reward.module: filled by reward plug-in 'llm-judge' 2.3: expected a dotted Python module name"),
+    ("int64", "reward.kwargs.budget: filled by reward plug-in 'llm-judge' 2.3: an integer of 71 bits"),
+    ("newline", "reward.kwargs.prompt: filled by reward plug-in 'llm-judge' 2.3: control characters"),
+    ("date", "reward.kwargs.since: filled by reward plug-in 'llm-judge' 2.3: TOML dates and times cannot be passed"),
+    ("env name", "env.set.A-B: filled by reward plug-in 'llm-judge' 2.3: expected an environment variable name"),
+    # What it fills meets the spec's own rules too: HOME takes the launch over.
+    ("home", "env.set.HOME: HOME changes which program or code the launch runs"),
+])
+def test_a_broken_third_party_plugin_is_a_located_message_naming_it(tmp_path, broken, words):
+    site = _install_plugin(tmp_path)
+    (site / "judge_plugin.py").write_text(BROKEN_PLUGIN)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.replace("kwargs = { temperature = 0.5 }\n", "").replace(
+        'judge = "Qwen/Qwen2.5-72B-Instruct"', 'judge = "q"'))
+    env = {**os.environ, "PYTHONPATH": str(site), "BROKEN": broken}
+    proc = subprocess.run([sys.executable, "-m", "tutorrl", "compile", str(spec), "--out", str(tmp_path / "b")],
+                          capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and words in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(f"error: {spec}:"), proc.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_plugin_that_fills_well_still_compiles(tmp_path):
+    site = _install_plugin(tmp_path)
+    (site / "judge_plugin.py").write_text(BROKEN_PLUGIN)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.replace('judge = "Qwen/Qwen2.5-72B-Instruct"', 'judge = "q"'))
+    env = {**os.environ, "PYTHONPATH": str(site), "BROKEN": "no"}
+    proc = subprocess.run([sys.executable, "-m", "tutorrl", "compile", str(spec), "--out", str(tmp_path / "b")],
+                          capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
