@@ -20,11 +20,15 @@ command that could have an effect replaced by a stand-in that records its argv:
 - ``cd`` never fails (a missing folder is recorded); ``source``/``.`` of a file
   inside the sandbox runs, of anything else is recorded and skipped.
 - The script runs in a temporary sandbox: its own ``HOME``, its working folder
-  a copy of the verl checkout (or of the script's folder), an environment with
-  nothing of this machine's (``env -i``; ``vars`` adds to it). The jail
-  (:mod:`._jail`, Landlock) lets nothing write outside the sandbox and nothing
-  execute but bash, the allow-listed tools and the stand-ins; a time limit ends
-  the whole process tree.
+  a copy of the verl checkout (or of the script's folder: regular files,
+  folders and links only -- a FIFO, socket or device is skipped and named in
+  :attr:`Capture.skipped`), an environment with nothing of this machine's
+  (``env -i``; ``vars`` adds to it). The jail (:mod:`._jail`: namespaces,
+  Landlock, seccomp) lets it read only the sandbox and the system's program
+  trees, write only the sandbox, execute only bash, the allow-listed tools and
+  the stand-ins, see no other process, reach no network, and ends every
+  process it started when it ends; a time limit ends the whole jail.
+  :attr:`Capture.confinement` says what this kernel confined and what not.
 
 Variables the script reads but never sets are found with bash's own ``set -u``:
 when bash reports ``NAME: unbound variable`` the script is run again with
@@ -44,11 +48,13 @@ an error.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -79,10 +85,49 @@ _DENIED_RE = re.compile(r"^.*?: (?:line \d+: )?(/[^:]+): Permission denied$", re
 _PYTHON_RE = re.compile(r"^python(?:[0-9]+(?:\.[0-9]+)*)?$")
 _COPY_LIMIT_FILES = 5000
 _COPY_LIMIT_BYTES = 64 << 20
+#: The longest capture asked for: nothing runs in one, so more is a mistake (and
+#: nan or inf would be no limit at all).
+MAX_TIMEOUT_S = 3600.0
+#: What the jail must confine or refuse to run: ``core`` keeps the importer's
+#: secrets and the network from the script; ``all`` adds signals, process
+#: lifetime and privileges; ``none`` runs with whatever the kernel gives.
+REQUIRE = {"core": ("environment", "reads", "writes", "executables", "network", "processes"),
+           "all": ("environment", "reads", "writes", "executables", "network", "processes", "signals",
+                   "lifetime", "privileges"),
+           "none": ()}
 
 
 class CaptureError(RefusedError):
     """A script could not be captured (missing file, no confinement, no bash)."""
+
+
+class Property(msgspec.Struct, frozen=True):
+    confined: bool
+    #: The mechanism when confined, else what is missing and what that allows.
+    how: str
+
+
+class Confinement(msgspec.Struct, frozen=True):
+    """What the jail confined on this machine (the last round's)."""
+
+    #: environment, reads, writes, executables, network, processes, signals, lifetime, privileges.
+    properties: dict[str, Property] = {}
+    #: Linux release, Landlock ABI, namespaces entered (or why none), ...
+    facts: dict = {}
+
+    @property
+    def not_confined(self) -> list[str]:
+        return [name for name, p in self.properties.items() if not p.confined]
+
+    def summary(self) -> str:
+        """One line: the kernel's features, then what is not confined."""
+        f = self.facts
+        if not self.properties:
+            return "not confined (the jail did not start)"
+        ns = f.get("namespaces") or f"no namespaces ({f.get('namespaces_error', '?')})"
+        head = f"Linux {f.get('kernel', '?')}, Landlock ABI {f.get('landlock_abi', 0)}, {ns}"
+        missing = self.not_confined
+        return head + ("; everything confined" if not missing else "; NOT confined: " + ", ".join(missing))
 
 
 class Invocation(msgspec.Struct, frozen=True):
@@ -155,7 +200,10 @@ class Capture(msgspec.Struct, frozen=True):
     #: More commands were recorded than ``max_commands``: the run was stopped.
     truncated: bool
     rounds: int
-    confinement: str
+    confinement: Confinement
+    #: Entries of the copied folder that are not regular files, folders or links
+    #: (FIFOs, sockets, devices) or could not be read, with why: not in the sandbox.
+    skipped: list[str]
     #: The sandbox folders of the last round (gone after the capture); recorded
     #: paths and argv start with them.
     workdir: str
@@ -365,8 +413,69 @@ def _small_tree(folder: Path) -> bool:
     return True
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
-    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _copy_file(src: str, dst: str) -> str:
+    """Copy one regular file; '' when done, else why not (nothing written then).
+
+    Opened without following a link and without blocking, then checked on the
+    open descriptor: a FIFO or device put there after the listing is refused
+    instead of read without end.
+    """
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return _kind(st.st_mode)
+        with open(fd, "rb", closefd=False) as fin, open(dst, "xb") as fout:
+            shutil.copyfileobj(fin, fout)
+        os.chmod(dst, stat.S_IMODE(st.st_mode) | stat.S_IRUSR)
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+    except OSError as exc:
+        return f"cannot be copied: {exc.strerror}"
+    finally:
+        os.close(fd)
+    return ""
+
+
+def _copy_tree(src: Path, dst: Path, skipped: list[str], rel: str = "") -> None:
+    """Regular files, folders and links of ``src`` (not .git); every other entry is named in ``skipped``."""
+    os.mkdir(dst)
+    try:
+        entries = sorted(os.scandir(src), key=lambda e: e.name)
+    except OSError as exc:
+        skipped.append(f"{rel or '.'}/ (cannot be listed: {exc.strerror})")
+        return
+    for entry in entries:
+        if entry.name == ".git":
+            continue
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        target = os.path.join(dst, entry.name)
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISLNK(mode):
+                os.symlink(os.readlink(entry.path), target)
+                continue
+        except OSError as exc:
+            skipped.append(f"{name} (cannot be read: {exc.strerror})")
+            continue
+        if stat.S_ISDIR(mode):
+            _copy_tree(Path(entry.path), Path(target), skipped, name)
+        elif stat.S_ISREG(mode):
+            why = _copy_file(entry.path, target)
+            if why:
+                skipped.append(f"{name} ({why})")
+        else:
+            skipped.append(f"{name} ({_kind(mode)})")
 
 
 class _Round(msgspec.Struct):
@@ -374,7 +483,8 @@ class _Round(msgspec.Struct):
     exit_code: int | None
     timed_out: bool
     truncated: bool
-    confinement: str
+    confinement: Confinement
+    skipped: list[str]
     stdout: str
     stderr: str
     workdir: str
@@ -382,7 +492,8 @@ class _Round(msgspec.Struct):
 
 
 def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str], args: Sequence[str],
-               deadline: float, max_commands: int, require_confinement: bool, nounset: bool = True) -> _Round:
+               deadline: float, max_commands: int, require: tuple[str, ...], without: tuple[str, ...],
+               nounset: bool = True) -> _Round:
     bash = _which("bash")
     if bash is None:
         raise CaptureError("capturing a launch script needs bash on PATH")
@@ -390,27 +501,41 @@ def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str],
     date = _which("date")
     env_bin = _which("env")
     with tempfile.TemporaryDirectory(prefix="tutorrl-capture-") as tmp:
-        sandbox = os.path.realpath(tmp)
+        # The script may write anywhere in the sandbox; what it must not
+        # rewrite (its output, the jail's confinement report) lies beside it.
+        outer = os.path.realpath(tmp)
+        sandbox = os.path.join(outer, "sandbox")
+        os.mkdir(sandbox)
         home, work, bin_dir, log = (os.path.join(sandbox, n) for n in ("home", "work", "bin", "log"))
         for d in (home, bin_dir, log):
             os.mkdir(d)
         # The working folder: a copy of the checkout, or of the script's folder.
         script = script.resolve()
+        skipped: list[str] = []
+        copy_script = ""
         if checkout is not None:
-            _copy_tree(checkout, Path(work))
+            _copy_tree(checkout, Path(work), skipped)
             try:
                 target = str(script.relative_to(checkout.resolve()))
             except ValueError:
                 os.mkdir(os.path.join(sandbox, "script"))
                 target = os.path.join(sandbox, "script", script.name)
-                shutil.copy2(script, target)
+                copy_script = target
         else:
             if _small_tree(script.parent):
-                _copy_tree(script.parent, Path(work))
+                _copy_tree(script.parent, Path(work), skipped)
             else:
                 os.mkdir(work)
-                shutil.copy2(script, os.path.join(work, script.name))
+                copy_script = os.path.join(work, script.name)
             target = script.name
+        if copy_script:
+            why = _copy_file(str(script), copy_script)
+            if why:
+                raise CaptureError(f"{script}: {why}")
+        elif not os.path.isfile(os.path.join(work, target)) or os.path.islink(os.path.join(work, target)):
+            why = next((s.split(" (", 1)[1].rstrip(")") for s in skipped if s.split(" (", 1)[0] == target), "")
+            if why or not os.path.isfile(os.path.join(work, target)):
+                raise CaptureError(f"{script}: {why or 'not copied into the sandbox'}")
         # PATH: stand-ins and the allow-listed tools, nothing else.
         def write(name: str, text: str) -> None:
             p = os.path.join(bin_dir, name)
@@ -434,10 +559,12 @@ def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str],
                **env_vars}
         executables = sorted({bash, *(t for t in tools.values() if t), *(x for x in (date, env_bin) if x),
                               *_loaders()})
-        config = {"sandbox": sandbox, "executables": executables, "env": env, "require": require_confinement}
+        report = os.path.join(outer, "confinement.json")
+        config = {"sandbox": sandbox, "report": report, "executables": executables, "env": env,
+                  "require": list(require), "without": list(without)}
         jail = Path(__file__).with_name("_jail.py")
         argv = [sys.executable, "-I", str(jail), json.dumps(config), "--", bash, target, *args]
-        out_path, err_path = os.path.join(sandbox, "stdout"), os.path.join(sandbox, "stderr")
+        out_path, err_path = os.path.join(outer, "stdout"), os.path.join(outer, "stderr")
         timed_out = truncated = False
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             proc = subprocess.Popen(argv, cwd=work, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -460,12 +587,23 @@ def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str],
                 if proc.poll() is None:
                     _stop(proc)
         code = proc.returncode
-        if code == 125 and require_confinement:
+        confinement = _read_confinement(report)
+        if code == 125 and (confinement.facts.get("refused") or not confinement.properties):
             raise CaptureError(_read(err_path).strip() or "the script could not be confined")
-        confinement = _read(os.path.join(sandbox, "confinement")).strip() or "none"
         records = [_parse_record(os.path.join(log, n)) for n in sorted(os.listdir(log))]
         return _Round([r for r in records if r is not None], None if (timed_out or truncated) else code,
-                      timed_out, truncated, confinement, _read(out_path), _read(err_path), work, home)
+                      timed_out, truncated, confinement, skipped, _read(out_path), _read(err_path), work, home)
+
+
+def _read_confinement(path: str) -> Confinement:
+    # Written by the jail's confining process through a descriptor it opened
+    # before confining itself and closed before executing the script.
+    try:
+        data = json.loads(_read(path) or "{}")
+        facts = dict(data.get("facts", {}), refused=data.get("refused", []))
+        return Confinement(msgspec.convert(data.get("properties", {}), dict[str, Property]), facts)
+    except (ValueError, msgspec.ValidationError, AttributeError, TypeError):
+        return Confinement()
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -531,9 +669,18 @@ def _python_in(argv: Sequence[str]) -> int | None:
     return None
 
 
+def check_timeout(timeout: object) -> float:
+    """A time limit in seconds that limits: finite, above 0, at most :data:`MAX_TIMEOUT_S`."""
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout)
+            or not 0 < timeout <= MAX_TIMEOUT_S):
+        raise CaptureError(f"timeout {timeout!r}: give the seconds the script may run, "
+                           f"a number above 0 and at most {MAX_TIMEOUT_S:g} (nan or inf would be no limit)")
+    return float(timeout)
+
+
 def capture(script: Path, *, vars: Mapping[str, str] | None = None, timeout: float = 30.0,
             verl_checkout: Path | None = None, args: Sequence[str] = (), max_rounds: int = 32,
-            max_commands: int = 5000, require_confinement: bool = True,
+            max_commands: int = 5000, require: Literal["core", "all", "none"] = "core", without: Sequence[str] = (),
             is_launch: Callable[[PythonCall], bool] = is_ppo_launch) -> Capture:
     """Run ``script`` under real bash in a jail and report what it launches.
 
@@ -542,12 +689,21 @@ def capture(script: Path, *, vars: Mapping[str, str] | None = None, timeout: flo
     ``verl_checkout``: the working folder is a copy of it (scripts run from the
     checkout's root, as verl's examples expect); otherwise a copy of the script's
     folder. ``args``: the script's positional arguments.
-    ``require_confinement``: refuse (:class:`CaptureError`) where the kernel
-    offers no Landlock, instead of running unconfined.
+    ``require``: the confinement properties that must hold, else
+    :class:`CaptureError` before the script runs (:data:`REQUIRE`).
+    ``without``: kernel features the jail must not use (``namespaces``,
+    ``landlock``, ``seccomp``): what a kernel lacking them gets, for tests.
     """
     script = Path(script)
-    if not script.is_file():
+    check_timeout(timeout)
+    if require not in REQUIRE:
+        raise CaptureError(f"require={require!r}: one of {', '.join(REQUIRE)}")
+    if set(without) - {"namespaces", "landlock", "seccomp"}:
+        raise CaptureError(f"without={list(without)!r}: only namespaces, landlock, seccomp")
+    if not script.exists():
         raise CaptureError(f"{script}: no such script")
+    if not script.is_file():
+        raise CaptureError(f"{script}: not a regular file ({_kind(script.stat().st_mode)})")
     if verl_checkout is not None and not Path(verl_checkout).is_dir():
         raise CaptureError(f"{verl_checkout}: no such folder")
     given = dict(vars or {})
@@ -564,7 +720,7 @@ def capture(script: Path, *, vars: Mapping[str, str] | None = None, timeout: flo
         rounds += 1
         env = {**{k: v for k, v in unset.items() if not k.isdigit()}, **given}
         result = _run_round(script, Path(verl_checkout) if verl_checkout else None, env, positional,
-                            deadline, max_commands, require_confinement, nounset)
+                            deadline, max_commands, REQUIRE[require], tuple(without), nounset)
         if not nounset:
             break
         new, stuck = [], []
@@ -613,5 +769,5 @@ def _assemble(script: Path, result: _Round, unset: dict[str, str], unresolved: l
         commands.append(Invocation(seq, kind, list(argv), cwd, env))
     denied = sorted(set(_DENIED_RE.findall(result.stderr)))
     return Capture(str(script), launches, commands, unset, unresolved, denied, given, result.exit_code,
-                   result.timed_out, result.truncated, rounds, result.confinement, result.workdir, result.home,
-                   _tail(result.stdout), _tail(result.stderr))
+                   result.timed_out, result.truncated, rounds, result.confinement, result.skipped, result.workdir,
+                   result.home, _tail(result.stdout), _tail(result.stderr))

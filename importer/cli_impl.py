@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -28,6 +29,12 @@ class ImportReport(msgspec.Struct):
     other_releases: str = ""
     # What compiling the imported spec warns (settings with no effect, rules verl does not enforce).
     warnings: list[str] = []
+    # How the script ran: the kernel's features and each confinement property
+    # (confined, how); empty for an override list, which runs nothing.
+    sandbox: str = ""
+    confinement: dict = {}
+    # Entries of the script's folder not copied into the sandbox (FIFOs, sockets, devices, unreadable).
+    skipped: list[str] = []
 
 
 def _parse_vars(items: list[str]) -> dict[str, str]:
@@ -40,22 +47,38 @@ def _parse_vars(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _launch_from_args(args) -> tuple[str, str | None, str | None, list[str], dict, list[str]]:
-    """(source, config name, config path, overrides, unset vars, other commands)."""
+def _parse_timeout(text: str, most: float) -> float:
+    # float() takes nan, inf and 1e400 (inf): each would be no limit at all.
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= most):
+        raise InputError([Problem(f"--timeout {text!r}: give the seconds the script may run, a number above 0 "
+                                  f"and at most {most:g} (nan, inf or 1e400 would be no limit at all)")])
+    return value
+
+
+def _launch_from_args(args) -> tuple[str, str | None, str | None, list[str], dict, list[str], object]:
+    """(source, config name, config path, overrides, unset vars, other commands, the capture or None)."""
     if args.script is None:
         raise InputError([Problem("give a launch script, or --verl RELEASE -- key=value ...")])
     script = Path(args.script)
     if args.overrides or "=" in args.script:
         # An override list: `tutorrl import --verl R -- a=1 b=2` puts a=1 in `script`.
         overrides = [args.script, *args.overrides]
-        return "the command line", args.config_name, None, overrides, {}, []
-    if not script.is_file():
-        raise InputError([Problem("no such file", file=args.script)])
-    from tutorrl.importer.capture import capture
+        return "the command line", args.config_name, None, overrides, {}, [], None
+    from tutorrl.importer.capture import MAX_TIMEOUT_S, capture
 
-    cap = capture(script, vars=_parse_vars(args.var), timeout=args.timeout)
+    timeout = _parse_timeout(str(args.timeout), MAX_TIMEOUT_S)
+    if not script.exists():
+        raise InputError([Problem("no such file", file=args.script)])
+    if not script.is_file():
+        raise InputError([Problem("not a regular file (a launch script is a bash file)", file=args.script)])
+    cap = capture(script, vars=_parse_vars(args.var), timeout=timeout,
+                  require="all" if args.require_confinement else "core")
     if cap.timed_out:
-        raise RefusedError(f"{args.script}: the script ran past {args.timeout:g} s and was stopped "
+        raise RefusedError(f"{args.script}: the script ran past {timeout:g} s and was stopped "
                            "(raise --timeout if it is only slow)")
     if not cap.launches:
         found = ", ".join(sorted({" ".join(c.argv[:2]) for c in cap.commands})[:8]) or "nothing"
@@ -78,7 +101,7 @@ def _launch_from_args(args) -> tuple[str, str | None, str | None, list[str], dic
     others = [real(" ".join(c.argv)) for c in cap.commands if c.kind == "command"][:20]
     config_path = real(launch.config_path) if launch.config_path else None
     return (args.script, launch.config_name, config_path, [real(o) for o in launch.overrides], dict(cap.unset),
-            others)
+            others, cap)
 
 
 def choose_release(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str]:
@@ -118,7 +141,7 @@ def cmd_import(args) -> int:
         raise RefusedError("tutorrl import needs Hydra: pip install 'tutorrl[import]'") from None
     from tutorrl.importer.translate import render_spec, translate, validate, variant_of
 
-    source, config_name, config_path, overrides, unset, others = _launch_from_args(args)
+    source, config_name, config_path, overrides, unset, others, cap = _launch_from_args(args)
     variant = variant_of(config_name, overrides)
     release, why, elsewhere = choose_release(overrides, args.verl, variant)
     translation = validate(translate(overrides, release, config_name=config_name, config_path=config_path,
@@ -173,6 +196,10 @@ def cmd_import(args) -> int:
     report = ImportReport(source, release, variant, why, spec_path, translation.mapped, unset,
                           translation.placeholders, others, exact, not_checked, diffs, normalised, elsewhere,
                           warnings)
+    if cap is not None:
+        report.sandbox = cap.confinement.summary()
+        report.confinement = msgspec.to_builtins(cap.confinement.properties)
+        report.skipped = list(cap.skipped)
     if args.format == "json":
         print(json.dumps(msgspec.to_builtins(report), indent=2, sort_keys=True))
     else:
@@ -194,6 +221,12 @@ def render_report(r: ImportReport) -> str:
     lines = [f"import: {r.source} -> verl {r.release} ({r.variant}); {r.release_reason}"]
     if r.spec_path:
         lines.append(f"spec: {display_path(Path(r.spec_path))}")
+    if r.sandbox:
+        lines.append(f"sandbox: {r.sandbox}")
+        lines += [f"  {name}: {p['how']}" for name, p in r.confinement.items() if not p["confined"]]
+    if r.skipped:
+        lines.append("not copied into the sandbox (the script cannot read them):")
+        lines += [f"  {s}" for s in r.skipped]
     by = {}
     for m in r.mapped:
         by.setdefault(m.how, []).append(m)

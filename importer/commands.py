@@ -32,7 +32,11 @@ def register(subparsers) -> None:
                    help="a value for a shell variable the script reads but does not set (repeatable)")
     p.add_argument("--config-name", help="the launch's --config-name (override lists only)")
     p.add_argument("--no-check", action="store_true", help="write the spec without composing the round trip")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds the script may run (default: 30)")
+    p.add_argument("--timeout", default="30", metavar="SECONDS", help="seconds the script may run (default: 30, at most 3600)")
+    p.add_argument("--require-confinement", action="store_true",
+                   help="refuse to run the script unless every confinement property holds on this kernel "
+                        "(signals and process lifetime too; by default only what keeps secrets and the network "
+                        "from the script is required, and the report names what is not confined)")
     add_format_option(p)
     p.set_defaults(handler=_run)
 
