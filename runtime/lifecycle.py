@@ -14,6 +14,12 @@ id; a run is found from any folder through ``bundles/<bundle id>/runs/`` under
 the current folder, an explicit ``.../runs/<run-id>`` path, or the index under
 the user's state folder (one file per run id listing the run folders it names;
 two checkouts of a bundle give the same ids, and then the choice is asked for).
+
+Only a record this user's tutorrl wrote on this machine (``records.verified``)
+is acted on: closed, its follower signalled, its head stopped, its head's
+folder removed, a token sent to the address it names. Any other record is
+shown as it reads and left alone. Even a verified record deletes nothing but an
+embedded head's own folder (``own_head_dir``).
 """
 
 from __future__ import annotations
@@ -23,11 +29,12 @@ import re
 import signal
 import shutil
 import socket
+import stat
 import time
 from pathlib import Path
 
 from tutorrl.errors import RefusedError, TutorrlError
-from tutorrl.runtime import records
+from tutorrl.runtime import records, trust
 
 EXIT_INTERRUPTED = 130
 # `tutorrl run`'s own codes for a run whose evidence failed (README, "Exit status"):
@@ -36,12 +43,21 @@ EXIT_INTERRUPTED = 130
 EXIT_EVIDENCE_FAILED = 4
 # ... or the job failed because the in-run check stopped training (on_failure = "stop").
 EXIT_EVIDENCE_STOPPED = 5
-STATE_ENV = "XDG_STATE_HOME"
 RUN_ID_RE = re.compile(r"^tutorrl-([0-9A-Za-z]+)-(\d+)$")
+
+
+# A run id names a folder: longer than a file name may be is no run id.
+MAX_RUN_ID = 255
+UNVERIFIED = ("not verified: this record was not written by tutorrl for this user on this machine (or was "
+              "changed since); shown as recorded, and nothing it names is stopped, removed or sent a token")
 
 
 class RunNotFound(TutorrlError):
     exit_code = 2
+
+
+class NotVerified(RefusedError):
+    """A command that would act on what a record says, given a record it cannot trust."""
 
 
 class EvidenceFailed(TutorrlError):
@@ -168,23 +184,54 @@ def finish(run_dir: Path, *, status: str, exit_code: int | None, message: str | 
 
 
 # -- Ray, from a later command ---------------------------------------------
-def _head_token(record: records.RunRecord) -> str | None:
-    if not record.head_dir:
+def own_head_dir(path: str | None) -> Path | None:
+    """``path`` if it is an embedded head's folder of this user: a ``trl-*`` folder right under the
+    temp base head.py makes them in, owned by this uid, not a symlink. Whatever a record says,
+    nothing else is ever removed or read a token from."""
+    if not path or not os.path.isabs(path):
+        return None
+    from tutorrl.runtime import head as head_module
+
+    folder = Path(os.path.normpath(path))
+    base = os.path.realpath(head_module._run_dir_base())
+    if not folder.name.startswith("trl-") or os.path.realpath(folder.parent) != base:
         return None
     try:
-        return (Path(record.head_dir) / "token").read_text().strip()
+        st = os.lstat(folder)
     except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return folder
+
+
+def _head_token(record: records.RunRecord) -> str | None:
+    from tutorrl._read import ReadError, read_file
+    from tutorrl.runtime import cluster
+
+    folder = own_head_dir(record.head_dir)
+    # An embedded head's dashboard is on loopback (head.py): its token goes nowhere else.
+    if folder is None or not record.dashboard or not cluster.is_loopback(record.dashboard):
+        return None
+    try:
+        return read_file(folder / "token", cluster.MAX_TOKEN).decode("ascii").strip() or None
+    except (OSError, ReadError, UnicodeDecodeError):
         return None
 
 
 def client_for(record: records.RunRecord):
-    """A Jobs API client for the run's cluster or embedded head, or None if unreachable."""
+    """A Jobs API client for the run's cluster or embedded head, or None if unreachable (or the
+    record is not verified: only a verified record's address gets a token)."""
     from tutorrl.runtime import cluster
 
+    if not records.verified(record):
+        return None
     if record.address_kind == "embedded":
+        if not alive(record.head):
+            return None
         token = _head_token(record)
         url = record.dashboard
-        if token is None or url is None or not alive(record.head):
+        if token is None or url is None:
             return None
     else:
         url = record.address
@@ -193,6 +240,7 @@ def client_for(record: records.RunRecord):
         except RefusedError:
             token = None
     try:
+        url = cluster.normalise_address(url)
         cluster.cluster_resources(url, cluster.auth_headers(token))  # reachable and authorised
         return cluster.job_client(url, cluster.auth_headers(token))
     except TutorrlError:
@@ -226,9 +274,12 @@ def _known(client, record: records.RunRecord) -> bool:
 
 
 def stop_head(record: records.RunRecord, grace_s: float = 10.0) -> None:
-    """Stop an embedded head whose owner is gone: SIGTERM, then its process group."""
+    """Stop an embedded head whose owner is gone: SIGTERM, then its process group; then remove its folder.
+    Only for a verified record of a head on this host."""
     head = record.head
-    if head is not None and alive(head):
+    if not records.verified(record) or head is None or alive(head) is None:
+        return
+    if alive(head):
         try:
             os.kill(head.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -241,16 +292,17 @@ def stop_head(record: records.RunRecord, grace_s: float = 10.0) -> None:
                 os.killpg(head.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-    if record.head_dir and not alive(head):
-        shutil.rmtree(record.head_dir, ignore_errors=True)
+    folder = own_head_dir(record.head_dir)
+    if folder is not None and not alive(head):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def reconcile(run_dir: Path, progress=None) -> records.RunRecord:
     """The record as it should read now: an open record whose owner is gone is
     closed from Ray's view of the job (see the module docstring)."""
     record = records.read_record(run_dir)
-    if record.status in records.TERMINAL:
-        return record
+    if record.status in records.TERMINAL or not records.verified(record):
+        return record  # closing an unverified record would also seal it as ours
     owner = alive(record.owner)
     if owner:
         return record  # its owner is following the job and will close it
@@ -289,15 +341,13 @@ def reconcile(run_dir: Path, progress=None) -> records.RunRecord:
 
 # -- finding runs -----------------------------------------------------------
 def state_dir() -> Path:
-    base = os.environ.get(STATE_ENV) or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "tutorrl" / "runs"
+    return trust.state_home() / "runs"
 
 
 def index_run(run_dir: Path) -> None:
     """Note where a run's folder is, so `tutorrl status <run-id>` works from any folder."""
     try:
-        folder = state_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = trust.private_dir(state_dir())
         line = (str(run_dir.resolve()) + "\n").encode()
         fd = os.open(folder / run_dir.name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
@@ -316,22 +366,34 @@ def _indexed(run_id: str) -> list[Path]:
     out: list[Path] = []
     for line in lines:
         path = Path(line)
-        if line and path not in out and (path / records.RECORD_FILE).is_file():
+        if line and path not in out and _has_record(path):
             out.append(path)
     return out
 
 
+def _has_record(folder: Path) -> bool:
+    try:
+        return (folder / records.RECORD_FILE).is_file()
+    except OSError:  # a name too long for the file system, a loop of links
+        return False
+
+
 def find_run(ref: str) -> Path:
     """A run folder from a run id or a ``bundles/<id>/runs/<run-id>`` path."""
+    if "\0" in ref or len(ref) > 4096:
+        raise RunNotFound(f"{ref[:80]!r}...: not a run folder and not a run id ({len(ref)} characters)")
     given = Path(ref)
-    if (given / records.RECORD_FILE).is_file():
+    if _has_record(given):
         return given
     m = RUN_ID_RE.match(given.name)
+    if m and len(ref) > MAX_RUN_ID:
+        raise RunNotFound(f"{ref[:80]}...: not a run id: {len(ref)} characters, and a run id names a folder "
+                          f"(at most {MAX_RUN_ID})")
     if not m or given.name != ref:
         raise RunNotFound(f"{ref}: not a run folder (no {records.RECORD_FILE}) and not a run id "
                           "(tutorrl-<bundle id>-<attempt>)")
     local = Path("bundles") / m.group(1) / records.RUNS_DIR / ref
-    if (local / records.RECORD_FILE).is_file():
+    if _has_record(local):
         return local
     found = _indexed(ref)
     if len(found) == 1:

@@ -220,13 +220,26 @@ def file_logger_path(spec, job: dict, run_dir: Path, *, upload: bool) -> Path | 
     return run_dir.resolve() / VERL_FILE
 
 
-def read_points(path: Path) -> list[Point]:
+# What `status` reads of metrics.jsonl: its last this many bytes (a line per step: years of steps).
+MAX_POINTS_READ = 64 * 1024 * 1024
+
+
+def read_points(path: Path, limit: int = MAX_POINTS_READ) -> list[Point]:
+    """The steps in metrics.jsonl (its last ``limit`` bytes); none when it is not a regular file."""
+    from tutorrl._read import ReadError, open_regular
+
     try:
-        raw = path.read_bytes()
-    except OSError:
+        with open_regular(path) as fh:
+            end = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, end - limit))
+            raw = fh.read(limit)
+    except (OSError, ReadError):
         return []
+    lines = raw.splitlines()
+    if end > limit and lines:
+        lines = lines[1:]  # the first line was cut by the start of the window
     out = []
-    for line in raw.splitlines():
+    for line in lines:
         try:
             out.append(msgspec.json.decode(line, type=Point))
         except (msgspec.DecodeError, msgspec.ValidationError):

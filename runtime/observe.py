@@ -2,7 +2,13 @@
 
 Every command reconciles first (``lifecycle.reconcile``): a record left open by
 a ``tutorrl run`` that died is closed from Ray's view of the job, and the
-evidence scan runs, before anything is shown.
+evidence scan runs, before anything is shown. A record this user's tutorrl did
+not write here is shown as it reads, marked so, and never acted on.
+
+What a run folder holds is read as someone else's bytes: ``job.log``,
+``metrics.jsonl`` and the bundle's ``spec.toml`` only as regular files (a FIFO
+would hang the reader, a link to ``/dev/zero`` fill its memory), and only
+bounded amounts of them.
 """
 
 from __future__ import annotations
@@ -15,9 +21,14 @@ from pathlib import Path
 
 import msgspec
 
+from tutorrl._read import ReadError, open_regular, read_file
+from tutorrl.errors import RefusedError
 from tutorrl.runtime import lifecycle, metrics, records
 
 STOP_TIMEOUT_S = 90
+MAX_SPEC = 4 * 1024 * 1024
+# `logs` copies job.log in pieces of this size, never the whole at once.
+_PIECE = 1 << 20
 
 
 def _out(text: str) -> None:
@@ -29,22 +40,22 @@ def _total_steps(bundle_path: Path) -> int | None:
     import tomllib
 
     try:
-        spec = tomllib.loads((bundle_path / "spec.toml").read_text())
+        spec = tomllib.loads(read_file(bundle_path / "spec.toml", MAX_SPEC).decode("utf-8"))
         value = (spec.get("trainer") or {}).get("total_steps")
-        return int(value) if value is not None else None
-    except (OSError, ValueError, tomllib.TOMLDecodeError):
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    except (OSError, ValueError, tomllib.TOMLDecodeError, AttributeError):
         return None
 
 
 def _log_head_and_tail(log: Path, size: int = 1_000_000) -> str:
     """The start of job.log (verl says its total steps there) and its end (the latest steps)."""
     try:
-        with open(log, "rb") as fh:
+        with open_regular(log) as fh:
             head = fh.read(size)
             end = fh.seek(0, os.SEEK_END)
             fh.seek(max(len(head), end - size))
-            tail = fh.read()
-    except OSError:
+            tail = fh.read(size)
+    except (OSError, ReadError):
         return ""
     return (head + b"\n" + tail).decode("utf-8", errors="replace")
 
@@ -72,6 +83,7 @@ def describe(run_dir: Path, record: records.RunRecord) -> dict:
     out["dashboard"] = record.dashboard if (open_ and (record.address_kind == "cluster" or
                                                        lifecycle.alive(record.head))) else None
     out["owner_alive"] = owner
+    out["verified"] = records.verified(record)
     progress = progress_of(run_dir, bundle_path)
     out["step"] = progress.step
     out["total_steps"] = progress.total
@@ -90,6 +102,8 @@ def _text(d: dict) -> str:
     if d.get("evidence_problems"):
         lines.append(f"  evidence:  failed (`tutorrl run` exits {d['evidence_exit_code']}): "
                      + "; ".join(d["evidence_problems"]))
+    if not d["verified"]:
+        lines.append(f"  {lifecycle.UNVERIFIED}")
     lines.append(f"  where:     {where}" + (" (detached)" if d["detached"] else ""))
     if d["dashboard"]:
         lines.append(f"  dashboard: {d['dashboard']}")
@@ -161,16 +175,19 @@ def logs_command(args) -> int:
             return 0
     offset = 0
     while True:
+        chunk = b""
         try:
-            with open(log, "rb") as fh:
+            with open_regular(log) as fh:
                 fh.seek(offset)
-                chunk = fh.read()
+                while piece := fh.read(_PIECE):
+                    chunk = piece
+                    offset += len(piece)
+                    sys.stdout.buffer.write(piece)
+                    sys.stdout.buffer.flush()
         except FileNotFoundError:
-            chunk = b""
-        if chunk:
-            offset += len(chunk)
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
+            pass
+        except ReadError as exc:
+            raise RefusedError(f"{exc}; nothing read from it") from None
         if not args.follow or record.status in records.TERMINAL:
             if args.follow and chunk:
                 continue  # drain what the owner wrote before it closed the record
@@ -186,6 +203,8 @@ def stop_command(args) -> int:
     if record.status in records.TERMINAL:
         print(f"{sid}: already {record.status}", file=sys.stderr)
         return 0
+    if not records.verified(record):
+        raise lifecycle.NotVerified(f"{run_dir}: {lifecycle.UNVERIFIED}; stop it where it was started")
     owner = lifecycle.alive(record.owner)
     if owner:
         # Its owner stops the job, then the head, and closes the record (as on Ctrl-C).

@@ -8,6 +8,11 @@ the old record or the new one, never half of one.
 
 Nothing secret is ever recorded: passthrough values live only in the
 submission request, and the address is stored without credentials.
+
+Every record written here is sealed (``trust.py``); only a record whose seal
+checks may direct what a later command does (``verified``). Reading one is
+bounded like any input someone else controls: a regular file of at most
+``MAX_RECORD`` bytes, JSON of bounded depth, every field of its type.
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ from typing import Literal
 import msgspec
 
 from tutorrl._files import write_new
+from tutorrl._read import ReadError, decode_json, read_file
 from tutorrl.errors import BundleError
+from tutorrl.runtime import trust
 
 RUNS_DIR = "runs"
 RECORD_FILE = "run.json"
 LOG_FILE = "job.log"
 LOCK_FILE = ".lock"
 SCHEMA = 1
+# A record is a few KB; the evidence verdict it may carry stays far below this.
+MAX_RECORD = 4 * 1024 * 1024
 
 Status = Literal["starting", "pending", "running", "succeeded", "failed", "stopped", "refused"]
 TERMINAL = ("succeeded", "failed", "stopped", "refused")
@@ -79,6 +88,12 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     # here so a detached run, or one closed by a later command, says it too.
     evidence_problems: list[str] = []
     evidence_exit_code: int | None = None
+    # HMAC of every other field under the writer's per-user key (trust.py).
+    seal: str | None = None
+
+
+class RecordError(BundleError):
+    """A run.json that is not a run record; the message names the file and what is wrong."""
 
 
 class Process(msgspec.Struct, forbid_unknown_fields=False):
@@ -125,8 +140,18 @@ def claim_run_dir(bundle_path: Path, bundle_id: str, *, start_after: int = 0) ->
             raise BundleError(f"cannot create {path}: {exc.strerror}") from exc
 
 
+def _payload(record: RunRecord) -> bytes:
+    return msgspec.json.encode(msgspec.structs.replace(record, seal=None))
+
+
 def _encode(record: RunRecord) -> bytes:
+    record.seal = trust.seal(_payload(record))
     return msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n"
+
+
+def verified(record: RunRecord) -> bool:
+    """Whether this user's tutorrl on this machine wrote ``record`` as it reads now."""
+    return trust.verify(_payload(record), record.seal)
 
 
 def create_record(run_dir: Path, record: RunRecord) -> None:
@@ -139,7 +164,10 @@ def update_record(run_dir: Path, record: RunRecord) -> None:
     data = _encode(record)
     tmp = run_dir / f".{RECORD_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        # The name is predictable: whatever sits there (a link planted to make us truncate its target) goes first.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
             view = memoryview(data)
             while view:
@@ -160,7 +188,10 @@ def update_record(run_dir: Path, record: RunRecord) -> None:
 def locked(run_dir: Path):
     """An exclusive lock on one run (``flock`` on ``runs/<run-id>/.lock``), held
     by whoever closes its record, so two observers never both close it."""
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise RecordError(f"{run_dir / LOCK_FILE}: cannot lock the run ({exc.strerror})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -169,7 +200,15 @@ def locked(run_dir: Path):
 
 
 def read_record(run_dir: Path) -> RunRecord:
-    return msgspec.json.decode((run_dir / RECORD_FILE).read_bytes(), type=RunRecord)
+    """The record of ``run_dir``; ``RecordError`` for anything that is not one (``FileNotFoundError`` when absent)."""
+    path = run_dir / RECORD_FILE
+    try:
+        obj = decode_json(read_file(path, MAX_RECORD), name=str(path))
+        return msgspec.convert(obj, RunRecord)
+    except ReadError as exc:
+        raise RecordError(f"not a run record: {exc}") from None
+    except msgspec.ValidationError as exc:
+        raise RecordError(f"{path}: not a run record: {exc}") from None
 
 
 def list_records(bundle_path: Path) -> list[tuple[Path, RunRecord | None]]:
@@ -184,7 +223,7 @@ def list_records(bundle_path: Path) -> list[tuple[Path, RunRecord | None]]:
         try:
             record = read_record(entry)
             key = record.attempt
-        except (OSError, msgspec.ValidationError, msgspec.DecodeError):
+        except (OSError, RecordError):
             record = None
             m = re.search(r"-(\d+)$", entry.name)
             key = int(m.group(1)) if m else 0

@@ -513,12 +513,12 @@ def runs_command(args) -> int:
         if record is not None and record.status not in records.TERMINAL:
             try:
                 record = lifecycle.reconcile(path, progress=Progress())
-            except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            except (OSError, records.RecordError):
                 record = None
         entries.append((path, record))
     if args.json:
-        out = [msgspec.to_builtins(r) if r is not None else {"run_id": p.name, "status": "unreadable"}
-               for p, r in entries]
+        out = [{**msgspec.to_builtins(r), "verified": records.verified(r)} if r is not None
+               else {"run_id": p.name, "status": "unreadable"} for p, r in entries]
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(out), indent=2).decode() + "\n")
         return 0
     if not entries:
@@ -531,6 +531,8 @@ def runs_command(args) -> int:
             continue
         where = r.address_kind if r.address_kind == "embedded" else f"cluster {r.address}"
         status = r.status + (" (dry run)" if r.dry_run else "")
+        if not records.verified(r):
+            status += " (not verified: not started by tutorrl here)"
         rows.append((r.run_id, r.started, where, status, "" if r.exit_code is None else str(r.exit_code)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

@@ -79,6 +79,31 @@ def read_file(path: str | os.PathLike, limit: int, *, name: str | None = None, f
         os.close(fd)
 
 
+def open_regular(path: str | os.PathLike, *, name: str | None = None):
+    """``path`` opened for binary reading, only if it is a regular file and not a symlink.
+
+    For readers that seek or read in pieces (a log's head and tail); they bound
+    what they read themselves. ``FileNotFoundError`` passes through unchanged.
+    """
+    label = name or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ReadError(f"{label}: is a symlink; not followed") from None
+        raise ReadError(f"{label}: cannot read ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ReadError(f"{label}: is {file_kind(st.st_mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 _CHUNK = 1 << 16
 
 
