@@ -74,6 +74,7 @@ def load(path: str) -> Bundle:
         raise BundleError(f"{path}: manifest.json changed while it was being exported")
     nodes, per_node, reward = gpu_layout(bundle.spec)
     job, meta = bundle.job, bundle.job.get("metadata") or {}
+    _check_names(path, job)
     return Bundle(
         shown=os.path.normpath(str(path)), id=bundle.manifest.id, digest=bundle.digest,
         experiment=bundle.manifest.experiment, project=str(meta.get("tutorrl_project", "")),
@@ -82,6 +83,28 @@ def load(path: str) -> Bundle:
         passthrough=tuple(sorted(passthrough_names(job))), nodes=nodes, gpus_per_node=per_node,
         reward_gpus=reward, entrypoint_num_cpus=job.get("entrypoint_num_cpus") or 0,
         entrypoint_num_gpus=job.get("entrypoint_num_gpus") or 0, warnings=bundle.warnings)
+
+
+def _check_names(path: str, job: dict) -> None:
+    """Refuse a bundle whose ray-job.json names a variable no environment can hold.
+
+    A re-derived bundle cannot (the compiler checks every name); one accepted
+    on its digests alone (--trust-digests) can, and its secret names are
+    written into the exported job -- a shell loop, YAML keys -- so they must be
+    names and nothing else."""
+    import re
+
+    from tutorrl.runtime.submit import passthrough_names
+
+    env = (job.get("runtime_env") or {}).get("env_vars") or {}
+    for name in [*passthrough_names(job), *env]:
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise BundleError(f"{path}: ray-job.json names the environment variable {name!r}, which is not a "
+                              "name (letters, digits and '_', not starting with a digit); refusing to export it")
+    for name, value in env.items():
+        if not isinstance(value, str):
+            raise BundleError(f"{path}: ray-job.json gives {name} a {type(value).__name__}, not a string; "
+                              "refusing to export it")
 
 
 def check_script(bundle: Bundle, var: str = "bundle") -> str:

@@ -38,7 +38,7 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
     )
     secrets = ""
     if bundle.passthrough:
-        names = " ".join(bundle.passthrough)
+        names = " ".join(sh_quote(n) for n in bundle.passthrough)  # names (common.load checks), quoted all the same
         secrets = (
             "# Secrets by name only: set in the environment sbatch passes on, never written here.\n"
             "missing=()\n"

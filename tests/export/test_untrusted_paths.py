@@ -69,3 +69,35 @@ def test_kuberay_documents_of_a_bundle_in_a_folder_named_with_payloads_are_only_
     docs = list(yaml.safe_load_all(result.stdout))
     assert [d["kind"] for d in docs] == ["ConfigMap", "RayJob"]
     assert "touch" not in result.stdout
+
+
+def _resealed(tmp_path, passthrough: str):
+    """The wandb bundle with ray-job.json's secret names replaced and every digest
+    recomputed: what --trust-digests accepts (with a warning), as nothing re-derives it."""
+    import json
+
+    from tutorrl.compiler.bundle import CONTENT_FILES, DIGEST_FIELD, bundle_id, compute_digest, sha256
+
+    work = tmp_path / "work"
+    shutil.copytree(support.BUNDLES / _bundle_named("chess-tutor-grpo-wandb"), work)
+    job = json.loads((work / "ray-job.json").read_text())
+    job["metadata"]["tutorrl_passthrough"] = passthrough
+    digest = compute_digest({n: (work / n).read_bytes() for n in CONTENT_FILES}, job)
+    job["metadata"][DIGEST_FIELD] = digest
+    (work / "ray-job.json").write_text(json.dumps(job))
+    manifest = json.loads((work / "manifest.json").read_text())
+    manifest["digest"] = digest
+    manifest["compiler"] = "tutorrl 0.0.1"  # another release: only then does --trust-digests accept it
+    manifest["files"]["ray-job.json"] = sha256((work / "ray-job.json").read_bytes())
+    (work / "manifest.json").write_text(json.dumps(manifest))
+    return work.rename(tmp_path / bundle_id(digest))
+
+
+def test_a_bundle_accepted_on_its_digests_cannot_bring_a_command_in_as_a_secret_name(tmp_path):
+    bundle = _resealed(tmp_path, "WANDB_API_KEY,X; touch PWNED_NAME; :")
+    for target in (["slurm"], ["skypilot", "--accelerator", "H100"], ["kuberay", "--image", "i"]):
+        result = export(str(bundle), "--to", *target, "--trust-digests", "-o", str(tmp_path / "job"), cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "ray-job.json names the environment variable 'X; touch PWNED_NAME; :', which is not a name" \
+            in result.stderr and "Traceback" not in result.stderr
+        assert not (tmp_path / "job").exists()
