@@ -132,9 +132,15 @@ def exchange(method: str, url: str, headers: dict[str, str], *, body: bytes | No
     anything that is not an HTTP answer are a ``RefusedError`` naming the URL.
     Other HTTP errors are returned, for the caller to judge.
     """
-    req = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        scheme = urllib.parse.urlsplit(url).scheme
+    except ValueError as exc:
+        raise RefusedError(f"{url!r}: not a URL ({exc})") from None
+    if scheme not in ("http", "https"):  # urllib would also read file:// and ftp://
+        raise RefusedError(f"{url!r}: not a dashboard URL (http:// or https://)")
     try:
         try:
+            req = urllib.request.Request(url, data=body, headers=headers, method=method)
             with open_bounded(req, timeout) as resp:
                 return resp.status, read_stream(resp, limit, name=url, within=timeout)
         except urllib.error.HTTPError as exc:

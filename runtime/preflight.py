@@ -86,6 +86,10 @@ def check_roots(spec, findings: Findings, *, cluster: str | None = None, dry_run
                 f"export {name}=/path/to/the/folder before `tutorrl run` (its value is passed to the job)")
             continue
         where = "set here" if value == (env if env is not None else os.environ).get(name) else "the spec's default"
+        if len(value) > os.pathconf("/", "PC_PATH_MAX"):
+            findings.problems.append(f"roots.{name}: the value ({where}) is {len(value)} characters, longer than any "
+                                     f"path this system can open: {value[:60]!r}...")
+            continue
         findings.notes.append(f"root {name} = {value!r} ({where})")
         if cluster and not dry_run and not (_URI.match(value) or os.path.isabs(os.path.expanduser(value))):
             findings.problems.append(
@@ -119,7 +123,12 @@ def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -
             continue
         expanded = os.path.expanduser(raw)
         path = Path(expanded) if os.path.isabs(expanded) else cwd / expanded
-        if path.exists():
+        try:
+            if path.exists():
+                continue
+        except OSError as exc:  # a name longer than the file system takes, a loop of links
+            findings.problems.append(f"{key}: {raw[:200]!r}{'...' if len(raw) > 200 else ''} cannot be checked "
+                                     f"({exc.strerror})")
             continue
         explicit = rooted or raw.startswith(("/", "~", "./", "../"))
         if may_be_hub and not explicit and _HUB_ID.match(raw):

@@ -147,3 +147,19 @@ def test_rays_default_token_file_is_read_last(tmp_path, monkeypatch):
     assert cluster.token_from_environment() == "from-the-named-file"
     monkeypatch.setenv("RAY_AUTH_TOKEN", "from-the-variable")
     assert cluster.token_from_environment() == "from-the-variable"
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://[::1\x1b[31m]:80", "nonsense"])
+def test_an_address_that_is_no_dashboard_url_is_a_refusal_wherever_it_comes_from(url):
+    """A run record's address reaches the client without `--address`'s parsing."""
+    got = _within(30, lambda: cluster.cluster_resources(url, {}))
+    assert isinstance(got, RefusedError), got
+
+
+def test_a_file_url_is_not_read(tmp_path):
+    """urllib reads file:// too: a record naming one would have tutorrl read a local file as the answer."""
+    nodes = tmp_path / "api" / "v0" / "nodes?detail=1&limit=10000"
+    nodes.parent.mkdir(parents=True)
+    nodes.write_bytes(support.ray_nodes_answer(8))
+    got = _within(30, lambda: cluster.cluster_resources(tmp_path.as_uri(), {}))
+    assert isinstance(got, RefusedError) and "not a dashboard URL" in str(got)

@@ -302,3 +302,16 @@ def test_run_is_refused_before_ray_when_the_reward_is_not_importable(make_bundle
     assert "cannot import tutorrl_test_reward: no module named 'tutorrl_test_reward'" in proc.stderr
     assert "refused by preflight (local checks); nothing was submitted." in proc.stderr
     assert not (bundle / "runs").exists()
+
+
+@pytest.mark.parametrize("length", [5000, 100_000])
+def test_a_root_longer_than_any_path_is_a_problem_not_an_oserror(tmp_path, monkeypatch, length):
+    spec = _rooted(DATA_ROOT={"default": "data"}, MODEL_ROOT={"default": "/models"})
+    monkeypatch.setenv("DATA_ROOT", "/" + "d" * (length - 1))
+    f = preflight.Findings()
+    preflight.check_roots(spec, f)
+    preflight.check_paths(spec, tmp_path, f)
+    text = "\n".join(f.problems)
+    assert f"roots.DATA_ROOT: the value (set here) is {length} characters" in text
+    assert "data.train ($DATA_ROOT/t.parquet):" in text and "cannot be checked (File name too long)" in text
+    assert len(text) < 2000  # the value is named, not printed whole

@@ -183,3 +183,11 @@ def test_the_key_is_private_and_a_shared_key_is_not_trusted(tmp_path, monkeypatc
     assert trust.verify(b"record", sealed) and not trust.verify(b"recorD", sealed)
     os.chmod(home / trust.KEY_FILE, 0o644)  # readable by others: anyone could forge with it
     assert not trust.verify(b"record", sealed)
+
+
+@pytest.mark.parametrize("address", ["http://[::1", "http://[::1\x1b[31m]:80", "nonsense"])
+def test_a_sealed_record_with_an_address_that_is_no_url_is_shown(tmp_path, address):
+    bundle, run_dir = _bundle(tmp_path, _record(address_kind="cluster", address=address), seal=True)
+    got = _cli("status", str(run_dir), cwd=tmp_path)
+    assert got.returncode == 0 and "Traceback" not in got.stderr
+    assert records.read_record(run_dir).status == "running"  # unreachable: left open, as for a cluster that is down
