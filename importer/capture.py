@@ -532,10 +532,10 @@ def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str],
             why = _copy_file(str(script), copy_script)
             if why:
                 raise CaptureError(f"{script}: {why}")
-        elif not os.path.isfile(os.path.join(work, target)) or os.path.islink(os.path.join(work, target)):
-            why = next((s.split(" (", 1)[1].rstrip(")") for s in skipped if s.split(" (", 1)[0] == target), "")
-            if why or not os.path.isfile(os.path.join(work, target)):
-                raise CaptureError(f"{script}: {why or 'not copied into the sandbox'}")
+        elif not os.path.isfile(os.path.join(work, target)):
+            # The script itself was skipped (unreadable, or replaced by a FIFO since it was checked).
+            why = next((s[len(target) + 2:-1] for s in skipped if s.startswith(target + " (")), "")
+            raise CaptureError(f"{script}: {why or 'not copied into the sandbox'}")
         # PATH: stand-ins and the allow-listed tools, nothing else.
         def write(name: str, text: str) -> None:
             p = os.path.join(bin_dir, name)
