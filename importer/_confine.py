@@ -33,9 +33,8 @@ import platform
 import stat
 import sys
 
-_SYS = {  # create_ruleset, add_rule, restrict_self: the same on x86_64 and asm-generic
-    "landlock": (444, 445, 446),
-}
+# landlock_create_ruleset, _add_rule, _restrict_self: the same numbers on x86_64 and asm-generic (aarch64).
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -107,7 +106,7 @@ def landlock_abi() -> int:
     if not sys.platform.startswith("linux"):
         return 0
     try:
-        abi = _libc().syscall(_SYS["landlock"][0], None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+        abi = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     except (OSError, AttributeError):
         return 0
     return max(int(abi), 0)
@@ -136,12 +135,11 @@ def landlock(sandbox: str, executables: list[str]) -> int:
     if abi < 1:
         raise OSError(errno.ENOSYS, "Landlock is not available in this kernel (Linux >= 5.13 with lsm=landlock)")
     libc = _libc()
-    create, add, restrict = _SYS["landlock"]
     handled = EXECUTE | _READS | _WRITES | (REFER if abi >= 2 else 0) | (TRUNCATE if abi >= 3 else 0)
     attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
                         SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    fd = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if fd < 0:
         raise _fail("landlock_create_ruleset")
 
@@ -154,7 +152,7 @@ def landlock(sandbox: str, executables: list[str]) -> int:
             if not stat.S_ISDIR(os.fstat(pfd).st_mode):
                 access &= _FILE_RIGHTS
             rule = _PathBeneath(access & handled, pfd)
-            if libc.syscall(add, fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) < 0:
+            if libc.syscall(_SYS_ADD_RULE, fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) < 0:
                 raise _fail(f"landlock_add_rule({path})")
         finally:
             os.close(pfd)
@@ -168,7 +166,7 @@ def landlock(sandbox: str, executables: list[str]) -> int:
         for exe in executables:
             allow(exe, EXECUTE | READ_FILE)
         no_new_privs()
-        if libc.syscall(restrict, fd, 0) < 0:
+        if libc.syscall(_SYS_RESTRICT_SELF, fd, 0) < 0:
             raise _fail("landlock_restrict_self")
     finally:
         os.close(fd)

@@ -60,10 +60,10 @@ _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 1 << 18
 _NAMESPACES = _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWNS | _CLONE_NEWIPC
-#: Properties confined unless told otherwise: what keeps the importer's
-#: secrets from the script and the script's reach off this machine.
+#: Properties required when the configuration does not say (capture.REQUIRE["core"],
+#: which a test keeps equal): what keeps the importer's secrets from the script
+#: and the script off the network.
 CORE = ("environment", "reads", "writes", "executables", "network", "processes")
-ALL = CORE + ("signals", "lifetime", "privileges")
 #: How long ending the subreaper's descendants may take (a fork loop racing the kill).
 _KILL_DEADLINE_S = 5.0
 
@@ -129,6 +129,8 @@ def enter_namespaces() -> tuple[str, str]:
     """(what was entered, why not) -- ('', reason) where the kernel refuses both forms."""
     why = _userns_works()
     if not why:
+        # The probe's conditions are this process's: the id map cannot fail now
+        # unless the machine changed in between (then the report says so).
         again = _enter_userns()
         return ("user, PID, network, mount and IPC namespaces", "") if not again else ("", again)
     if os.geteuid() == 0 and not _unshare(_NAMESPACES):
@@ -157,9 +159,8 @@ def _properties(facts: dict) -> dict[str, dict]:
     no_landlock = f"needs Landlock ({landlock_why or 'unavailable'})"
     out = {
         "environment": prop(True, "only the capture's own variables and the --var values (env -i)", ""),
-        "reads": prop(abi >= 1, f"only the sandbox, {', '.join(_confine.SYSTEM_TREES[:1])} and the system's "
-                      f"library trees, {len(_confine.SYSTEM_FILES)} loader files of /etc; never /proc "
-                      f"(Landlock ABI {abi})", no_landlock),
+        "reads": prop(abi >= 1, "only the sandbox, /usr and the library trees, the loader's files of /etc; "
+                      f"never /proc (Landlock ABI {abi})", no_landlock),
         "writes": prop(abi >= 1, f"only beneath the sandbox (Landlock ABI {abi})", no_landlock),
         "executables": prop(abi >= 1, "only bash, the allow-listed text tools and the stand-ins (Landlock); "
                             "native code the dynamic loader maps (LD_PRELOAD, enable -f) runs under the same "

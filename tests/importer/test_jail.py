@@ -61,6 +61,15 @@ def test_this_kernel_gives_every_property():
         shutil.rmtree(Path(cap.script).parent, ignore_errors=True)
 
 
+def test_the_jail_and_the_capture_name_the_same_properties(tmp_path):
+    from tutorrl.importer import _jail
+    from tutorrl.importer.capture import REQUIRE
+
+    assert _jail.CORE == REQUIRE["core"]
+    cap = run(tmp_path, f"{PPO} a=1\n", require="none")
+    assert tuple(cap.confinement.properties) == REQUIRE["all"]
+
+
 # -- the importer's environment -------------------------------------------------
 
 _ENVIRON_THIEF = f"""\
