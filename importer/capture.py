@@ -589,7 +589,8 @@ def _run_round(script: Path, checkout: Path | None, env_vars: Mapping[str, str],
         code = proc.returncode
         confinement = _read_confinement(report)
         if code == 125 and (confinement.facts.get("refused") or not confinement.properties):
-            raise CaptureError(_read(err_path).strip() or "the script could not be confined")
+            why = _read(err_path).strip() or "tutorrl capture: the script could not be confined"
+            raise CaptureError(f"{why}; the script did not run (what each property needs: docs/import-sandbox.md)")
         records = [_parse_record(os.path.join(log, n)) for n in sorted(os.listdir(log))]
         return _Round([r for r in records if r is not None], None if (timed_out or truncated) else code,
                       timed_out, truncated, confinement, skipped, _read(out_path), _read(err_path), work, home)
