@@ -13,6 +13,7 @@ import hashlib
 import http.client
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -40,6 +41,9 @@ _PADDED = ("embed_tokens", "lm_head")
 # models; anything far beyond is not an answer to keep in memory.
 MAX_ANSWER = 128 * 1024 * 1024
 MAX_NAME = 1024
+# An engine that is up answers its info routes at once; only the checksum takes
+# time (it hashes every served tensor). A silent engine costs this, not the whole budget.
+INFO_TIMEOUT_S = 10.0
 
 
 class EngineError(Exception):
@@ -81,7 +85,10 @@ def _request(url: str, path: str, body: dict | None, timeout: float) -> tuple[in
         raise EngineError(str(exc)) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
         # ValueError: a URL urllib cannot even form a request from.
-        raise EngineError(f"{where}: {getattr(exc, 'reason', exc)}") from None
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            raise EngineError(f"{where}: no answer within {timeout:.3g} s") from None
+        raise EngineError(f"{where}: {reason}") from None
     if not raw:
         return status, None
     try:
@@ -172,11 +179,25 @@ def weights_checker_action(url: str, action: str, *, timeout: float = 600.0) -> 
     return _short(str(body.get("message", "")), "message")
 
 
+class _Budget:
+    """Seconds left of one engine's reading: ``timeout`` bounds all its requests together, not each."""
+
+    def __init__(self, url: str, total: float):
+        self.url, self.total, self.end = url, total, time.monotonic() + total
+
+    def __call__(self, cap: float | None = None) -> float:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise EngineError(f"{self.url}: no complete reading within {self.total:g} s")
+        return left if cap is None else min(left, cap)
+
+
 def read_weight_version(url: str, *, timeout: float = 60.0) -> str | None:
     """sglang's own weight_version (None when the engine reports none); EngineError when it does not answer."""
-    status, info = _request(url, "/model_info", None, timeout)
+    left = _Budget(url, timeout)
+    status, info = _request(url, "/model_info", None, left(INFO_TIMEOUT_S))
     if status == 404:
-        status, info = _request(url, "/get_model_info", None, timeout)
+        status, info = _request(url, "/get_model_info", None, left(INFO_TIMEOUT_S))
     if status != 200 or not isinstance(info, dict):
         raise EngineError(f"/model_info answered HTTP {status}")
     v = info.get("weight_version")
@@ -193,13 +214,14 @@ def served_maps(readings: list[EngineReading]) -> dict[tuple[int, str, int, int,
 
 
 def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
-    """One engine's weight version and checksums; failures land in `.error`."""
+    """One engine's weight version and checksums, all within ``timeout`` seconds; failures land in `.error`."""
     kind = "sglang-http (unauthenticated)"
     version = None
+    left = _Budget(url, timeout)
     try:
-        status, info = _request(url, "/model_info", None, timeout)
+        status, info = _request(url, "/model_info", None, left(INFO_TIMEOUT_S))
         if status == 404:  # sglang 0.5.1-0.5.5 only had the older route names
-            status, info = _request(url, "/get_model_info", None, timeout)
+            status, info = _request(url, "/get_model_info", None, left(INFO_TIMEOUT_S))
         if status != 200 or not isinstance(info, dict):
             raise EngineError(f"/model_info answered HTTP {status}")
         if info.get("server_kind") == CONTRACT_TEST_SERVER:
@@ -207,13 +229,13 @@ def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
         if isinstance(info.get("weight_version"), str):
             version = _short(info["weight_version"], "weight_version")
         else:
-            status, wv = _request(url, "/get_weight_version", None, timeout)
+            status, wv = _request(url, "/get_weight_version", None, left(INFO_TIMEOUT_S))
             if isinstance(wv, dict):
                 wv = wv.get("weight_version")
             if status == 200 and isinstance(wv, str):
                 version = _short(wv, "weight_version")
         # Only `action`: sglang 0.5.12 knows no other field, later releases default the rest.
-        status, body = _request(url, "/weights_checker", {"action": "checksum"}, timeout)
+        status, body = _request(url, "/weights_checker", {"action": "checksum"}, left())
         if status == 404:
             raise EngineError("no /weights_checker route (sglang < 0.5.6)")
         shape, ranks = normalise_checksum_response(body)
