@@ -172,15 +172,25 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     return spec, locate
 
 
-def check_values(data: dict, locate) -> list[Problem]:
+def check_values(data: dict, locate) -> tuple[list[Problem], dict[str, msgspec.Struct]]:
     """Part of a spec -- ``{"reward": {...}, "env": {"set": {...}}}``: what a reward
     plug-in filled -- checked as :func:`parse_spec` checks what a user writes:
     each field's type and pattern, then every leaf (control characters, numbers
-    verl cannot hold, dates). ``locate(path, message, hint)`` makes the problems."""
-    hints, fields = _struct_info(Spec)
+    verl cannot hold, dates). ``locate(path, message, hint)`` makes the problems.
+
+    Returns the problems and, when there are none, each section converted
+    (``Reward(module=...)``), so what is used is what was checked.
+    """
+    types = {f.encode_name: f.type for f in msgspec.structs.fields(Spec)}
     problems: list[Problem] = []
+    converted: dict[str, msgspec.Struct] = {}
     for section, value in data.items():
-        problems += _check_struct(value, _struct_in(hints[fields[section].name]), (section,), locate)
+        try:
+            # As in parse_spec: msgspec decides a valid part alone; the walk only locates.
+            converted[section] = msgspec.convert(value, types[section])
+        except msgspec.ValidationError as exc:
+            found = list(_check_struct(value, _struct_in(types[section]), (section,), locate))
+            problems += found or [locate((section,), _friendly(str(exc)))]
     said = {p.key for p in problems}
     for path, value in _leaves(data):
         key = ".".join(path)
@@ -192,7 +202,7 @@ def check_values(data: dict, locate) -> list[Problem]:
             problems.append(locate(path, why))
         elif isinstance(value, _DATES):
             problems.append(locate(path, DATE_MESSAGE))
-    return problems
+    return problems, converted
 
 
 def _check_plugin_options(data: dict, locate: "Locator"):

@@ -58,14 +58,15 @@ def _apply_plugin(spec: Spec) -> Spec:
         return Problem(f"filled by reward plug-in '{plugin.name}' {plugin.version}: {message}",
                        key=".".join(path) or None, hint=hint)
 
-    refused += check_values(contributed, locate)
+    problems, converted = check_values(contributed, locate)
+    refused += problems
     if refused:
         raise SpecError(refused)
-    for name, value in contributed.get("reward", {}).items():
-        mine = getattr(reward, name)
+    for name in contributed.get("reward", {}):
+        mine, value = getattr(reward, name), getattr(converted["reward"], name)
         reward = msgspec.structs.replace(reward, **{name: {**value, **mine} if isinstance(mine, dict) else value})
     if "env" in contributed:
-        env = msgspec.structs.replace(env, set={**contributed["env"]["set"], **env.set})
+        env = msgspec.structs.replace(env, set={**converted["env"].set, **env.set})
     return msgspec.structs.replace(spec, reward=reward, env=env)
 
 
