@@ -261,13 +261,31 @@ def finish_log(client, submission_id: str, sink: LogSink) -> None:
         sink.write(full[sink.received:])
 
 
+# Each request to a dashboard is bounded on its own (jobs_api); while a job runs, a dashboard
+# that misses answers is given this long before the run gives up on it: a slow answer or two
+# must not end (and stop) a training run.
+UNANSWERED_S = 120.0
+
+
 def wait_terminal(client, submission_id: str, *, on_status: Callable[[str], None] | None = None,
                   should_stop: Callable[[], bool] = lambda: False, poll_s: float = 0.5,
-                  deadline: float | None = None) -> str | None:
+                  deadline: float | None = None, unanswered_s: float = UNANSWERED_S) -> str | None:
     """Poll until the job is terminal; returns its status, or None when told to stop / out of time."""
     last = None
+    silent_since = None
     while True:
-        status = str(client.get_job_status(submission_id).value)
+        try:
+            status = str(client.get_job_status(submission_id).value)
+        except RefusedError as exc:
+            now = time.monotonic()
+            silent_since = now if silent_since is None else silent_since
+            if now - silent_since >= unanswered_s:
+                raise RefusedError(f"{exc}; no answer about {submission_id} for {unanswered_s:g} s") from None
+            if should_stop() or (deadline is not None and now > deadline):
+                return None
+            time.sleep(poll_s)
+            continue
+        silent_since = None
         if status != last:
             last = status
             if on_status:

@@ -214,7 +214,7 @@ class HostileServer:
 
     ``routes[path]`` (the path without its query) is ``(status, headers, body)``;
     ``"silent"`` never answers (until the server closes), ``("stream", n)``
-    sends a 200 of ``n`` bytes in pieces. Every request is kept in ``seen`` as
+    sends a 200 of ``n`` bytes in pieces; a list gives its answers in turn. Every request is kept in ``seen`` as
     ``(method, path, headers)``, so a test can tell whether a token reached it.
     """
 
@@ -235,6 +235,8 @@ class HostileServer:
                 path = self.path.split("?", 1)[0]
                 hostile.seen.append((self.command, path, dict(self.headers)))
                 route = hostile.routes.get(path, (404, {}, b'{"detail": "not found"}'))
+                if isinstance(route, list):  # answers in turn, the last one for good
+                    route = route.pop(0) if len(route) > 1 else route[0]
                 try:
                     if route == "silent":
                         hostile._closing.wait()

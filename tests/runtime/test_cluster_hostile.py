@@ -163,3 +163,26 @@ def test_a_file_url_is_not_read(tmp_path):
     nodes.write_bytes(support.ray_nodes_answer(8))
     got = _within(30, lambda: cluster.cluster_resources(tmp_path.as_uri(), {}))
     assert isinstance(got, RefusedError) and "not a dashboard URL" in str(got)
+
+
+def test_a_missed_answer_while_a_job_runs_does_not_end_the_run(dashboard):
+    """Each request is bounded now; a run follows its job through a few slow answers."""
+    from tutorrl.runtime import submit
+
+    dashboard.routes["/api/version"] = VERSION
+    dashboard.routes["/api/jobs/tutorrl-x-1"] = ["silent", "silent", (200, {}, b'{"status": "RUNNING"}'), "silent",
+                                                 (200, {}, b'{"status": "SUCCEEDED"}')]
+    client = cluster.job_client(dashboard.url, {}, timeout=0.3)
+    seen: list[str] = []
+    got = _within(60, lambda: submit.wait_terminal(client, "tutorrl-x-1", on_status=seen.append, poll_s=0))
+    assert got == "SUCCEEDED" and seen == ["RUNNING", "SUCCEEDED"]
+
+
+def test_a_dashboard_that_stops_answering_is_given_up_on(dashboard):
+    from tutorrl.runtime import submit
+
+    dashboard.routes["/api/version"] = VERSION
+    dashboard.routes["/api/jobs/tutorrl-x-1"] = "silent"
+    client = cluster.job_client(dashboard.url, {}, timeout=0.3)
+    got = _within(60, lambda: submit.wait_terminal(client, "tutorrl-x-1", poll_s=0, unanswered_s=1.0))
+    assert isinstance(got, RefusedError) and "no answer about tutorrl-x-1 for 1 s" in str(got)
