@@ -233,8 +233,11 @@ def _batches(spec: Spec, value: Effective) -> list[Finding]:
                                f"{micro} does not divide the {(mini * n) // n_gpus} sequences each GPU gets per mini-batch",
                                "verl's FSDP worker asserts this when it builds the actor", "warning"))
     if spec.algorithm.adv_estimator in GROUP_ESTIMATORS and n < 2:
-        out.append(Finding("rollout.n", f"{spec.algorithm.adv_estimator} compares responses to the same prompt; with n = {n} "
-                           "every advantage is zero", "set rollout.n, e.g. 8", "warning"))
+        # verl/trainer/ppo/core_algos.py: a group of one gets baseline 0 (and std 1), so its advantage
+        # is the raw score -- training happens, without the comparison the estimator is for.
+        out.append(Finding("rollout.n", f"{spec.algorithm.adv_estimator} compares responses to the same prompt; with "
+                           f"n = {n} each group is one response, and verl takes its raw score as the advantage "
+                           "(no group baseline)", "set rollout.n, e.g. 8", "warning"))
     return out
 
 

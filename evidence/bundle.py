@@ -26,6 +26,8 @@ class BundleInfo(msgspec.Struct, frozen=True):
     publication_control: bool = False
     # The spec's evidence.on_failure: "record" (also when unset) or "stop".
     on_failure: str = "record"
+    # Each [roots] entry's default, for an output_dir written "$ROOT/...".
+    root_defaults: dict[str, str] = {}
 
 
 def load_bundle(path: Path) -> BundleInfo:
@@ -41,4 +43,5 @@ def load_bundle(path: Path) -> BundleInfo:
         output_dir=str(value("trainer.output_dir") or ""), model_path=str(value("model.path") or ""),
         publication_control=bool(loaded.spec.evidence.publication_control),
         on_failure=loaded.spec.evidence.on_failure or "record",
+        root_defaults={name: root.default for name, root in sorted(loaded.spec.roots.items()) if root.default},
     )

@@ -376,21 +376,30 @@ def _recorded(bundle_path: Path) -> set[tuple[str, int]]:
     return {(s.predicate.checkpoint.root, s.predicate.checkpoint.step) for _, s in read_records(bundle_path) if s}
 
 
-def resolve_output_dir(bundle: BundleInfo, cwd: Path | None) -> Path | None:
+def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, str] | None = None) -> Path | None:
+    """The checkpoint folder the run wrote to: a root in it ("$CKPT_ROOT/x") takes
+    the value the run passed, else the spec's default, as launch.sh computed it."""
     if not bundle.output_dir:
         return None
-    out = Path(bundle.output_dir)
+    from tutorrl.compiler.roots import expand
+
+    expanded = expand(bundle.output_dir, {**bundle.root_defaults, **(roots or {})})
+    if expanded is None:
+        return None
+    out = Path(expanded)
     return out if out.is_absolute() else (cwd or Path.cwd()) / out
 
 
-def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None = None) -> list[Path]:
+def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None = None,
+                           roots: dict[str, str] | None = None) -> list[Path]:
     """Record every checkpoint under the bundle's output dir not yet recorded.
 
     Called by the runtime after every run, finished or not; `cwd` is where the
-    run started (relative `trainer.output_dir` is relative to it).
+    run started (relative `trainer.output_dir` is relative to it), `roots` the
+    root values the run passed to the job.
     """
     bundle = load_bundle(Path(bundle_path))
-    root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None)
+    root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None, roots)
     if root is None:
         return []
     root = Path(os.path.abspath(root))

@@ -48,6 +48,18 @@ RUN_REF_HELP = ("a run id (tutorrl-<bundle id>-<attempt>: found under ./bundles/
                 "started on this machine) or a run folder bundles/<id>/runs/<run-id>")
 
 
+def _gpu_count(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"{text} is not a GPU count from 0 to 1024")
+    return value
+
+
 def register(subparsers) -> None:
     run = subparsers.add_parser(
         "run",
@@ -61,8 +73,8 @@ def register(subparsers) -> None:
         epilog=(
             "Environment: the token of an --address cluster that uses token auth is read where Ray "
             "reads it: RAY_AUTH_TOKEN, else the file RAY_AUTH_TOKEN_PATH names, else ~/.ray/auth_token. "
-            "RAY_ADDRESS and RAY_API_SERVER_ADDRESS are ignored: only --address selects a cluster. TUTORRL_EMBEDDED_NUM_GPUS overrides the "
-            "GPU count the embedded head declares (for testing scheduling paths only)."
+            "RAY_ADDRESS and RAY_API_SERVER_ADDRESS are ignored: only --address selects a cluster. TUTORRL_PYTHON names the job's Python (launch.sh "
+            "runs verl with it); the embedded head then runs the `ray` beside it, so verl's workers run it too."
         ),
     )
     run.add_argument("bundle", help="bundle directory (bundles/<id>)")
@@ -78,6 +90,10 @@ def register(subparsers) -> None:
     run.add_argument("--dry-run", action="store_true",
                      help="run launch.sh with verl's --cfg all: verl composes and validates its config, no training; "
                           "the config goes to runs/<run-id>/verl-config.yaml, a summary to the terminal")
+    run.add_argument("--num-gpus", type=_gpu_count, metavar="N",
+                     help="GPUs the embedded head declares (default: the GPUs this machine has). More than the "
+                          "machine has is for CPU runs: verl 0.4/0.5 refuse a pool with no GPU and then compute "
+                          "on the CPU all the same (specs/tiny_cpu_grpo.toml)")
     run.add_argument("--quiet", action="store_true", help="no progress lines (the job's log is still shown)")
     from tutorrl.compiler.verify import add_trust_digests_option
 

@@ -33,8 +33,8 @@ _MAX_RUN_DIR = 40
 _PR_SET_PDEATHSIG = 1
 # Backstop for a job whose resources never appear (Ray's default is 900 s).
 JOB_START_TIMEOUT_S = 120
-# Only for tests of scheduling paths on machines without GPUs: the number of
-# GPUs the embedded head declares. Never set it for real work.
+# The GPU count the embedded head declares when `tutorrl run --num-gpus` is not
+# given (tests of scheduling paths on machines without GPUs); else detected.
 NUM_GPUS_ENV = "TUTORRL_EMBEDDED_NUM_GPUS"
 # Environment a client in the user's shell could use to redirect us elsewhere.
 HIJACK_VARS = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
@@ -67,6 +67,23 @@ def detect_gpus() -> int:
     if out.returncode != 0:
         return 0
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+# CPUs verl reserves in Ray beside its GPU workers: the job's entrypoint (the
+# bundle asks 1), the TaskRunner (`@ray.remote(num_cpus=1)` in main_ppo), and
+# per GPU bundle of the worker pool its max_colocate_count in CPUs (1 in 0.5.0's
+# ResourcePoolManager, 3 in 0.9.1's, verl/single_controller/ray/base.py).
+_FIXED_CPUS = 2
+_CPUS_PER_GPU = 3
+
+
+def embedded_cpus(num_gpus: int) -> int:
+    """The CPUs the embedded head declares: the machine's, or -- on a small
+    machine -- what verl reserves for this many GPUs. Ray's CPU count is a
+    scheduling token, not a core: declaring more makes processes share cores,
+    declaring fewer leaves verl's worker pool PENDING for ever (a 2-core
+    machine cannot place the entrypoint, the TaskRunner and one worker)."""
+    return max(os.cpu_count() or 1, _FIXED_CPUS + _CPUS_PER_GPU * max(num_gpus, 1))
 
 
 def free_ports(n: int) -> list[int]:
@@ -136,8 +153,21 @@ def _short_run_dir() -> Path:
     return path
 
 
-def _ray_executable() -> str:
-    # The ray next to our interpreter, so the head (and the job) run our Python.
+def _ray_executable(python: str | None = None) -> str:
+    """The ``ray`` beside the job's Python, so the raylet -- and every worker it
+    starts for verl, which runs the raylet's interpreter -- runs that Python.
+    A head from tutorrl's own environment would run verl's workers with
+    whatever verl that environment has, not the one launch.sh checked."""
+    from tutorrl.runtime.preflight import same_environment
+
+    if python is not None and not same_environment(python):
+        candidate = Path(python).parent / "ray"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+        raise RefusedError(
+            f"the job's Python ({python}, TUTORRL_PYTHON) has no `ray` beside it: the embedded head runs from "
+            f"the job's environment so that verl's Ray workers run its Python too; install Ray there "
+            f"({python} -m pip install 'ray[default]==2.60.0')")
     candidate = Path(sys.executable).parent / "ray"
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return str(candidate)
@@ -163,13 +193,17 @@ class EmbeddedHead:
     """One private Ray head. Use as a context manager, or call start()/stop()."""
 
     def __init__(self, *, run_id: str, num_gpus: int | None = None, num_cpus: int | None = None,
-                 job_start_timeout_s: int = JOB_START_TIMEOUT_S, workdir: Path | None = None):
+                 job_start_timeout_s: int = JOB_START_TIMEOUT_S, workdir: Path | None = None,
+                 python: str | None = None):
         self.run_id = run_id
         # Ray workers (verl's TaskRunner and its actors) start in the raylet's
         # folder, not the driver's: starting the head where the user works
         # keeps relative spec paths meaning the same in every process.
         self.workdir = workdir
         self.num_gpus = detect_gpus() if num_gpus is None else num_gpus
+        # The job's interpreter (TUTORRL_PYTHON); None: tutorrl's own.
+        self.python = python
+        self.ray = _ray_executable(python)
         self.num_cpus = num_cpus
         self.job_start_timeout_s = job_start_timeout_s
         self.proc: subprocess.Popen | None = None
@@ -199,7 +233,7 @@ class EmbeddedHead:
         env = dict(os.environ)
         for name in (*HIJACK_VARS, "RAY_AUTH_TOKEN"):
             env.pop(name, None)
-        bin_dir = str(Path(sys.executable).parent)
+        bin_dir = str(Path(self.ray).parent)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
         env.update({
             "RAY_USAGE_STATS_ENABLED": "0",
@@ -230,14 +264,13 @@ class EmbeddedHead:
         env["AUTOSCALER_METRIC_PORT"] = str(m1)
         env["DASHBOARD_METRIC_PORT"] = str(m2)
         argv = [
-            _ray_executable(), "start", "--head", "--block",
+            self.ray, "start", "--head", "--block",
             f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
             f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
             f"--metrics-export-port={mexp}", "--include-dashboard=true", "--disable-usage-stats",
             f"--temp-dir={self.run_dir / 'ray'}", f"--num-gpus={self.num_gpus}",
         ]
-        if self.num_cpus is not None:
-            argv.append(f"--num-cpus={self.num_cpus}")
+        argv.append(f"--num-cpus={self.num_cpus if self.num_cpus is not None else embedded_cpus(self.num_gpus)}")
         if progress:
             progress.status(f"starting embedded Ray head (dashboard 127.0.0.1:{dash}, {self.num_gpus} GPU)")
         self._log = open(self.log_path, "wb")

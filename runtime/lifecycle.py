@@ -129,7 +129,8 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     cwd = None if record.working_dir_upload else (Path(record.cwd) if record.cwd else None)
     problems = []
     try:
-        record_run_checkpoints(bundle_path, record.run_id, record.status == "succeeded", cwd=cwd)
+        record_run_checkpoints(bundle_path, record.run_id, record.status == "succeeded", cwd=cwd,
+                               roots=record.roots)
     except TutorrlError as exc:
         problems.append(f"could not record this run's checkpoints: {exc}")
     policy = "record"

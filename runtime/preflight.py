@@ -176,15 +176,32 @@ def check_relative_paths(spec, where: str, findings: Findings) -> None:
             "existing cluster (a --dry-run reads no paths)")
 
 
-def installed_verl() -> str | None:
+def same_environment(python: str) -> bool:
+    """Whether ``python`` is the interpreter of tutorrl's own environment. A
+    virtualenv's interpreter is a link to the base one, so two environments'
+    interpreters resolve to one file: the folder that holds the link is what
+    tells them apart (its pyvenv.cfg chooses the site-packages)."""
+    here = os.path.realpath(os.path.dirname(sys.executable))
+    return os.path.realpath(os.path.dirname(os.path.abspath(python))) == here
+
+
+def installed_verl(python: str | None = None) -> str | None:
+    """verl's release in ``python`` (another environment is asked, as launch.sh asks it)."""
+    if python is None or same_environment(python):
+        try:
+            return metadata.version("verl")
+        except metadata.PackageNotFoundError:
+            return None
     try:
-        return metadata.version("verl")
-    except metadata.PackageNotFoundError:
+        proc = subprocess.run([python, "-c", 'import importlib.metadata as m; print(m.version("verl"))'],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
         return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
 def check_verl(target: str, findings: Findings, python: str) -> None:
-    found = installed_verl()
+    found = installed_verl(python)
     if found is None:
         findings.problems.append(
             f"verl is not installed for {python}, which the job runs under; the bundle targets verl {target} "

@@ -88,6 +88,10 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     # here so a detached run, or one closed by a later command, says it too.
     evidence_problems: list[str] = []
     evidence_exit_code: int | None = None
+    # The spec's roots as this run passed them to the job (set in the
+    # submitter's environment; launch.sh applies the spec's defaults to the
+    # rest): where the post-run scan looks for "$CKPT_ROOT/..." checkpoints.
+    roots: dict[str, str] = {}
     # HMAC of every other field under the writer's per-user key (trust.py).
     seal: str | None = None
 

@@ -118,9 +118,11 @@ class RunSession:
             address_kind="cluster" if self.cluster_url else "embedded",
             address=self.cluster_url or "embedded", dry_run=bool(self.args.dry_run),
             versions=records.Versions(tutorrl=__version__, ray=_version("ray"),
-                                      python=platform.python_version(), verl=preflight.installed_verl()),
+                                      python=platform.python_version(),
+                                      verl=preflight.installed_verl(preflight.job_python(self.job_env))),
             started=records.utc_now(), status="starting", working_dir_upload=self.upload,
             cwd=str(self.cwd), owner=lifecycle.this_process(), detached=bool(getattr(self.args, "detach", False)),
+            roots=dict(self.roots),
         )
         records.create_record(self.run_dir, self.record)
         lifecycle.index_run(self.run_dir)
@@ -140,6 +142,8 @@ class RunSession:
         bundle_id = bundle.manifest.id
         job, spec = bundle.job, bundle.spec
         self.release = bundle.manifest.verl
+        # The environment launch.sh sees on a head started here; TUTORRL_PYTHON in it is the job's Python.
+        self.job_env = preflight.job_environment(job)
         self.cwd = Path.cwd()
         self.cluster_url = cluster.normalise_address(args.address) if args.address else None
         if args.upload is None:
@@ -149,6 +153,8 @@ class RunSession:
             self.upload = bool(args.upload)
         if self.upload and not self.cluster_url:
             raise RefusedError("--upload only applies with --address (the embedded head sees the bundle directly)")
+        if self.cluster_url and getattr(args, "num_gpus", None) is not None:
+            raise RefusedError("--num-gpus only applies to the embedded head (a cluster declares its own GPUs)")
         return bundle, bundle_path, digest, bundle_id, job, spec
 
     def run(self) -> int:
@@ -166,7 +172,7 @@ class RunSession:
         if self.cluster_url:
             findings.notes.append("verl release on the cluster: checked by launch.sh when the job starts")
         else:
-            preflight.check_verl(bundle.spec.experiment.verl, findings, sys.executable)
+            preflight.check_verl(bundle.spec.experiment.verl, findings, preflight.job_python(self.job_env))
         preflight.check_reward(spec, job, findings, cwd=self.cwd, cluster=self.cluster_url, dry_run=bool(self.args.dry_run))
         preflight.check_stack(spec, job, findings, cwd=self.cwd, cluster=self.cluster_url, dry_run=bool(self.args.dry_run))
         if self.cluster_url and not self.args.dry_run:
@@ -206,7 +212,8 @@ class RunSession:
 
         progress, run_dir = self.progress, self.run_dir
         options = {"bundle": str(Path(self.args.bundle).resolve()), "address": self.args.address,
-                   "upload": self.args.upload, "dry_run": bool(self.args.dry_run)}
+                   "upload": self.args.upload, "dry_run": bool(self.args.dry_run),
+                   "num_gpus": getattr(self.args, "num_gpus", None)}
         with open(run_dir / SUPERVISOR_LOG, "ab") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "tutorrl.runtime.supervise", str(run_dir.resolve()), json.dumps(options)],
@@ -288,7 +295,9 @@ class RunSession:
             else:
                 from tutorrl.runtime.head import EmbeddedHead
 
-                self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd)
+                self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd,
+                                         num_gpus=getattr(self.args, "num_gpus", None),
+                                         python=preflight.job_python(self.job_env))
                 self.head.started = lambda head: self._save(
                     head=lifecycle.this_process(head.proc.pid), head_dir=str(head.run_dir))
                 self.head.start(progress, should_stop=interrupts)

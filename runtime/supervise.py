@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     run_dir, options = Path(argv[0]), json.loads(argv[1])
     args = argparse.Namespace(bundle=options["bundle"], address=options.get("address"),
                               upload=options.get("upload"), dry_run=bool(options.get("dry_run")),
-                              quiet=False, detach=False)
+                              num_gpus=options.get("num_gpus"), quiet=False, detach=False)
     session = RunSession(args, Progress(tty=False))
     try:
         return session.resume(run_dir)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up a virtualenv and run tutorrl's main job or its whole test suite.
 #
-#   bash tools/dev.sh demo   # set up, compile the chess tutor spec, dry-run it on an embedded Ray with the real verl
-#   bash tools/dev.sh test   # set up (verl + torch for the CPU), then every test and the bundle staleness gate
+#   bash tools/dev.sh demo   # set up, train a tiny model for real with verl 0.5.0 on the CPU, verify its checkpoints' evidence
+#   bash tools/dev.sh test   # set up (verl + torch for the CPU, and the training environment), then every test and the staleness gate
 #
 # Needs Python >= 3.11 (PYTHON=python3.12 to choose one); the virtualenv is
 # .venv (TUTORRL_VENV to choose another). Set-up prints one line per phase;
@@ -86,27 +86,86 @@ setup() {
   echo "setup: ready in $((SECONDS - started))s"
 }
 
+# The job's environment for real training on a CPU (specs/tiny_cpu_grpo.toml):
+# verl 0.5.0 -- the newest release whose HF rollout needs no GPU kernels --
+# with the CPU torch and Ray, from the recorded set (runtime/stacks/), as pip's
+# constraints: the CPU torch goes in first, so the CUDA packages the index's
+# torch would name are never asked for. Its own virtualenv, because the test
+# environment's verl is 0.9.1. Then the tiny model, tokenizer, data and reward
+# are made (tools/cpu_training/make_assets.py; nothing is downloaded).
+train_venv="${TUTORRL_TRAIN_VENV:-.venv-train}"
+train_stack="runtime/stacks/verl-0.5.0-hf.txt"
+tiny="${TUTORRL_TINY_DIR:-build/tiny}"
+
+setup_training() {
+  local started=$SECONDS stamp="$train_venv/.tutorrl-train-setup" want
+  want="$(cat "$train_stack"; echo "$torch_pin"; python_version "$python")"
+  if [ -x "$train_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "setup: $train_venv is up to date with $train_stack; nothing to install"
+  elif [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$train_venv/bin/python" ]; then
+    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $train_venv as it is"
+  else
+    mkdir -p "$(dirname "$log")"
+    if [ ! -x "$train_venv/bin/python" ]; then
+      phase "creating the training virtualenv $train_venv" "$python" -m venv "$train_venv"
+    fi
+    local pip=("$train_venv/bin/python" -m pip install --progress-bar off)
+    phase "upgrading pip in $train_venv" "${pip[@]}" --upgrade pip
+    phase "installing $torch_pin (CPU build) in $train_venv" "${pip[@]}" "$torch_pin"
+    phase "installing verl 0.5.0's CPU training stack in $train_venv" "${pip[@]}" -c "$train_stack" \
+      "verl==0.5.0" "ray[default]==2.60.0" "transformers<5" "pyarrow<26" "$torch_pin"
+    printf '%s' "$want" >"$stamp"
+    echo "setup: training environment ready in $((SECONDS - started))s"
+  fi
+  phase "making the tiny model, tokenizer and data in $tiny" "$train_venv/bin/python" tools/cpu_training/make_assets.py "$tiny"
+}
+
 command="${1:-}"
 case "$command" in
   demo)
-    setup "ray,verl"
-    tutorrl="$venv/bin/tutorrl"
+    setup "ray"
+    setup_training
+    tutorrl="$PWD/$venv/bin/tutorrl"
     out="${TUTORRL_DEMO_DIR:-build/demo}"
-    rm -rf -- "$out/bundles"  # only what an earlier demo wrote: the compile happens every time
+    # Only what an earlier demo wrote: the compile and the training happen every time.
+    rm -rf -- "$out/bundles" "$out/checkpoints" "$out/outputs"
+    mkdir -p "$out"
     echo
-    echo "== compile specs/chess_tutor_grpo.toml: check the spec, resolve it against verl 0.9.1's keys, write the bundle"
-    bundle="$("$tutorrl" compile specs/chess_tutor_grpo.toml --out "$out/bundles")"
-    echo "== verify: every file of the bundle matches its manifest"
+    echo "== compile specs/chess_tutor_grpo.toml: the chess tutor's GRPO launch, checked and resolved against verl 0.9.1's keys"
+    "$tutorrl" compile specs/chess_tutor_grpo.toml --out "$out/bundles" >/dev/null
+    echo "== compile specs/tiny_cpu_grpo.toml: a GRPO run small enough to train here, on verl 0.5.0"
+    bundle="$("$tutorrl" compile specs/tiny_cpu_grpo.toml --out "$out/bundles")"
+    echo "== verify: every file of the bundle matches its manifest, and the bundle follows from its spec"
     "$tutorrl" verify "$bundle"
-    echo "== dry run: an embedded Ray head runs the bundle's launch.sh; the real verl composes its config, no training"
-    "$tutorrl" run "$bundle" --dry-run
+    echo "== run: an embedded Ray head runs launch.sh; verl trains 2 steps on the CPU and saves 2 checkpoints"
+    echo "   (the job's Python is $train_venv's verl 0.5.0; tools/cpu_training/shim answers its GPU-only calls)"
+    root="$PWD"
+    # The job starts where `tutorrl run` does: verl's Hydra writes its outputs/ there, under build/.
+    # tutorrl's own lines are shown as they come; verl's whole output goes to train.log.
+    rc=0
+    (cd "$out" && TINY_ROOT="$root/$tiny" CKPT_ROOT="$root/$out/checkpoints" \
+      PYTHONPATH="$root/tools/cpu_training/shim" TUTORRL_PYTHON="$root/$train_venv/bin/python" \
+      "$tutorrl" run "$root/$bundle" --num-gpus 1 2>&1) | tee "$out/train.log" | grep --line-buffered '^tutorrl:' \
+      || rc=$?
+    if [ "$rc" != 0 ] || ! grep -q 'SUCCEEDED' "$out/train.log"; then
+      echo "the training run failed; the end of its output ($out/train.log):" >&2; tail -n 40 "$out/train.log" >&2; exit 1
+    fi
+    echo "== what verl logged at each step (its console logger, in the job's log):"
+    sed -E 's/\x1b\[[0-9;]*m//g' "$out/train.log" | grep -oE 'step:[0-9]+ - .*' \
+      | sed -E 's/^(step:[0-9]+).*(actor\/pg_loss:[^ ]+).*(actor\/grad_norm:[^ ]+).*(critic\/score\/mean:[^ ]+).*/   \1  \2  \3  \4/'
+    echo "== evidence: one record per checkpoint verl wrote (files, digests, step)"
+    "$tutorrl" evidence "$bundle"
+    echo "== verify --rehash: the records chain, and every recorded checkpoint file still matches"
+    "$tutorrl" verify "$bundle" --rehash 2>/dev/null
     echo
     echo "The bundle is the launch, sealed: launch.sh (verl's command, one override per line), bundle.env, ray-job.json, the spec with every default filled in, and manifest.json with every file's sha256."
-    echo "It is at $bundle (the dry run's record, with verl's full config, is under $bundle/runs/)."
+    echo "It is at $bundle; the run's log and metrics are under $bundle/runs/, the checkpoints under $out/checkpoints/, the whole output in $out/train.log."
     echo "Next: source $venv/bin/activate (puts tutorrl on PATH), then: tutorrl runs $bundle; tutorrl diff specs/chess_tutor_grpo.toml specs/chess_tutor_lora.toml; tutorrl compile your-spec.toml (examples in specs/)."
     ;;
   test)
     setup "test"
+    setup_training
+    export TUTORRL_TRAIN_PYTHON="$PWD/$train_venv/bin/python" TUTORRL_TINY_DIR="$PWD/$tiny"
     "$venv/bin/tutorrl" check
     "$venv/bin/python" -m pytest -p no:cacheprovider "${@:2}"
     ;;

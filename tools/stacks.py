@@ -3,6 +3,7 @@
     python tools/stacks.py                  # resolve every recorded stack with pip and write its constraints file
     python tools/stacks.py --check          # resolve again and report pins that moved (writes nothing)
     python tools/stacks.py --only 0.8.0     # one release (repeatable)
+    python tools/stacks.py --only 0.5.0 --engine hf   # one engine of it (repeatable)
 
 Needs the package index (pip's own configuration, except find-links, below):
 each stack's `resolve` list is resolved by `pip install --dry-run
@@ -114,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report pins that moved; write nothing")
     parser.add_argument("--only", action="append", metavar="RELEASE", help="only this verl release (repeatable)")
+    parser.add_argument("--engine", action="append", metavar="ENGINE", help="only this rollout engine (repeatable)")
     parser.add_argument("--jobs", type=int, default=3, help="resolutions run at once (default 3)")
     args = parser.parse_args(argv)
     data = tomllib.loads((STACKS / "stacks.toml").read_text())
     when, pip = datetime.date.today().isoformat(), pip_version()
     todo = [(release, engine, spec) for release, rel in sorted(data["release"].items())
             if not args.only or release in args.only
-            for engine, spec in sorted(rel.get("engine", {}).items())]
+            for engine, spec in sorted(rel.get("engine", {}).items())
+            if not args.engine or engine in args.engine]
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         results = list(pool.map(lambda item: work(*item), todo))
     failed = False

@@ -165,7 +165,7 @@ def test_cross_field_rules(old, new, key, words):
     ("ppo_mini_batch_size = 8", "ppo_mini_batch_size = 6", "actor.ppo_mini_batch_size", "does not divide data.train_batch_size"),
     ("ppo_micro_batch_size_per_gpu = 2", "ppo_micro_batch_size_per_gpu = 3", "actor.ppo_micro_batch_size_per_gpu",
      "does not divide the 8 sequences"),
-    ("n = 2", 'n = 1\n[algorithm]\nadv_estimator = "grpo"', "rollout.n", "every advantage is zero"),
+    ("n = 2", 'n = 1\n[algorithm]\nadv_estimator = "grpo"', "rollout.n", "takes its raw score as the advantage (no group baseline)"),
     ('engine = "sglang"', 'engine = "sglang"\ntensor_parallel = 4', "rollout.tensor_parallel", "does not divide the 2"),
     ("total_steps = 10", "total_steps = 10\nsave_freq = 0", "trainer.save_freq", "0 means never"),
 ])

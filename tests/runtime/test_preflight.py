@@ -110,10 +110,46 @@ def test_entrypoint_must_fit_one_node():
 
 
 def test_verl_mismatch(monkeypatch):
-    monkeypatch.setattr(preflight, "installed_verl", lambda: "0.9.1")
+    monkeypatch.setattr(preflight, "installed_verl", lambda python=None: "0.9.1")
     f = preflight.Findings()
     preflight.check_verl("0.8.0", f, "/py")
     assert "verl 0.9.1 is installed" in f.problems[0] and "0.8.0" in f.problems[0]
+
+
+def test_the_job_pythons_verl_is_asked_of_that_environment(tmp_path):
+    """TUTORRL_PYTHON may be another virtualenv: its verl is what launch.sh checks, not tutorrl's own.
+    A virtualenv's python links to the base interpreter, so the folder, not the file, tells them apart."""
+    import sys
+
+    other = tmp_path / "other-env" / "bin"
+    other.mkdir(parents=True)
+    (other / "python").write_text("#!/bin/sh\necho 0.5.0\n")
+    (other / "python").chmod(0o755)
+    linked = tmp_path / "linked-env" / "bin"
+    linked.mkdir(parents=True)
+    (linked / "python").symlink_to(sys.executable)
+    assert preflight.same_environment(sys.executable)
+    assert not preflight.same_environment(str(linked / "python"))
+    assert preflight.installed_verl(str(other / "python")) == "0.5.0"
+    f = preflight.Findings()
+    preflight.check_verl("0.9.1", f, str(other / "python"))
+    assert "verl 0.5.0 is installed for " + str(other / "python") in f.problems[0]
+
+
+def test_an_embedded_head_for_another_environment_needs_its_ray(tmp_path):
+    from tutorrl.runtime.head import EmbeddedHead
+
+    env = tmp_path / "env" / "bin"
+    env.mkdir(parents=True)
+    (env / "python").write_text("#!/bin/sh\n")
+    (env / "python").chmod(0o755)
+    with pytest.raises(RefusedError, match="has no `ray` beside it"):
+        EmbeddedHead(run_id="x", python=str(env / "python"))
+    (env / "ray").write_text("#!/bin/sh\n")
+    (env / "ray").chmod(0o755)
+    head = EmbeddedHead(run_id="x", python=str(env / "python"))
+    # The raylet -- and so every worker verl starts -- runs that environment's interpreter.
+    assert head.ray == str(env / "ray")
 
 
 def test_addresses():

@@ -1,0 +1,182 @@
+"""Real training, end to end: verl 0.5.0 trains a tiny model on this CPU, run by tutorrl.
+
+No stand-in trainer: `tutorrl compile` of specs/tiny_cpu_grpo.toml, then
+`tutorrl run` on the embedded head, whose job is the bundle's launch.sh
+running verl's own `main_ppo` -- its TaskRunner, FSDP2 actor, HF rollout,
+reward, GRPO advantage, checkpoint manager -- in the training environment
+`tools/dev.sh test` builds (TUTORRL_TRAIN_PYTHON: verl 0.5.0 with the CPU
+torch) on the tiny model, tokenizer and data it makes (TUTORRL_TINY_DIR).
+The CPU stand-in (tools/cpu_training/shim) answers the three calls verl makes
+that only a GPU machine answers; what that does and does not prove is in its
+docstring. Everything asserted below is what verl wrote and printed, checked
+independently of tutorrl's own code where it can be (sha256 of the files,
+torch loading the shards).
+
+Then the second user path on the same checkpoints: a spec that resumes the
+same output folder trains step 3, and its first evidence record links to the
+record of the checkpoint it resumed from.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import support
+
+pytestmark = pytest.mark.slow
+
+SHIM = support.REPO / "tools" / "cpu_training" / "shim"
+# verl's console logger, after Ray's "(TaskRunner pid=N) " prefix (coloured: the escapes are removed first).
+STEP_LINE = re.compile(r"(?:^|\) )step:(\d+) - (.*)$", re.M)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _training_env() -> tuple[str, Path]:
+    python, tiny = os.environ.get("TUTORRL_TRAIN_PYTHON"), os.environ.get("TUTORRL_TINY_DIR")
+    if not python or not tiny or not os.path.isfile(python) or not os.path.isfile(os.path.join(tiny, ".complete")):
+        pytest.fail("the CPU training environment is not set up: `bash tools/dev.sh test` builds it and sets "
+                    "TUTORRL_TRAIN_PYTHON and TUTORRL_TINY_DIR (python/make_assets.py in tools/cpu_training/)")
+    return python, Path(tiny)
+
+
+def _tutorrl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TUTORRL_EMBEDDED"))}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "tutorrl", *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _metrics(log: str) -> dict[int, dict[str, str]]:
+    out = {}
+    for step, rest in STEP_LINE.findall(ANSI.sub("", log)):
+        out[int(step)] = dict(part.split(":", 1) for part in rest.strip().split(" - ") if ":" in part)
+    return out
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Trained:
+    """One real training run, shared by the tests of this module (it takes ~30-60 s)."""
+
+    def __init__(self, root: Path):
+        python, tiny = _training_env()
+        self.root, self.ckpt = root, root / "ckpt"
+        self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": str(SHIM),
+                    "TUTORRL_PYTHON": python, "TUTORRL_TRAIN_PYTHON": python}
+        compiled = _tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo.toml"), "--out", str(root / "bundles"),
+                            cwd=root)
+        assert compiled.returncode == 0, compiled.stderr
+        self.bundle = root / compiled.stdout.strip()
+        self.run = _tutorrl("run", str(self.bundle), "--num-gpus", "1", cwd=root, env=self.env)
+        runs = sorted((self.bundle / "runs").iterdir())
+        assert len(runs) == 1, runs
+        self.run_dir = runs[0]
+        self.log = (self.run_dir / "job.log").read_text(errors="replace")
+        self.step_dir = self.ckpt / "tiny-cpu-grpo"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Trained:
+    return Trained(tmp_path_factory.mktemp("train"))
+
+
+def test_verl_trains_two_steps_as_a_ray_job(trained):
+    assert trained.run.returncode == 0, trained.run.stdout[-3000:] + trained.run.stderr[-3000:]
+    record = json.loads((trained.run_dir / "run.json").read_text())
+    assert record["status"] == "succeeded" and record["exit_code"] == 0
+    assert record["versions"]["verl"] == "0.5.0"  # the job's Python, not tutorrl's (0.9.1 in the test env)
+    steps = _metrics(trained.log)
+    assert sorted(steps) == [1, 2], trained.log[-3000:]
+    for step, values in steps.items():
+        loss, grad = float(values["actor/pg_loss"]), float(values["actor/grad_norm"])
+        # An actor update really ran: a finite loss and a gradient that is not zero.
+        assert math.isfinite(loss) and math.isfinite(grad) and grad > 0, (step, values)
+        assert 0.0 <= float(values["critic/score/mean"]) <= 1.0
+    assert "Total training steps: 2" in trained.log
+
+
+def test_verl_wrote_its_checkpoints(trained):
+    assert (trained.step_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    for step in (1, 2):
+        actor = trained.step_dir / f"global_step_{step}" / "actor"
+        for name in ("model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt",
+                     "extra_state_world_size_1_rank_0.pt", "fsdp_config.json", "huggingface/config.json"):
+            assert (actor / name).is_file(), actor / name
+        assert json.loads((actor / "fsdp_config.json").read_text())["FSDP_version"] == 2
+
+
+def test_one_evidence_record_per_checkpoint_confirmed_by_an_independent_hash(trained):
+    records = sorted((trained.bundle / "evidence").glob("[0-9]*.json"))
+    assert len(records) == 2
+    for path, step in zip(records, (1, 2)):
+        envelope = json.loads(path.read_text())  # DSSE: the in-toto statement is the base64 payload
+        assert envelope["payloadType"] == "application/vnd.in-toto+json"
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        predicate = statement["predicate"]
+        assert predicate["checkpoint"]["step"] == step
+        assert predicate["checkpoint"]["directory"] == f"global_step_{step}"
+        assert predicate["run"]["run_id"] == trained.run_dir.name
+        folder = trained.step_dir / f"global_step_{step}"
+        on_disk = {p.relative_to(folder).as_posix(): _sha256(p) for p in folder.rglob("*") if p.is_file()}
+        assert len(on_disk) == 11  # model, optim, extra_state, fsdp_config, 6 huggingface/ files, data.pt
+        recorded = {r["name"]: r["digest"] for r in predicate["checkpoint"]["files"]["resources"]}
+        assert recorded == on_disk
+        # The in-toto subject names the same files, under the step's folder.
+        assert {s["name"]: s["digest"]["sha256"] for s in statement["subject"]} == {
+            f"global_step_{step}/{name}": digest for name, digest in on_disk.items()}
+
+
+def test_status_and_metrics_show_what_verl_logged(trained):
+    points = [json.loads(line) for line in (trained.run_dir / "metrics.jsonl").read_text().splitlines()]
+    logged = _metrics(trained.log)
+    assert [p["step"] for p in points] == [1, 2]
+    for point in points:
+        assert point["metrics"]["critic/score/mean"] == pytest.approx(float(logged[point["step"]]["critic/score/mean"]))
+    status = _tutorrl("status", trained.run_dir.name, cwd=trained.root)
+    assert status.returncode == 0, status.stderr
+    assert "succeeded" in status.stdout and "step 2/2" in status.stdout
+    last = float(logged[2]["critic/score/mean"])
+    assert f"{last:.4g}" in status.stdout
+
+
+def test_verify_rehash_passes_and_a_flipped_byte_fails_naming_the_file(trained):
+    ok = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root)
+    assert ok.returncode == 0, ok.stderr
+    shard = trained.step_dir / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
+    original = shard.read_bytes()
+    flipped = bytearray(original)
+    flipped[len(flipped) // 2] ^= 0x01
+    shard.write_bytes(bytes(flipped))
+    try:
+        bad = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root)
+    finally:
+        shard.write_bytes(original)
+    assert bad.returncode != 0
+    assert "model_world_size_1_rank_0.pt" in bad.stdout + bad.stderr
+    assert "000002.json" in bad.stdout + bad.stderr
+
+
+def test_the_checkpoint_torch_loads_is_the_one_recorded(trained):
+    """verl's FSDP2 shard, loaded by torch in the training environment: 27 tensors of the tiny Qwen2."""
+    python, _ = _training_env()
+    shard = trained.step_dir / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
+    program = ("import sys, torch; sd = torch.load(sys.argv[1], map_location='cpu', weights_only=False); "
+               "print(len(sd), sum(t.numel() for t in (v.to_local() if hasattr(v, 'to_local') else v "
+               "for v in sd.values())))")
+    out = subprocess.run([python, "-c", program, str(shard)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    tensors, params = map(int, out.stdout.split())
+    assert tensors == 27 and params == 115_264
