@@ -8,15 +8,17 @@ the staleness and the command that fixes it.
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tutorrl._files import display_path
-from tutorrl.compiler.bundle import APPENDED_DIRS, MANIFEST
+from tutorrl.compiler import compile_bytes
+from tutorrl.compiler.bundle import APPENDED_DIRS, MANIFEST, CompiledBundle
 from tutorrl.errors import TutorrlError
 from tutorrl.review.model import Diff, diff_sides
-from tutorrl.review.sides import Side, bundle_side, spec_side
+from tutorrl.review.sides import Side, bundle_side, compiled_side
 
 DEFAULT_SPECS = "specs"
 DEFAULT_BUNDLES = "bundles"
@@ -88,6 +90,36 @@ class _WorkTree:
     def side(self, name: str) -> Side:
         return bundle_side(self.root / name, display_path(self.root / name))
 
+    def holds(self, name: str, compiled: CompiledBundle) -> bool:
+        """Whether bundle folder ``name`` holds exactly ``compiled``'s files and nothing else.
+
+        Then it is the bundle its spec compiles to now, byte for byte, which
+        is what verifying it would prove by compiling its spec.toml a second
+        time. Anything else -- a file more or less, a link, other bytes,
+        appended runs/ or evidence/ (whose records verify_bundle inspects) --
+        answers False, and the bundle is verified in full.
+        """
+        from tutorrl._read import ReadError, read_file
+
+        folder = os.path.join(self.root, name)
+        try:
+            if os.path.islink(folder):
+                return False
+            with os.scandir(folder) as entries:
+                present = {e.name for e in entries}
+        except OSError:
+            return False
+        if present != compiled.files.keys():
+            return False
+        for file, data in compiled.files.items():
+            try:
+                # The bounded reader: no link, FIFO or device, never more than the expected bytes.
+                if read_file(os.path.join(folder, file), len(data), name=file) != data:
+                    return False
+            except (OSError, ReadError):
+                return False
+        return True
+
 
 class _Index:
     """Specs and bundles as staged in the git index: what `git commit` would record."""
@@ -123,6 +155,15 @@ class _Index:
     def has_manifest(self, name: str) -> bool:
         return MANIFEST in self._bundles[name]
 
+    def holds(self, name: str, compiled: CompiledBundle) -> bool:
+        """Whether the bundle staged as ``name`` is exactly ``compiled``'s files, as regular
+        files and nothing else: compared by git's object ids, no blob read."""
+        entries = self._bundles.get(name, {})
+        if entries.keys() != compiled.files.keys():
+            return False
+        return all(e.mode in self.git.REGULAR_MODES and e.sha == _git_object_id(compiled.files[rel], len(e.sha))
+                   for rel, e in entries.items())
+
     def side(self, name: str) -> Side:
         """Verify the staged files exactly as the work-tree check would: write
         them to a private folder of the bundle's name and read it back."""
@@ -148,6 +189,16 @@ class _Index:
                     from None
 
 
+def _git_object_id(data: bytes, length: int) -> str | None:
+    """The id git gives a blob of ``data`` (SHA-1, or SHA-256 in a repository of that format)."""
+    import hashlib
+
+    algorithm = {40: "sha1", 64: "sha256"}.get(length)
+    if algorithm is None:
+        return None
+    return hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()
+
+
 def _records_in(folder: Path) -> list[str]:
     """The appended folders of a work-tree bundle that hold records."""
     return [d for d in APPENDED_DIRS if (folder / d).is_dir() and any((folder / d).iterdir())]
@@ -164,12 +215,15 @@ class _Advice:
         self.in_git = tree.staged or tracked(".") is not None
         shown = display_path(bundles_root)
         self.out_flag = "" if shown == DEFAULT_BUNDLES else f" --out {shlex.quote(shown)}"
+        self._staged_specs: dict[str, bytes] | None = None
 
     def compile_and_add(self, spec: str, folder: Path) -> str:
         q, shown = shlex.quote(spec), shlex.quote(display_path(folder))
         if self.tree.staged:
             on_disk = Path(spec)
-            staged_bytes = dict(self.tree.specs()).get(spec)
+            if self._staged_specs is None:
+                self._staged_specs = dict(self.tree.specs())
+            staged_bytes = self._staged_specs.get(spec)
             if on_disk.is_file() and staged_bytes is not None and on_disk.read_bytes() != staged_bytes:
                 # The work tree holds another version of the spec than the index.
                 return (f"git add {q} && git add \"$(tutorrl compile {q}{self.out_flag})\"   "
@@ -196,25 +250,31 @@ class _Advice:
 
 def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_BUNDLES, *,
               staged: bool = False) -> CheckReport:
-    """Compare specs with bundles: on disk, or (``staged``) as staged in the git index."""
+    """Compare specs with bundles: on disk, or (``staged``) as staged in the git index.
+
+    Linear in the number of specs and bundles: the bundle folder is listed
+    once, each spec is compiled once, and a bundle that holds exactly what its
+    spec compiles to is accepted on that comparison (verifying it would
+    compile its spec.toml again to prove the same bytes); any other bundle is
+    verified in full.
+    """
     specs_root, bundles_root = Path(specs), Path(bundles)
     tree = _Index(specs_root, bundles_root) if staged else _WorkTree(specs_root, bundles_root)
     advice = _Advice(tree, bundles_root)
     report = CheckReport(staged=staged)
-    compiled: list[Side] = []
+    compiled: list[tuple[str, CompiledBundle]] = []
     for label, raw in tree.specs():
         try:
-            compiled.append(spec_side(raw, label))
+            compiled.append((label, compile_bytes(raw, label)))
         except TutorrlError as exc:
             report.specs.append(SpecResult(label, "", "error", exc.render()))
-    wanted = {side.manifest.id for side in compiled}
+    wanted = {bundle.id for _, bundle in compiled}
+    present = set(tree.names())
 
     # Orphans are read once: they are both reported and the likely "before"
     # of a stale spec.
-    orphans: list[Side] = []
-    for name in tree.names():
-        if name in wanted:
-            continue
+    orphans: dict[str, list[Side]] = {}  # by experiment
+    for name in sorted(present - wanted):
         folder = bundles_root / name
         if not tree.has_manifest(name):
             report.orphans.append((display_path(folder), "not a bundle (no manifest.json)"))
@@ -226,28 +286,30 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
             report.bundle_errors.append((display_path(folder), exc.render()))
             report.fix.append(advice.remove(folder))
             continue
-        orphans.append(side)
+        orphans.setdefault(side.manifest.experiment, []).append(side)
         report.orphans.append((display_path(folder), f"experiment {side.manifest.experiment}, verl {side.manifest.verl}"))
         report.fix.append(advice.remove(folder))
 
-    for side in compiled:
-        name = side.manifest.id
+    for label, bundle in compiled:
+        name = bundle.id
         folder = bundles_root / name
-        result = SpecResult(side.label, display_path(folder), "ok")
-        if name in tree.names():
-            try:
-                tree.side(name)
-            except TutorrlError as exc:
-                result.state, result.message = "invalid", exc.render()
-                if staged and _verifies(folder):
-                    report.fix.append(f"git add {shlex.quote(display_path(folder))}   (the copy on disk verifies)")
-                else:
-                    report.fix.append(advice.remove(folder))
-                    report.fix.append(advice.compile_and_add(side.label, folder))
+        result = SpecResult(label, display_path(folder), "ok")
+        if name in present:
+            if not tree.holds(name, bundle):
+                try:
+                    tree.side(name)
+                except TutorrlError as exc:
+                    result.state, result.message = "invalid", exc.render()
+                    if staged and _verifies(folder):
+                        report.fix.append(f"git add {shlex.quote(display_path(folder))}   (the copy on disk verifies)")
+                    else:
+                        report.fix.append(advice.remove(folder))
+                        report.fix.append(advice.compile_and_add(label, folder))
         else:
             result.state = "missing"
-            before = [o for o in orphans if o.manifest.experiment == side.manifest.experiment]
+            before = orphans.get(bundle.manifest.experiment, [])
             if before:
+                side = compiled_side(bundle, label)
                 diffs = [diff_sides(o, side) for o in before]
                 result.diff = min(diffs, key=_size)
                 old = result.diff.old.label
@@ -255,7 +317,7 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
                     f"the committed {old} is stale; what changed:"
             else:
                 result.message = f"no bundle of this experiment is {'staged' if staged else 'committed'}"
-            report.fix.append(advice.compile_and_add(side.label, folder))
+            report.fix.append(advice.compile_and_add(label, folder))
         report.specs.append(result)
     return report
 

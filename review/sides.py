@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tutorrl.compiler import compile_bytes, verify_bundle
-from tutorrl.compiler.bundle import CONTENT_FILES, MANIFEST, Manifest
+from tutorrl.compiler.bundle import CONTENT_FILES, MANIFEST, CompiledBundle, Manifest
 from tutorrl.compiler.load import parse_spec, read_spec_bytes
 from tutorrl.compiler.spec import Spec
 from tutorrl.errors import BundleError, Problem, SpecError
@@ -56,7 +56,11 @@ def bundle_side(path: Path, label: str) -> Side:
 
 
 def spec_side(raw: bytes, label: str) -> Side:
-    compiled = compile_bytes(raw, label)
+    return compiled_side(compile_bytes(raw, label), label)
+
+
+def compiled_side(compiled: CompiledBundle, label: str) -> Side:
+    """The spec side of a spec already compiled (``tutorrl check`` compiles each spec once)."""
     files = {name: compiled.files[name] for name in CONTENT_FILES}
     # Parse the normalised spec.toml rather than re-normalising the input, so a
     # spec side and a bundle side are read by the very same path.

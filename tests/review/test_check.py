@@ -106,3 +106,76 @@ def test_hook_definition():
 
     assert re.search(hook["files"], "specs/x.toml") and re.search(hook["files"], "bundles/0123/launch.sh")
     assert not re.search(hook["files"], "compiler/spec.py")
+
+
+# --- Linear in the number of specs: each spec compiled once, the bundle folder listed once.
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Every compile of a spec, wherever it comes from (check's own, or verify_bundle re-deriving one)."""
+    from tutorrl.compiler import compile as compile_module
+
+    seen: list[str] = []
+    real = compile_module.resolve_bytes
+
+    def counting(raw, name):
+        seen.append(name)
+        return real(raw, name)
+
+    monkeypatch.setattr(compile_module, "resolve_bytes", counting)
+    return seen
+
+
+@pytest.fixture
+def many(repo):
+    for i in range(4):
+        path = f"specs/s{i}.toml"
+        (repo / path).write_bytes(toml_bytes(with_(base(), experiment__name=f"exp-{i}")))
+        assert main(["compile", path]) == 0
+    return repo
+
+
+def test_each_spec_is_compiled_once_and_the_bundles_listed_once(many, compiles, monkeypatch, capsys):
+    from tutorrl.review import check
+
+    listings = []
+    real_names = check._WorkTree.names
+    monkeypatch.setattr(check._WorkTree, "names", lambda self: listings.append(1) or real_names(self))
+    capsys.readouterr()
+    assert main(["check"]) == 0
+    assert "5 specs: every bundle is up to date" in capsys.readouterr().out
+    assert sorted(compiles) == ["specs/grpo.toml"] + [f"specs/s{i}.toml" for i in range(4)]
+    assert len(listings) == 1
+
+
+def test_a_bundle_that_is_not_byte_for_byte_its_spec_is_verified_in_full(many, compiles, capsys):
+    """The one-compile comparison never accepts what verify_bundle would refuse."""
+    from tutorrl.compiler import compile_spec
+
+    folder = many / "bundles" / compile_spec("specs/s1.toml").id
+    compiles.clear()
+    (folder / "notes.txt").write_text("hi\n")
+    capsys.readouterr()
+    assert main(["check"]) == 2
+    out = capsys.readouterr().out
+    assert "specs/s1.toml: its bundle" in out and "unexpected file notes.txt" in out
+    (folder / "notes.txt").unlink()
+    # A file swapped for a link to the same bytes.
+    launch = folder / "launch.sh"
+    (many / "launch.copy").write_bytes(launch.read_bytes())
+    launch.unlink()
+    launch.symlink_to(many / "launch.copy")
+    assert main(["check"]) == 2
+    assert "is a symlink" in capsys.readouterr().out
+    launch.unlink()
+    (many / "launch.copy").rename(launch)
+    # Appended records are inspected by verify_bundle: a private key in runs/ is named.
+    (folder / "runs").mkdir()
+    (folder / "runs" / "key.pem").write_text("-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n")
+    assert main(["check"]) == 2
+    assert "holds a private key" in capsys.readouterr().out
+    (folder / "runs" / "key.pem").unlink()
+    compiles.clear()
+    assert main(["check"]) == 0
+    # Five specs, and the one bundle with runs/ re-derived by verify_bundle.
+    assert len(compiles) == 6 and compiles.count("specs/s1.toml") == 1

@@ -216,3 +216,36 @@ sys.exit(main(["check", "--staged"]))
     git(repo, git_env, "add", "specs/grpo.toml")
     done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=git_env, capture_output=True, text=True)
     assert done.returncode == 1 and "stale" in done.stdout, done.stderr
+
+
+def test_each_staged_spec_is_compiled_once(repo, git_env):
+    """A staged bundle that is exactly what its staged spec compiles to is accepted by git's object ids:
+    no second compile, no blob read; any other is verified in full."""
+    for i in range(3):
+        (repo / "specs" / f"s{i}.toml").write_bytes(toml_bytes(with_(base(), experiment__name=f"exp-{i}")))
+        assert tutorrl(repo, git_env, "compile", f"specs/s{i}.toml").returncode == 0
+    git(repo, git_env, "add", "specs", "bundles")
+    code = """
+import sys
+from tutorrl.compiler import compile as c
+from tutorrl.review import gitindex
+seen, blobs = [], []
+real, real_blobs = c.resolve_bytes, gitindex.read_blobs
+c.resolve_bytes = lambda raw, name: seen.append(name) or real(raw, name)
+gitindex.read_blobs = lambda shas: blobs.extend(shas) or real_blobs(shas)
+from tutorrl.cli import main
+rc = main(["check", "--staged"])
+print(rc, sorted(seen), len(blobs))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=git_env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The four staged specs' blobs, read once; no bundle blob.
+    assert done.stdout.splitlines()[-1] == "0 ['specs/grpo.toml', 'specs/s0.toml', 'specs/s1.toml', 'specs/s2.toml'] 4"
+    # A staged launch.sh edited (and its manifest resealed by nobody): caught by the full verification.
+    (bundle,) = [n for n in bundles_on_disk(repo) if "exp-1" in (repo / "bundles" / n / "manifest.json").read_text()]
+    (repo / "bundles" / bundle / "launch.sh").write_text("echo edited\n")
+    git(repo, git_env, "add", "bundles")
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=git_env, capture_output=True, text=True)
+    assert done.stdout.splitlines()[-1].startswith("2 "), done.stdout + done.stderr
+    assert f"bundles/{bundle} (staged): bundle verification failed" in done.stdout
+    assert "launch.sh was modified" in done.stdout
