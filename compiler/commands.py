@@ -1,7 +1,7 @@
 """``tutorrl compile``, ``tutorrl verify`` and ``tutorrl keys``.
 
 Nothing is imported here at module level, argparse included: ``tutorrl
-compile SPEC [--out DIR]`` is parsed by :func:`parse_compile` and the
+compile SPEC... [--out DIR]`` is parsed by :func:`parse_compile` and the
 compiler loads inside the handlers.
 """
 
@@ -22,24 +22,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def register_compile(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compile", help="validate a spec and write its bundle",
-                       description="Validate a spec and write bundles/<id>/; prints the bundle's path last.")
-    p.add_argument("spec", help="the spec file (TOML)")
+    p = sub.add_parser("compile", help="validate specs and write their bundles",
+                       description="Validate each spec and write bundles/<id>/; prints each bundle's path, one per "
+                                   "line in the order given. With several specs, nothing is written unless every "
+                                   "spec compiles (every problem of every spec is reported).")
+    p.add_argument("specs", nargs="+", metavar="SPEC",
+                   help="a spec file (TOML); several, or a quoted glob ('specs/*.toml', '**' for subfolders), "
+                        "compile in one process")
     p.add_argument("--out", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
     p.set_defaults(handler=_compile)
 
 
 def parse_compile(argv: list[str]):
-    """``compile``'s arguments for its plain forms -- ``SPEC``, ``SPEC --out DIR``,
-    ``--out DIR SPEC``, ``--out=DIR`` -- or None for anything else (help, an
-    abbreviation, ``--``, a value starting with ``-``, a repeated option),
-    which argparse then parses and explains. Same answers as
-    :func:`register_compile`'s parser wherever this answers at all (a
-    property test holds it there); never a guess.
+    """``compile``'s arguments for its plain forms -- ``SPEC...``, ``SPEC... --out DIR``,
+    ``--out DIR SPEC...``, ``--out=DIR`` -- or None for anything else (help, an
+    abbreviation, ``--``, a value starting with ``-``, a repeated option, specs
+    on both sides of ``--out``), which argparse then parses and explains. Same
+    answers as :func:`register_compile`'s parser wherever this answers at all
+    (a property test holds it there); never a guess.
     """
     from types import SimpleNamespace
 
-    spec = out = None
+    specs: list[str] = []
+    out = None
+    out_after_specs = False
     rest = iter(argv)
     for word in rest:
         if word == "--out" or word.startswith("--out="):
@@ -47,13 +53,15 @@ def parse_compile(argv: list[str]):
             if out is not None or value is None or value.startswith("-") or not value:
                 return None
             out = value
-        elif word.startswith("-") or spec is not None:
+            out_after_specs = bool(specs)
+        elif word.startswith("-") or out_after_specs:
+            # argparse takes one run of positionals: `a --out o b` is its error to explain.
             return None
         else:
-            spec = word
-    if spec is None:
+            specs.append(word)
+    if not specs:
         return None
-    return SimpleNamespace(command="compile", spec=spec, out="bundles" if out is None else out, handler=_compile)
+    return SimpleNamespace(command="compile", specs=specs, out="bundles" if out is None else out, handler=_compile)
 
 
 def register_verify(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +109,9 @@ def _compile(args) -> int:
     from tutorrl._files import display_path
     from tutorrl.compiler import compile_spec, write_bundle
 
-    compiled = compile_spec(args.spec)
+    if len(args.specs) > 1 or _is_pattern(args.specs[0]):
+        return _compile_many(args)
+    compiled = compile_spec(args.specs[0])
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.
         from tutorrl.cli import printable
@@ -112,6 +122,81 @@ def _compile(args) -> int:
     state = "wrote" if result.created else "unchanged, already at"
     print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}", file=sys.stderr)
     print(display_path(result.folder))
+    return 0
+
+
+def _is_pattern(word: str) -> bool:
+    """A glob to expand (the shell did not, it was quoted), unless a file has that very name."""
+    import os
+
+    return any(c in word for c in "*?[") and not os.path.exists(word)
+
+
+def _spec_paths(words: list[str]) -> tuple[list[str], list]:
+    """The spec files named by ``words``, in the order given, each pattern's
+    matches sorted in its place; and a problem for each pattern matching none."""
+    import glob
+    import os
+
+    from tutorrl.errors import Problem
+
+    paths: list[str] = []
+    problems = []
+    for word in words:
+        if not _is_pattern(word):
+            paths.append(word)
+            continue
+        matches = sorted(p for p in glob.glob(word, recursive=True) if not os.path.isdir(p))
+        if not matches:
+            problems.append(Problem("no spec file matches this pattern", file=word))
+        paths += matches
+    return paths, problems
+
+
+def _compile_many(args) -> int:
+    """Every spec compiled in memory first; bundles are written only when all compile.
+
+    All or nothing for the whole set, not only per spec: the output is one
+    bundle path per spec in the order given, which a failed spec would leave
+    without a line, and a set compiled together (a sweep, a folder of specs)
+    is reviewed and committed together -- half of it in bundles/ would be a
+    state no one asked for. Writing a bundle that is already there costs
+    nothing, so compiling the set again once it is fixed redoes no work.
+    """
+    import sys
+
+    from tutorrl._files import display_path
+    from tutorrl.cli import printable
+    from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.errors import InputError, Problem, SpecError, TutorrlError
+
+    paths, problems = _spec_paths(args.specs)
+    compiled = []
+    failed = given = len(problems)  # patterns that match nothing count as failed specs
+    given += len(paths)
+    for path in paths:
+        try:
+            bundle = compile_spec(path)
+        except InputError as exc:
+            problems += exc.problems
+            failed += 1
+            continue
+        except TutorrlError as exc:
+            problems.append(Problem(exc.render().removeprefix("error: "), file=path))
+            failed += 1
+            continue
+        for warning in bundle.warnings:
+            print(printable(f"warning: {warning.render()}"), file=sys.stderr)
+        compiled.append(bundle)
+    if problems:
+        raise SpecError(problems, summary=f"{failed} of {given} {'spec' if given == 1 else 'specs'} "
+                                          f"{'has' if failed == 1 else 'have'} problems; no bundle was written.")
+    for bundle in compiled:
+        result = write_bundle(bundle, args.out)
+        m = bundle.manifest
+        state = "wrote" if result.created else "unchanged, already at"
+        print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}", file=sys.stderr)
+        print(display_path(result.folder))
     return 0
 
 
@@ -160,6 +245,9 @@ def _verify(args) -> int:
 
     for warning in evidence.warnings:
         print(printable(f"warning: evidence: {warning}"), file=sys.stderr)
+    if args.format != "json":
+        for line in evidence.lineage:
+            print(printable(f"note: lineage: {line}"), file=sys.stderr)
     if args.rehash:
         from tutorrl.evidence.verify import rehash_evidence
 

@@ -310,16 +310,27 @@ def record_checkpoint(
     progress: bool | None = None,
     publication_skip_reason: str | None = None,
     observed=None,
+    resumed=None,
 ) -> Path:
-    """`observed`: a `publication.Observed` read inside the run (instead of asking `engines` now)."""
+    """`observed`: a `publication.Observed` read inside the run (instead of asking `engines` now).
+    `resumed`: (checkpoint root, step, bundles to look in) of the checkpoint this run resumed from:
+    its lineage goes into this record (the run's first)."""
     from tutorrl.evidence.sign import find_signer
 
     # Before hashing: a key that is there but unusable fails in a moment, not after minutes.
     signer = find_signer()
     inspection = inspect_checkpoint(Path(os.path.abspath(step_dir)), workers=workers, progress=progress)
+    lineage = None
+    if resumed is not None:
+        from tutorrl.evidence.lineage import link
+
+        root, step, bundles = resumed
+        prior = inspect_checkpoint(Path(os.path.abspath(root)) / f"global_step_{step}", workers=workers)
+        lineage, check = link(Path(root), step, prior.info.files.root, bundles)
+        inspection.checks.append(check)
     return append_record(bundle, run_id, inspection, source=source, finished=finished, engines=engines,
                          base_model=base_model, publication_skip_reason=publication_skip_reason, observed=observed,
-                         signer=signer)
+                         signer=signer, lineage=lineage)
 
 
 _FIND = object()
@@ -337,6 +348,7 @@ def append_record(
     publication_skip_reason: str | None = None,
     observed=None,
     signer=_FIND,
+    lineage=None,
 ) -> Path:
     """Judge publication (read inside the run: `observed`; else asked of `engines` now, if any),
     then sign (the configured key unless `signer` is given) and publish the record; returns its path."""
@@ -353,7 +365,7 @@ def append_record(
     def build(link: ChainLink) -> Statement:
         return Statement(subject=inspection.subject, predicate=Predicate(
             chain=link, bundle=BundleRef(digest=bundle.digest, verl=bundle.verl), run=run,
-            checkpoint=inspection.info, publication=publication, verdict=verdict,
+            checkpoint=inspection.info, publication=publication, verdict=verdict, lineage=lineage,
         ))
 
     return append(bundle.path / EVIDENCE_DIR, build, signers=[signer] if signer else [])
@@ -391,12 +403,16 @@ def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, st
 
 
 def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None = None,
-                           roots: dict[str, str] | None = None) -> list[Path]:
+                           roots: dict[str, str] | None = None, prior_steps=(), resumed_step: int | None = None,
+                           bundles=()) -> list[Path]:
     """Record every checkpoint under the bundle's output dir not yet recorded.
 
     Called by the runtime after every run, finished or not; `cwd` is where the
     run started (relative `trainer.output_dir` is relative to it), `roots` the
-    root values the run passed to the job.
+    root values the run passed to the job. `prior_steps` were there before the
+    run started (an earlier run's, of this bundle or another: not claimed);
+    `resumed_step` is the one it resumed from, whose record is looked for in
+    `bundles` (and this bundle) for the lineage of the run's first record.
     """
     bundle = load_bundle(Path(bundle_path))
     root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None, roots)
@@ -404,9 +420,29 @@ def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: 
         return []
     root = Path(os.path.abspath(root))
     done = _recorded(bundle.path)
+    prior = set(prior_steps)
+    runs_records = any(s is not None and s.predicate.run.run_id == run_id for _, s in read_records(bundle.path))
     written = []
     for sd in find_step_dirs(root):
-        if (str(root), sd.step) in done:
+        if (str(root), sd.step) in done or sd.step in prior:
             continue
-        written.append(record_checkpoint(bundle, run_id, sd.path, source="post-run-scan", finished=finished))
+        resumed = None
+        if resumed_step is not None and not written and not runs_records:
+            resumed = (root, resumed_step, [bundle.path, *bundles])
+        written.append(record_checkpoint(bundle, run_id, sd.path, source="post-run-scan", finished=finished,
+                                         resumed=resumed))
     return written
+
+
+def output_dir_before_run(bundle_path: Path, cwd: Path | None, roots: dict[str, str] | None = None):
+    """What the run will find in its output folder (evidence/lineage.py's `Before`)."""
+    from tutorrl.compiler.rules import effective
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.evidence.lineage import before_run
+
+    bundle = load_bundle(Path(bundle_path))
+    root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None, roots)
+    value = effective(verify_bundle(Path(bundle_path), trust_digests=True).spec)
+    mode, resume_from = value("trainer.resume_mode"), value("trainer.resume_from")
+    return before_run(Path(os.path.abspath(root)) if root is not None else None,
+                      str(mode) if mode is not None else None, str(resume_from) if resume_from else None)

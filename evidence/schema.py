@@ -215,13 +215,33 @@ class RunInfo(_Strict, kw_only=True):
     recorded_at: str
 
 
-class Predicate(_Strict, kw_only=True):
+class Lineage(_Strict, kw_only=True, omit_defaults=True):
+    """The checkpoint a run resumed from, and the record that vouched for it (evidence/lineage.py)."""
+
+    step: int
+    directory: str
+    # The resumed checkpoint's files root as hashed after the run; its record must give the same.
+    files_root: Sha256
+    # The record of that checkpoint: its bundle, file name and the sha256 of its bytes. Absent
+    # when no record of this machine's runs covered the checkpoint.
+    bundle: Sha256 | None = None
+    record: str | None = None
+    record_digest: Sha256 | None = None
+    # Where that bundle was when linked: where `tutorrl verify` looks for the record.
+    bundle_path: str | None = None
+
+
+class Predicate(_Strict, kw_only=True, omit_defaults=True):
+    # The fields before `lineage` have no defaults, so they are always written: with
+    # omit_defaults, records written before `lineage` existed re-encode to the same bytes.
     chain: ChainLink
     bundle: BundleRef
     run: RunInfo
     checkpoint: CheckpointInfo
     publication: Publication | None
     verdict: Verdict
+    # Only in the first record of a run that resumed from a checkpoint.
+    lineage: Lineage | None = None
 
 
 class Statement(_Strict, kw_only=True):

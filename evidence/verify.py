@@ -81,6 +81,8 @@ class EvidenceReport:
     # HEAD's (sequence, digest) when HEAD is readable and names a record that is there.
     head: tuple[int, str] | None = None
     records: int = 0
+    # One line per record that links to the record of the checkpoint its run resumed from.
+    lineage: list[str] = field(default_factory=list)
 
 
 def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list[str]:
@@ -170,6 +172,12 @@ def _chain_problems(evdir: Path, bundle_path: Path, bundle_digest: str | None, r
             problems.extend(_record_problems(name, s, bundle_digest))
         except ValueError as exc:  # a value the schema admits but the checks cannot use
             problems.append(f"{name}: inconsistent: {exc}")
+        if s.predicate.lineage is not None:
+            from tutorrl.evidence.lineage import verify_link
+
+            wrong, said = verify_link(name, s.predicate.lineage)
+            problems.extend(wrong)
+            report.lineage.extend(said)
     problems.extend(_head_problems(head, max(present, default=0), digests))
     problems.extend(_authenticity(decoded, digests, head, bundle_digest, report, trust, anchors))
     return problems

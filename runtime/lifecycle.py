@@ -130,7 +130,8 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     problems = []
     try:
         record_run_checkpoints(bundle_path, record.run_id, record.status == "succeeded", cwd=cwd,
-                               roots=record.roots)
+                               roots=record.roots, prior_steps=record.prior_steps, resumed_step=record.resumed_step,
+                               bundles=known_bundles() if record.resumed_step is not None else ())
     except TutorrlError as exc:
         problems.append(f"could not record this run's checkpoints: {exc}")
     policy = "record"
@@ -357,6 +358,22 @@ def index_run(run_dir: Path) -> None:
             os.close(fd)
     except OSError:
         pass  # the index is a convenience; the record under the bundle is what counts
+
+
+def known_bundles() -> list[Path]:
+    """The bundles of every run this user started on this machine (the runs index), where they still are:
+    where the record of a checkpoint a run resumed from is looked for."""
+    out: list[Path] = []
+    try:
+        names = sorted(os.listdir(state_dir()))
+    except OSError:
+        return out
+    for name in names:
+        for run_dir in _indexed(name):
+            bundle = run_dir.parent.parent
+            if bundle not in out:
+                out.append(bundle)
+    return out
 
 
 def _indexed(run_id: str) -> list[Path]:

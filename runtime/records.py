@@ -92,6 +92,10 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     # submitter's environment; launch.sh applies the spec's defaults to the
     # rest): where the post-run scan looks for "$CKPT_ROOT/..." checkpoints.
     roots: dict[str, str] = {}
+    # The output folder as the run found it (evidence/lineage.py): the steps already there are an
+    # earlier run's, never claimed by this one; the step verl resumes from links the run's first record.
+    prior_steps: list[int] = []
+    resumed_step: int | None = None
     # HMAC of every other field under the writer's per-user key (trust.py).
     seal: str | None = None
 

@@ -83,6 +83,12 @@ def failure_summary(error_type: str | None, message: str | None) -> str:
     return text[:1000]
 
 
+def _nothing_before():
+    from tutorrl.evidence.lineage import Before
+
+    return Before()
+
+
 class RunSession:
     def __init__(self, args, progress: Progress):
         self.args = args
@@ -97,6 +103,8 @@ class RunSession:
         self.job_status: str | None = None
         self.secrets: list[str] = []
         self.roots: dict[str, str] = {}
+        # The output folder as this run found it (evidence.lineage.Before); filled before the claim.
+        self.before = _nothing_before()
         self.metrics = None  # verl's metrics -> runs/<run-id>/metrics.jsonl
         self.metrics_tail = None
         self.summary: list[str] = []
@@ -122,7 +130,7 @@ class RunSession:
                                       verl=preflight.installed_verl(preflight.job_python(self.job_env))),
             started=records.utc_now(), status="starting", working_dir_upload=self.upload,
             cwd=str(self.cwd), owner=lifecycle.this_process(), detached=bool(getattr(self.args, "detach", False)),
-            roots=dict(self.roots),
+            roots=dict(self.roots), prior_steps=list(self.before.steps), resumed_step=self.before.resumed_step,
         )
         records.create_record(self.run_dir, self.record)
         lifecycle.index_run(self.run_dir)
@@ -188,6 +196,11 @@ class RunSession:
         passthrough = {n: os.environ[n] for n in names}
         self.secrets = [v for v in passthrough.values() if v]
         self.roots = preflight.root_values(spec)
+        if not args.dry_run and not self.upload:
+            from tutorrl.evidence import output_dir_before_run
+
+            # Before the job: what is already in the output folder is not this run's to claim.
+            self.before = output_dir_before_run(bundle_path, self.cwd, self.roots)
         cluster.drop_hijack_vars()
         token = cluster.token_from_environment() if self.cluster_url else None
 

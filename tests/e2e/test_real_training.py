@@ -74,8 +74,12 @@ class Trained:
     def __init__(self, root: Path):
         python, tiny = _training_env()
         self.root, self.ckpt = root, root / "ckpt"
+        # Module-scoped: the per-test state folder of tests/e2e/conftest.py is not set yet, so this
+        # run and every command after it get their own (the runs index and the record-sealing key).
+        state = root / "state"
         self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": str(SHIM),
-                    "TUTORRL_PYTHON": python, "TUTORRL_TRAIN_PYTHON": python}
+                    "TUTORRL_PYTHON": python, "TUTORRL_TRAIN_PYTHON": python, "XDG_STATE_HOME": str(state),
+                    "TUTORRL_STATE_HOME": str(state / "tutorrl")}
         compiled = _tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo.toml"), "--out", str(root / "bundles"),
                             cwd=root)
         assert compiled.returncode == 0, compiled.stderr
@@ -145,7 +149,7 @@ def test_status_and_metrics_show_what_verl_logged(trained):
     assert [p["step"] for p in points] == [1, 2]
     for point in points:
         assert point["metrics"]["critic/score/mean"] == pytest.approx(float(logged[point["step"]]["critic/score/mean"]))
-    status = _tutorrl("status", trained.run_dir.name, cwd=trained.root)
+    status = _tutorrl("status", trained.run_dir.name, cwd=trained.root, env=trained.env)
     assert status.returncode == 0, status.stderr
     assert "succeeded" in status.stdout and "step 2/2" in status.stdout
     last = float(logged[2]["critic/score/mean"])
@@ -153,7 +157,7 @@ def test_status_and_metrics_show_what_verl_logged(trained):
 
 
 def test_verify_rehash_passes_and_a_flipped_byte_fails_naming_the_file(trained):
-    ok = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root)
+    ok = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
     assert ok.returncode == 0, ok.stderr
     shard = trained.step_dir / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
     original = shard.read_bytes()
@@ -161,7 +165,7 @@ def test_verify_rehash_passes_and_a_flipped_byte_fails_naming_the_file(trained):
     flipped[len(flipped) // 2] ^= 0x01
     shard.write_bytes(bytes(flipped))
     try:
-        bad = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root)
+        bad = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
     finally:
         shard.write_bytes(original)
     assert bad.returncode != 0
@@ -180,3 +184,59 @@ def test_the_checkpoint_torch_loads_is_the_one_recorded(trained):
     assert out.returncode == 0, out.stderr[-2000:]
     tensors, params = map(int, out.stdout.split())
     assert tensors == 27 and params == 115_264
+
+
+def _statement(path: Path) -> dict:
+    return json.loads(base64.b64decode(json.loads(path.read_text())["payload"]))
+
+
+@pytest.fixture(scope="module")
+def resumed(trained):
+    """The second spec on the first run's output folder: verl resumes from global_step_2."""
+    compiled = _tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo_resume.toml"), "--out",
+                        str(trained.root / "bundles"), cwd=trained.root)
+    assert compiled.returncode == 0, compiled.stderr
+    bundle = trained.root / compiled.stdout.strip()
+    run = _tutorrl("run", str(bundle), "--num-gpus", "1", cwd=trained.root, env=trained.env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (run_dir,) = (bundle / "runs").iterdir()
+    return bundle, run_dir, (run_dir / "job.log").read_text(errors="replace")
+
+
+def test_resume_loads_step_2_and_trains_step_3_only(trained, resumed):
+    _bundle, _run_dir, log = resumed
+    assert f"Load from checkpoint folder: {trained.step_dir / 'global_step_2'}" in log
+    assert sorted(_metrics(log)) == [3]
+    assert (trained.step_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    assert (trained.step_dir / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt").is_file()
+
+
+def test_the_resumed_runs_first_record_links_the_record_it_resumed_from(trained, resumed):
+    bundle, run_dir, _log = resumed
+    # Only the checkpoint this run wrote: steps 1 and 2 were there before it started.
+    (record,) = sorted((bundle / "evidence").glob("[0-9]*.json"))
+    predicate = _statement(record)["predicate"]
+    assert predicate["checkpoint"]["step"] == 3 and predicate["run"]["run_id"] == run_dir.name
+    first = trained.bundle / "evidence" / "000002.json"
+    first_predicate = _statement(first)["predicate"]
+    lineage = predicate["lineage"]
+    assert lineage["step"] == 2 and lineage["directory"] == "global_step_2"
+    assert lineage["bundle"] == first_predicate["bundle"]["digest"] != predicate["bundle"]["digest"]
+    assert lineage["record"] == "000002.json"
+    assert lineage["record_digest"] == "sha256:" + _sha256(first)
+    assert lineage["files_root"] == first_predicate["checkpoint"]["files"]["root"]
+    check = next(c for c in predicate["verdict"]["checks"] if c["id"] == "lineage.resumed_from")
+    assert check["status"] == "pass"
+
+    ok = _tutorrl("verify", str(bundle), cwd=trained.root, env=trained.env)
+    assert ok.returncode == 0, ok.stderr
+    assert "resumed from 000002.json" in ok.stderr and "link checked" in ok.stderr
+    # The linked record changed afterwards: the link no longer holds, and verify says which.
+    original = first.read_bytes()
+    first.write_bytes(original + b" ")
+    try:
+        bad = _tutorrl("verify", str(bundle), cwd=trained.root, env=trained.env)
+    finally:
+        first.write_bytes(original)
+    assert bad.returncode != 0
+    assert "the record it resumed from" in bad.stderr and "000002.json" in bad.stderr

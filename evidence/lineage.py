@@ -1,0 +1,126 @@
+"""A checkpoint's history across runs: which recorded checkpoint a run resumed from.
+
+verl resumes from what ``latest_checkpointed_iteration.txt`` names when
+``trainer.resume_mode`` is ``auto`` (or from ``trainer.resume_from`` with
+``resume_path``), in a folder earlier runs -- of this bundle or another --
+wrote to. ``before_run`` looks before the job starts: which steps are already
+there (not this run's: the scan afterwards does not claim them) and which one
+the run resumes from. After the run, ``link`` finds the evidence record of
+that checkpoint among the bundles the runtime names (this machine's runs) and
+states it in the first record of the run (``Predicate.lineage``): bundle
+digest, record name and the sha256 of the record file, and the checkpoint's
+files root as hashed now, which must equal the root its record gave.
+``tutorrl verify`` re-reads the linked record and checks both digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import msgspec
+
+from tutorrl.evidence.checkpoints import TRACKER, find_step_dirs, step_of
+from tutorrl.evidence.schema import Check, Lineage
+
+EVIDENCE_DIR = "evidence"
+
+
+class Before(msgspec.Struct, frozen=True):
+    """The output folder as a run found it."""
+
+    steps: list[int] = []
+    # The step verl resumes from, when it will (resume_mode auto with a tracker, or resume_path).
+    resumed_step: int | None = None
+
+
+def before_run(output_dir: Path | None, resume_mode: str | None, resume_from: str | None) -> Before:
+    if output_dir is None:
+        return Before()
+    steps = [sd.step for sd in find_step_dirs(output_dir)]
+    resumed = None
+    if resume_mode == "auto":
+        try:
+            raw = (output_dir / TRACKER).read_text(encoding="ascii", errors="replace")[:64].strip()
+        except OSError:
+            raw = ""
+        resumed = int(raw) if raw.isdigit() and int(raw) in steps else None
+    elif resume_mode == "resume_path" and resume_from:
+        resumed = step_of(Path(resume_from.rstrip("/")))
+    return Before(steps=steps, resumed_step=resumed)
+
+
+def _sha256(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def find_record(root: Path, step: int, bundles: Iterable[Path]):
+    """(bundle path, record path, statement) of the newest record of ``root``'s
+    ``global_step_<step>`` among ``bundles``' evidence; None when none covers it."""
+    from tutorrl.evidence.record import read_records
+
+    wanted_root = os.path.abspath(root)
+    found = None
+    for bundle in bundles:
+        try:
+            recs = read_records(bundle)
+        except Exception:  # an unreadable chain of another bundle links nothing
+            continue
+        for path, statement in recs:
+            ck = statement.predicate.checkpoint if statement else None
+            if ck and ck.step == step and os.path.abspath(ck.root) == wanted_root:
+                found = (bundle, path, statement)
+    return found
+
+
+def link(root: Path, step: int, files_root: str, bundles: Iterable[Path]) -> tuple[Lineage, Check]:
+    """The lineage of a run that resumed from ``root``'s step ``step`` (hashed now: ``files_root``)."""
+    directory = f"global_step_{step}"
+    hit = find_record(root, step, bundles)
+    if hit is None:
+        lineage = Lineage(step=step, directory=directory, files_root=files_root)
+        return lineage, Check(id="lineage.resumed_from", status="skipped",
+                              detail=f"resumed from {directory}, which no evidence record of this machine's runs covers")
+    bundle, path, statement = hit
+    recorded_root = statement.predicate.checkpoint.files.root
+    lineage = Lineage(step=step, directory=directory, files_root=files_root,
+                      bundle=statement.predicate.bundle.digest, record=path.name, record_digest=_sha256(path),
+                      bundle_path=str(Path(bundle).resolve()))
+    if recorded_root != files_root:
+        return lineage, Check(id="lineage.resumed_from", status="fail",
+                              detail=f"resumed from {directory}, whose files ({files_root[:19]}) are not those its "
+                                     f"record {path.name} gave ({recorded_root[:19]}): changed since it was recorded")
+    return lineage, Check(id="lineage.resumed_from", status="pass",
+                          detail=f"resumed from {directory}, recorded as {path.name} of bundle "
+                                 f"{statement.predicate.bundle.digest[:19]}; its files are unchanged")
+
+
+def verify_link(name: str, lineage: Lineage) -> tuple[list[str], list[str]]:
+    """(problems, notes) for one record's lineage: the linked record is re-read where it was."""
+    if lineage.record is None or lineage.bundle_path is None:
+        return [], [f"{name}: resumed from {lineage.directory}, which had no record to link"]
+    target = Path(lineage.bundle_path) / EVIDENCE_DIR / lineage.record
+    try:
+        digest = _sha256(target)
+    except OSError:
+        return [], [f"{name}: the record it resumed from ({lineage.record} of bundle {lineage.bundle[:19]}) is not "
+                    f"at {target} any more; the link is not checked"]
+    if digest != lineage.record_digest:
+        return [f"{name}: the record it resumed from, {target}, is not the one linked "
+                f"({digest[:19]}, linked {lineage.record_digest[:19]}): edited or replaced since"], []
+    from tutorrl.evidence.chain import read_record
+    from tutorrl.evidence.statement import decode_record
+
+    statement = decode_record(read_record(target)).statement
+    problems = []
+    if statement.predicate.bundle.digest != lineage.bundle:
+        problems.append(f"{name}: {target} is a record of bundle {statement.predicate.bundle.digest[:19]}, "
+                        f"not {lineage.bundle[:19]}")
+    ck = statement.predicate.checkpoint
+    if ck.step != lineage.step or ck.files.root != lineage.files_root:
+        problems.append(f"{name}: {target} records step {ck.step} with files {ck.files.root[:19]}; the run resumed "
+                        f"from step {lineage.step} with files {lineage.files_root[:19]}")
+    return problems, [] if problems else [f"{name}: resumed from {lineage.record} of bundle {lineage.bundle[:19]}: "
+                                          "link checked"]
