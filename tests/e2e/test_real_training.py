@@ -240,3 +240,41 @@ def test_the_resumed_runs_first_record_links_the_record_it_resumed_from(trained,
         first.write_bytes(original)
     assert bad.returncode != 0
     assert "the record it resumed from" in bad.stderr and "000002.json" in bad.stderr
+
+
+def test_the_merged_model_is_recorded_tensor_by_tensor_as_torch_loads_it(trained, resumed):
+    """verl's own model merger turns the last checkpoint into a Hugging Face model (where verl keeps
+    its HF export, actor/huggingface/); `tutorrl evidence --add` records the checkpoint again with it,
+    and each tensor's digest is what torch loads from the file."""
+    python, _ = _training_env()
+    bundle, _run_dir, _log = resumed
+    actor = trained.step_dir / "global_step_3" / "actor"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the merger needs no CPU stand-in
+    merged = subprocess.run([python, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir",
+                             str(actor), "--target_dir", str(actor / "huggingface")],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert merged.returncode == 0, merged.stderr[-3000:]
+    added = _tutorrl("evidence", str(bundle), "--add", str(trained.step_dir / "global_step_3"), cwd=trained.root,
+                     env=trained.env)
+    assert added.returncode == 0, added.stderr
+    newest = sorted((bundle / "evidence").glob("[0-9]*.json"))[-1]
+    (export,) = _statement(newest)["predicate"]["checkpoint"]["safetensors"]
+    assert export["file"] == "actor/huggingface/model.safetensors"
+    recorded = {t["name"]: t["sha256"] for t in export["tensors"]}
+    program = (
+        "import hashlib, json, sys, torch\n"
+        "from safetensors.torch import load_file\n"
+        "tensors = load_file(sys.argv[1])\n"
+        "print(json.dumps({n: hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()"
+        " for n, t in tensors.items()}))\n")
+    loaded = subprocess.run([python, "-c", program, str(actor / "huggingface" / "model.safetensors")],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    by_torch = json.loads(loaded.stdout)
+    assert len(by_torch) == 27 and recorded == by_torch
+    # The merger rewrote actor/huggingface/ after the run's own record of step 3: that record no
+    # longer matches the folder, and verify says so, while the record made after the merge holds.
+    rehash = _tutorrl("verify", str(bundle), "--rehash", cwd=trained.root, env=trained.env)
+    assert rehash.returncode != 0
+    assert "000001.json (step 3): " in rehash.stderr and "huggingface/config.json" in rehash.stderr
+    assert f"{newest.name} (step 3): matches" in rehash.stderr
