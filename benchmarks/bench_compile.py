@@ -66,6 +66,27 @@ def install(root: Path, interpreter: str | None = None) -> Path:
     return python
 
 
+FLOOR = Path(__file__).resolve().parent / "_floor.py"
+
+
+def in_process(python: Path, specs: list[Path], *, repeat: int = 1, write: Path | None = None,
+               cwd: Path | None = None) -> list[float]:
+    """Seconds of each of ``repeat`` passes of ``compile_bytes`` (and ``write_bundle``
+    into ``write``) over ``specs``, in one warm process of ``python`` (benchmarks/_floor.py)."""
+    import json
+
+    argv = [str(python), str(FLOOR), *map(str, specs), "--repeat", str(repeat)]
+    if write is not None:
+        argv += ["--write", str(write)]
+    done = subprocess.run(argv, check=True, capture_output=True, text=True, env=_ENV, cwd=cwd)
+    answer = json.loads(done.stdout)
+    imported = Path(answer["tutorrl"]).resolve()
+    if REPO in imported.parents and python.parent.parent not in imported.parents:
+        raise SystemExit(f"the in-process floor imported tutorrl from the repository ({imported}), "
+                         "not the installed wheel")
+    return answer["times"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=21)
@@ -93,20 +114,14 @@ def main() -> None:
                 ("tutorrl compile (cold process, writes)", cold),
                 ("tutorrl compile (unchanged: no-op)", noop)]
 
-        sys.path.insert(0, str(REPO))
-        from tutorrl.compiler import compile_bytes, write_bundle
-
-        raw = SPEC.read_bytes()
-        compile_bytes(raw, "warm.toml")
-        in_process = []
-        for _ in range(max(1, args.runs) * 10):
-            start = time.perf_counter()
-            compile_bytes(raw, "spec.toml")
-            in_process.append(time.perf_counter() - start)
-        rows.append(("compile_bytes (in process, warm)", in_process))
+        # In the venv's own interpreter, never with the repository on sys.path:
+        # its tutorrl/ folder would shadow the installed package.
+        rows.append(("compile_bytes (in process, warm)", in_process(python, [SPEC], repeat=max(1, args.runs) * 10,
+                                                                    cwd=root)))
 
         if args.verl_runs:
-            bundle = write_bundle(compile_bytes(raw, "spec.toml"), root / "verl").path
+            bundle = Path(subprocess.run([str(tutorrl), "compile", str(SPEC), "--out", str(root / "verl")],
+                                         check=True, capture_output=True, text=True, env=_ENV).stdout.strip())
             env = {**_ENV, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
             verl = []
             for _ in range(args.verl_runs):

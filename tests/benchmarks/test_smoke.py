@@ -32,6 +32,22 @@ def test_bench_compile_smallest():
         assert row in out, out
 
 
+@pytest.mark.slow
+def test_bench_check_smallest():
+    out = _bench("bench_check.py", "--sizes", "10", "--runs", "1", "--staged")
+    for row in ("tutorrl check ", "tutorrl check --staged", "floor: compile_bytes"):
+        assert row in out, out
+
+
+@pytest.mark.slow
+def test_bench_many_smallest():
+    out = _bench("bench_many.py", "--sizes", "10", "--runs", "1")
+    for row in ("10 separate `tutorrl compile`", "one `tutorrl compile` of all", "floor: compile_bytes loop",
+                "floor + write_bundle"):
+        assert row in out, out
+    assert "bundles byte-identical (separate processes, one process, in-process writes): yes" in out, out
+
+
 def test_bench_hash_smallest():
     out = _bench("bench_hash.py", "--size-gib", "0.01", "--repeat", "1")
     assert "tutorrl manifest" in out and "sha256sum" in out, out
