@@ -12,7 +12,8 @@ command that could have an effect replaced by a stand-in that records its argv:
 - ``PATH`` holds only the sandbox's ``bin/``: the stand-ins and a small
   allow-list of pure text tools that run for real (:data:`REAL_TOOLS`), so that
   ``$(dirname "$0")`` or ``$(echo $X | cut -d, -f1)`` give the script its values.
-  ``date`` runs at a fixed instant (2000-01-01 UTC) so the capture is repeatable.
+  ``date`` runs at a fixed instant (2000-01-01 UTC) so the capture is repeatable;
+  each such clock read is recorded (kind ``clock``).
   ``bash``/``sh`` run the real bash (with the same stand-ins).
 - Every other command (``ray``, ``srun``, ``pip``, ``mkdir``, ``nvidia-smi``,
   ``nproc``, ``sleep``, ``wget``, ``git``, ...) is not found on that ``PATH``; bash's
@@ -136,8 +137,9 @@ class Invocation(msgspec.Struct, frozen=True):
     seq: int
     #: ``python`` (the python stand-in), ``command`` (any other command, recorded
     #: by bash's command-not-found handler or a stand-in), ``cd`` (a folder that
-    #: does not exist), ``source`` (a file outside the sandbox, skipped).
-    kind: Literal["python", "command", "cd", "source"]
+    #: does not exist), ``source`` (a file outside the sandbox, skipped),
+    #: ``clock`` (``date`` read the clock: it answered the fixed instant).
+    kind: Literal["python", "command", "cd", "source", "clock"]
     argv: list[str]
     cwd: str
     #: Exported variables at that moment, less the sandbox's own (PATH, HOME, ...)
@@ -373,6 +375,7 @@ def _date_wrapper(bash: str, date: str, log: str) -> str:
     -d*|--date|--date=*|-r*|--reference|--reference=*|-f*|--file|--file=*) exec {_q(date)} "$@" ;;
   esac
 done
+__tutorrl_record clock date "$@"
 exec {_q(date)} -d @{FIXED_EPOCH} "$@"
 """
 

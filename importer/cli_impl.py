@@ -35,6 +35,12 @@ class ImportReport(msgspec.Struct):
     confinement: dict = {}
     # Entries of the script's folder not copied into the sandbox (FIFOs, sockets, devices, unreadable).
     skipped: list[str] = []
+    # What the round trip stood in for placeholders, the settings the release never reads, ...
+    notes: list[str] = []
+    # Roots the spec declares for machine-specific folders, with their defaults (this machine's).
+    roots: dict = {}
+    # Each clock read of the script and where its (frozen) answer went.
+    clock: list[str] = []
 
 
 def _parse_vars(items: list[str]) -> dict[str, str]:
@@ -59,15 +65,30 @@ def _parse_timeout(text: str, most: float) -> float:
     return value
 
 
-def _launch_from_args(args) -> tuple[str, str | None, str | None, list[str], dict, list[str], object]:
-    """(source, config name, config path, overrides, unset vars, other commands, the capture or None)."""
+class Prepared(msgspec.Struct):
+    """One launch to import: what the script ran, in this machine's terms."""
+
+    source: str
+    config_name: str | None
+    config_path: str | None
+    overrides: list[str]
+    unset: dict
+    others: list[str]
+    # (root name, this machine's folder): values under it become "$NAME/...", the folder its default.
+    places: list = []
+    # The clock reads: (what the script ran, what it answered).
+    clock: list = []
+
+
+def _launches_from_args(args) -> tuple[list[Prepared], object]:
+    """The launches to import (one per verl launch of the script), and the capture (None for an override list)."""
     if args.script is None:
         raise InputError([Problem("give a launch script, or --verl RELEASE -- key=value ...")])
     script = Path(args.script)
     if args.overrides or "=" in args.script:
         # An override list: `tutorrl import --verl R -- a=1 b=2` puts a=1 in `script`.
         overrides = [args.script, *args.overrides]
-        return "the command line", args.config_name, None, overrides, {}, [], None
+        return [Prepared("the command line", args.config_name, None, overrides, {}, [])], None
     from tutorrl.importer.capture import MAX_TIMEOUT_S, capture
 
     timeout = _parse_timeout(str(args.timeout), MAX_TIMEOUT_S)
@@ -83,29 +104,92 @@ def _launch_from_args(args) -> tuple[str, str | None, str | None, list[str], dic
     if not cap.launches:
         found = ", ".join(sorted({" ".join(c.argv[:2]) for c in cap.commands})[:8]) or "nothing"
         raise RefusedError(f"{args.script}: no launch of verl.trainer.main_ppo found (the script ran: {found})")
-    if len(cap.launches) > 1:
+    if len(cap.launches) > 1 and not _is_folder(args.output):
         lines = "; ".join(f"#{i + 1}: {len(l.overrides)} overrides" for i, l in enumerate(cap.launches))
         raise RefusedError(f"{args.script}: {len(cap.launches)} launches of verl.trainer.main_ppo ({lines}); "
-                           "import one launch per spec (split the script, or pass one launch's overrides after --)")
-    launch = cap.launches[0]
-    # The sandbox stood in for HOME and the working folder: give the launch
-    # back the values it would have had, run by this user from here.
-    places = [(cap.home, str(Path.home())), (cap.workdir, str(Path.cwd()))]
+                           "give -o DIR/ to import each launch as its own spec there")
+    return prepare(cap, args.script, Path(args.script).resolve().parent), cap
+
+
+def _is_folder(output: str | None) -> bool:
+    return output is not None and (output.endswith("/") or Path(output).is_dir())
+
+
+def prepare(cap, source: str, script_dir: Path, home: str | None = None) -> list[Prepared]:
+    """Each launch of a capture, with the sandbox's folders given back as this machine's.
+
+    The sandbox stood in for HOME (``home``, default this user's) and for the
+    working folder (a copy of the script's folder, ``script_dir``); values under
+    either are machine-specific, so the spec names them by a root.
+    """
+    from tutorrl.importer.capture import FIXED_EPOCH
+
+    home = home if home is not None else str(Path.home())
+    places = [(cap.home, home, "HOME"), (cap.workdir, str(script_dir), "SCRIPT_DIR")]
+    # The longer sandbox folder first: one may lie inside the other.
+    places.sort(key=lambda p: -len(p[0] or ""))
 
     def real(text: str) -> str:
-        for sandbox, actual in places:
+        for sandbox, actual, _ in places:
             if sandbox:
                 text = text.replace(sandbox, actual)
         return text
 
     others = [real(" ".join(c.argv)) for c in cap.commands if c.kind == "command"][:20]
-    config_path = real(launch.config_path) if launch.config_path else None
-    return (args.script, launch.config_name, config_path, [real(o) for o in launch.overrides], dict(cap.unset),
-            others, cap)
+    clock = []
+    for c in cap.commands:
+        if c.kind == "clock":
+            clock.append((" ".join(c.argv), _clock_answer(c.argv, FIXED_EPOCH)))
+    out = []
+    for launch in cap.launches:
+        out.append(Prepared(source, launch.config_name, _config_path(launch, real),
+                            [real(o) for o in launch.overrides], dict(cap.unset), others,
+                            [(name, actual) for _, actual, name in places if actual], clock))
+    return out
+
+
+def _clock_answer(argv: list[str], epoch: int) -> str:
+    """What ``date`` printed for ``argv`` at the fixed instant ('' when only date itself can say)."""
+    import time
+
+    fmt = next((a[1:] for a in argv[1:] if a.startswith("+")), None)
+    if fmt is None or "%N" in fmt:
+        return ""
+    try:
+        return time.strftime(fmt, time.gmtime(epoch))
+    except ValueError:
+        return ""
+
+
+def _config_path(launch, real) -> str | None:
+    """The launch's --config-path as Hydra reads it; None for verl's own config folder.
+
+    Hydra takes a relative ``--config-path`` relative to the file that declares
+    ``@hydra.main``: for ``-m verl.trainer.main_ppo`` that is verl's
+    ``verl/trainer/``, so ``config`` and ``./config`` are verl's own configs.
+    """
+    import os
+
+    path = launch.config_path
+    if path is None:
+        return None
+    if path.startswith("pkg://") or os.path.isabs(path):
+        return real(path)
+    if launch.entry_kind == "script":
+        entry = os.path.join(launch.cwd, launch.entry)
+        return real(os.path.normpath(os.path.join(os.path.dirname(entry), path)))
+    if os.path.normpath(os.path.join("verl/trainer", path)) == "verl/trainer/config":
+        return None
+    return os.path.normpath(path)
 
 
 def choose_release(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str]:
-    """(release, why, where the launch's keys belong when not the given release)."""
+    """(release, why, what the launch loses at the given release and where it would not).
+
+    A key counts for a release when the release *reads* it: one it declares and
+    never reads (``custom_reward_function`` of verl 0.9) composes and does
+    nothing, so it is no reason to choose that release.
+    """
     from tutorrl.compiler.keymap import describe_releases, load_keymap, load_lock
     from tutorrl.compiler.keysets import load_keyset
 
@@ -115,63 +199,111 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
         if "=" in text and "." in head:
             keys.append(head)
     releases = load_keymap().releases
-    fit = {}
+    fit, unread = {}, {}
     for release in releases:
         ks, lock = load_keyset(release, variant), load_lock(release, variant)
-        fit[release] = sum(1 for k in keys if ks.has(k) or ks.open_parent(k) or lock.passthrough_above(k)
-                           or k in lock.undeclared)
+        declared = [k for k in keys if ks.has(k) or ks.open_parent(k) or lock.passthrough_above(k)
+                    or k in lock.undeclared]
+        unread[release] = [k for k in declared if lock.ignored_by(k) is not None]
+        fit[release] = len(declared) - len(unread[release])
     best = max(fit.values()) if fit else 0
     fitting = [r for r in releases if fit[r] == best]
     if given:
         if given not in releases:
             raise InputError([Problem(f"verl {given} is not supported", hint=f"supported releases: {', '.join(releases)}")])
-        note = ""
+        notes = []
         if fit[given] < best:
-            note = (f"{best - fit[given]} more of the launch's {len(keys)} keys exist {describe_releases(fitting)}: "
-                    f"import with --verl {fitting[-1]}, then `tutorrl migrate SPEC --to {given}`")
-        return given, "given with --verl", note
-    return fitting[-1], (f"--verl not given: {best} of the launch's {len(keys)} keys exist {describe_releases(fitting)}; "
-                         f"the newest of those"), ""
+            notes.append(f"{best - fit[given]} more of the launch's {len(keys)} keys are read {describe_releases(fitting)}: "
+                         f"import with --verl {fitting[-1]}, then `tutorrl migrate SPEC --to {given}`")
+        return given, "given with --verl", "; ".join(notes)
+    why = (f"--verl not given: {best} of the launch's {len(keys)} keys are read {describe_releases(fitting)}; "
+           "the newest of those")
+    newest = releases[-1]
+    if fitting[-1] != newest and unread[newest]:
+        why += (f" (verl {newest} declares and never reads {', '.join(sorted(set(unread[newest])))}: "
+                "a launch there would ignore them)")
+    return fitting[-1], why, ""
 
 
-def cmd_import(args) -> int:
-    try:
-        import hydra  # noqa: F401  (Hydra's own parser and composer decide what a launch means)
-    except ImportError:
-        raise RefusedError("tutorrl import needs Hydra: pip install 'tutorrl[import]'") from None
-    from tutorrl.importer.translate import render_spec, translate, validate, variant_of
+def _standins(overrides: list[str], release: str, variant: str) -> dict[str, str]:
+    """A stand-in value for each placeholder, the same in both launches of the round trip.
 
-    source, config_name, config_path, overrides, unset, others, cap = _launch_from_args(args)
-    variant = variant_of(config_name, overrides)
-    release, why, elsewhere = choose_release(overrides, args.verl, variant)
-    translation = validate(translate(overrides, release, config_name=config_name, config_path=config_path,
-                                     variant=variant))
-    text = render_spec(translation, source)
-    spec_path = None
-    if args.output:
-        from tutorrl import _files
+    A placeholder that is the whole value of a number or boolean key stands for
+    such a value (1, true); any other for text (``UNSET_NAME``).
+    """
+    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.importer.translate import PLACEHOLDER
 
-        out = Path(args.output)
-        try:
-            _files.replace_atomic(out, text.encode())
-        except OSError as exc:
-            raise RefusedError(f"cannot write {out}: {exc.strerror}") from None
-        spec_path = str(out)
+    keyset = load_keyset(release, variant)
+    out: dict[str, str] = {}
+    for text in overrides:
+        key, _, value = text.partition("=")
+        key = key.lstrip("+~")
+        for name in PLACEHOLDER.findall(text):
+            whole = value == f"__UNSET_{name}__"
+            info = keyset.keys.get(key)
+            kind = info.type if (whole and info is not None) else "str"
+            stand = {"int": "1", "float": "1", "bool": "true"}.get(kind, f"UNSET_{name}")
+            if out.get(name) not in ("1", "true"):
+                out[name] = stand
+    return out
 
-    exact, not_checked, diffs, warnings = None, "", [], []
-    if translation.placeholders:
-        not_checked = ("the spec holds placeholders for unset shell variables "
-                       f"({', '.join(translation.placeholders)}); give them with --var, or fill them in")
-    elif args.no_check:
+
+def _fill(text: str, standins: dict[str, str]) -> str:
+    for name, value in standins.items():
+        text = text.replace(f"__UNSET_{name}__", value)
+    return text
+
+
+def _spec_text(overrides, release, variant, prep: Prepared):
+    from tutorrl.importer.translate import render_spec, rootify, translate, validate
+
+    translation = validate(translate(overrides, release, config_name=prep.config_name,
+                                     config_path=prep.config_path, variant=variant))
+    translation = rootify(translation, prep.places)
+    return translation, render_spec(translation, prep.source)
+
+
+def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True, root: Path | None = None,
+                  default_config: str | None = None) -> tuple[str, ImportReport]:
+    """One launch -> (the spec's text, the report): `tutorrl import`'s work, for the command and the corpus tool."""
+    from tutorrl.importer.translate import variant_of
+
+    variant = variant_of(prep.config_name, prep.overrides)
+    release, why, elsewhere = choose_release(prep.overrides, verl, variant)
+    translation, text = _spec_text(prep.overrides, release, variant, prep)
+    dropped = [m for m in translation.mapped if m.how == "dropped" and "never read" in m.note]
+    exact, not_checked, diffs, warnings, notes = None, "", [], [], []
+    if not check:
         not_checked = "--no-check"
     else:
         from tutorrl.errors import SpecError
         from tutorrl.importer.roundtrip import round_trip
 
-        try:
-            result = round_trip(text, overrides, config_name=config_name or _default_config(release, variant),
-                                config_path=config_path)
-        except SpecError as err:
+        # A placeholder is a value like any other: the same stand-in goes into
+        # both launches, and everything else is proven.
+        standins = _standins(prep.overrides, release, variant) if translation.placeholders else {}
+        # A number stands in for a count the compiler's rules check (nodes x GPUs
+        # divisible by the parallel sizes): the first of these that compiles.
+        numbers = ["1", "2", "4", "8", "16", "32", "64"] if "1" in standins.values() else ["1"]
+        for number in numbers:
+            these = {n: (number if v == "1" else v) for n, v in standins.items()}
+            original = [_fill(o, these) for o in prep.overrides]
+            check_text = _spec_text(original, release, variant, prep)[1] if these else text
+            try:
+                result = round_trip(check_text, original, config_name=prep.config_name or
+                                    default_config or _default_config(release, variant),
+                                    config_path=prep.config_path, root=root)
+                break
+            except SpecError as err:
+                error = err
+        else:
+            result = None
+        if standins:
+            notes.append("placeholders stood in for the same value in both launches: "
+                         + ", ".join(f"__UNSET_{n}__ = {v}" for n, v in sorted(these.items())))
+        if result is None:
+            err = error
             not_checked = "the imported spec does not compile: " + "; ".join(p.render() for p in err.problems)
         else:
             warnings = list(result.warnings)
@@ -180,33 +312,94 @@ def cmd_import(args) -> int:
             elif result.imported_error:
                 not_checked = f"the imported spec's launch does not compose: {result.imported_error}"
             else:
-                # Keys the release accepts and never reads were dropped on
-                # purpose: the config verl *reads* is what must be identical.
-                dropped = {m.override.lstrip("+~").split("=", 1)[0] for m in translation.mapped if m.how == "dropped"
-                           and "never reads" in m.note}
-                diffs = [d for d in result.differences if d.key not in dropped]
-                ignored_diffs = len(result.differences) - len(diffs)
+                # Exact only when the composed configs are identical: a setting
+                # the release declares and never reads still differs.
+                diffs = list(result.differences)
                 exact = not diffs
-                if ignored_diffs:
-                    not_checked = ""
-                    elsewhere = (elsewhere + "; " if elsewhere else "") + (
-                        f"{ignored_diffs} dropped key(s) verl {release} never reads differ, as intended")
-
+    if dropped:
+        keys = sorted({m.override.lstrip("+~").split("=", 1)[0] for m in dropped})
+        notes.append(f"verl {release} declares and never reads {', '.join(keys)}: the launch as written runs with "
+                     "them ignored; the spec leaves them out (see 'dropped' for the spec fields that do what "
+                     "they meant)")
+        reads = choose_release(prep.overrides, None, variant)[0]
+        if reads != release and not elsewhere:
+            notes.append(f"verl {reads} reads them: import with --verl {reads} for the launch the script meant")
     normalised = [m.override for m in translation.mapped if m.note.startswith("the '+'")]
-    report = ImportReport(source, release, variant, why, spec_path, translation.mapped, unset,
-                          translation.placeholders, others, exact, not_checked, diffs, normalised, elsewhere,
+    report = ImportReport(prep.source, release, variant, why, None, translation.mapped, prep.unset,
+                          translation.placeholders, prep.others, exact, not_checked, diffs, normalised, elsewhere,
                           warnings)
-    if cap is not None:
-        report.sandbox = cap.confinement.summary()
-        report.confinement = msgspec.to_builtins(cap.confinement.properties)
-        report.skipped = list(cap.skipped)
+    report.notes = notes
+    report.roots = {name: r["default"] for name, r in translation.spec.get("roots", {}).items()}
+    report.clock = [_clock_line(c, translation) for c in prep.clock]
+    return text, report
+
+
+def _clock_line(read, translation) -> str:
+    ran, answer = read
+    where = [m.override for m in translation.mapped if answer and len(answer) >= 4 and answer in m.override]
+    line = f"{ran}: the script read the clock; it was frozen at 2000-01-01 00:00:00 UTC"
+    if answer:
+        line += f" ({answer!r})"
+    return line + (f", which went into {', '.join(where)}" if where else "")
+
+
+def _output_name(folder: Path, stem: str, index: int, preps: list[Prepared]) -> Path:
+    """``STEM-N[-WHAT].toml``: the launch's position, and the value that sets it apart from the others."""
+    import re
+
+    mine = dict(o.split("=", 1) for o in preps[index].overrides if "=" in o)
+    theirs = [dict(o.split("=", 1) for o in p.overrides if "=" in o) for j, p in enumerate(preps) if j != index]
+    differing = [k for k, v in mine.items() if any(t.get(k) != v for t in theirs)]
+    named = [k for k in differing if k.endswith("experiment_name")] or differing
+    what = ""
+    if named:
+        key = named[0]
+        what = re.sub(r"[^A-Za-z0-9._]+", "_", f"{key.rsplit('.', 1)[-1]}_{mine[key]}").strip("_.")[:60]
+    return folder / (f"{stem}-{index + 1}" + (f"-{what}" if what else "") + ".toml")
+
+
+def cmd_import(args) -> int:
+    try:
+        import hydra  # noqa: F401  (Hydra's own parser and composer decide what a launch means)
+    except ImportError:
+        raise RefusedError("tutorrl import needs Hydra: pip install 'tutorrl[import]'") from None
+
+    preps, cap = _launches_from_args(args)
+    several = len(preps) > 1
+    results = []
+    for index, prep in enumerate(preps):
+        text, report = import_launch(prep, args.verl, check=not args.no_check)
+        if several:
+            report.source = f"{prep.source} (launch {index + 1} of {len(preps)})"
+        spec_path = None
+        if args.output:
+            from tutorrl import _files
+
+            out = Path(args.output)
+            if _is_folder(args.output):
+                out = _output_name(out, Path(args.script).stem if args.script else "launch", index, preps) \
+                    if several else out / (Path(args.script).stem + ".toml")
+                out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                _files.replace_atomic(out, text.encode())
+            except OSError as exc:
+                raise RefusedError(f"cannot write {out}: {exc.strerror}") from None
+            spec_path = str(out)
+        report.spec_path = spec_path
+        if cap is not None:
+            report.sandbox = cap.confinement.summary()
+            report.confinement = msgspec.to_builtins(cap.confinement.properties)
+            report.skipped = list(cap.skipped)
+        results.append((text, report))
     if args.format == "json":
-        print(json.dumps(msgspec.to_builtins(report), indent=2, sort_keys=True))
+        data = [msgspec.to_builtins(r) for _, r in results]
+        print(json.dumps(data if several else data[0], indent=2, sort_keys=True))
     else:
-        if spec_path is None:
-            print(text)
-        print(render_report(report), file=sys.stderr if spec_path is None else sys.stdout)
-    return 0 if exact else 1
+        for text, report in results:
+            if report.spec_path is None:
+                print(text)
+            print(render_report(report), file=sys.stderr if report.spec_path is None else sys.stdout)
+    return 0 if all(r.exact for _, r in results) else 1
 
 
 def _default_config(release: str, variant: str) -> str:
@@ -250,8 +443,17 @@ def render_report(r: ImportReport) -> str:
     if r.other_commands:
         lines.append("other commands the script runs (recorded, not run, not part of the spec):")
         lines += [f"  {c}" for c in r.other_commands]
+    if r.roots:
+        lines.append("roots (folders of this machine, named so the spec runs elsewhere; set them in the job's "
+                     "environment there):")
+        lines += [f"  {name} = {value!r} (default)" for name, value in sorted(r.roots.items())]
+    if r.clock:
+        lines.append("clock reads (the capture answers a fixed instant; the spec keeps that value):")
+        lines += [f"  {c}" for c in r.clock]
     if r.other_releases:
         lines.append(f"release: {r.other_releases}")
+    for note in r.notes:
+        lines.append(f"note: {note}")
     if r.warnings:
         lines.append("compiling the spec warns (the launch is still the script's):")
         lines += [f"  {w}" for w in r.warnings]

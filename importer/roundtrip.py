@@ -58,9 +58,12 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
             base: Path | None = None) -> Composed:
     """verl's config for a launch, as a plain dict with interpolations kept; or Hydra's error.
 
-    ``config_path`` (a launch's own ``--config-path``) is taken relative to
-    ``base`` (where the launch ran) when it is not absolute; verl's own configs
-    that the custom one extends are found under ``root`` (the run folder).
+    ``config_path`` (a launch's own ``--config-path``) is taken as Hydra takes
+    it for ``python -m verl.trainer.main_ppo``: relative to the entry module's
+    folder (``verl/trainer/`` under ``root``, so ``config`` and ``./config``
+    name verl's own config folder), unless ``base`` is given (a launch of a
+    ``main_ppo.py`` file: that file's folder); verl's own configs that a custom
+    one extends are found under ``root`` (the run folder).
     """
     from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -70,7 +73,7 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
     if config_path is not None:
         custom = Path(config_path)
         if not custom.is_absolute():
-            custom = (base or Path.cwd()) / custom
+            custom = (base or root / "verl" / "trainer") / custom
         config_dir = custom
     GlobalHydra.instance().clear()
     try:
@@ -128,14 +131,21 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
                root: Path | None = None, base: Path | None = None) -> RoundTrip:
     """Compile ``spec_text`` and compare its composed config with the original launch's."""
     from tutorrl.compiler.compile import resolve_bytes
+    from tutorrl.compiler.roots import expand, references
 
     spec, lock, resolved, found = resolve_bytes(spec_text.encode(), "imported.toml")
     warnings = [f"{w.key}: {w.message}" if w.key else w.message for w in found]
     root = root or config_root(lock.release)
     argv = []
+    defaults = {name: r.default for name, r in spec.roots.items() if r.default}
     for o in resolved.overrides:
         if o.runtime:
             raise ValueError("an imported spec never uses a run-time spelling")
+        if defaults and o.raw is None and isinstance(o.value, (str, list)) and references(o.value):
+            # A root is the job's value, launch.sh puts in; here, its default (the machine imported on).
+            value = ([expand(v, defaults) if isinstance(v, str) else v for v in o.value]
+                     if isinstance(o.value, list) else expand(o.value, defaults))
+            o = msgspec.structs.replace(o, value=value)
         argv.append(o.text)
     first = compose(root, config_name, original, config_path, base)
     second = compose(root, resolved.config_name, argv, resolved.config_path, base)

@@ -323,8 +323,8 @@ def _copy(value):
 
 
 # Sections in the order the spec declares them, for readable output.
-_ORDER = ["experiment", "data", "model", "algorithm", "actor", "ref", "rollout", "critic", "trainer", "resources",
-          "reward", "env", "verl"]
+_ORDER = ["experiment", "roots", "data", "model", "algorithm", "actor", "ref", "rollout", "critic", "trainer",
+          "resources", "reward", "env", "verl"]
 
 
 def render_spec(translation: Translation, source: str) -> str:
@@ -352,7 +352,14 @@ def render_spec(translation: Translation, source: str) -> str:
     if translation.placeholders:
         lines.append("# Fill in the __UNSET_*__ placeholders (shell variables the script read but never set):")
         lines.append("# tutorrl compile refuses the spec until they are gone.")
-    return "\n".join(lines) + "\n\n" + tomli_w.dumps(ordered, multiline_strings=False)
+    body = tomli_w.dumps(ordered, multiline_strings=False)
+    if "roots" in ordered:
+        # `[roots] NAME = { default = "..." }`, as the README writes a root.
+        entries = "".join(f"{name} = {{ default = {tomli_w.dumps({'d': r['default']})[4:].strip()} }}\n"
+                          for name, r in ordered["roots"].items())
+        body = re.sub(r"(\[roots\.[A-Za-z0-9_]+\]\ndefault = [^\n]*\n\n)+", lambda _: f"[roots]\n{entries}\n", body,
+                      count=1)
+    return "\n".join(lines) + "\n\n" + body
 
 
 def _is_table_field(name: str) -> bool:
@@ -360,3 +367,60 @@ def _is_table_field(name: str) -> bool:
 
     setting = load_keymap().setting.get(name)
     return setting is not None and setting.kind == "table"
+
+
+def rootify(translation: Translation, places: list) -> Translation:
+    """Values under a machine-specific folder become roots, as a spec author writes them.
+
+    ``places``: (name, folder) pairs, the longest folder first; ``HOME`` names
+    the importing user's home (``$HOME/data/...`` becomes root ``HOME_DATA``
+    with that folder as its default), any other name is the root's own
+    (``SCRIPT_DIR``: the script's folder). Only a spec field's own value (a
+    path or a list of paths, outside tables verl reads whole) can start with a
+    root; anything else keeps the literal value.
+    """
+    import re as _re
+
+    if not places:
+        return translation
+    spec = _copy(translation.spec)
+    roots: dict[str, str] = {}
+
+    def root_of(value: str):
+        for name, folder in places:
+            folder = folder.rstrip("/") or "/"
+            if folder == "/" or not (value == folder or value.startswith(folder + "/")):
+                continue
+            rest = value[len(folder):]
+            if name == "HOME":
+                first = rest.lstrip("/").split("/", 1)[0]
+                if first and _re.fullmatch(r"[A-Za-z0-9_]+", first) and "/" in rest.lstrip("/"):
+                    name, folder, rest = f"HOME_{first.upper()}", f"{folder}/{first}", rest[len(first) + 1:]
+                else:
+                    name = "HOME_DIR"
+            if roots.get(name, folder) != folder:
+                return None
+            roots[name] = folder
+            return f"${name}{rest}"
+        return None
+
+    for m in translation.mapped:
+        if m.how != "field" or _under_table(m.field):
+            continue
+        value = _get(spec, m.field)
+        if isinstance(value, str):
+            new = root_of(value)
+            if new is not None:
+                _put(spec, m.field.split("."), new)
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            news = [root_of(v) for v in value]
+            _put(spec, m.field.split("."), [n if n is not None else v for n, v in zip(news, value)])
+    if not roots:
+        return translation
+    spec["roots"] = {name: {"default": folder} for name, folder in sorted(roots.items())}
+    return msgspec.structs.replace(translation, spec=spec)
+
+
+def _under_table(name: str) -> bool:
+    parts = name.split(".")
+    return any(_is_table_field(".".join(parts[:i])) for i in range(1, len(parts) + 1))
