@@ -163,6 +163,7 @@ def _compile_many(args) -> int:
     state no one asked for. Writing a bundle that is already there costs
     nothing, so compiling the set again once it is fixed redoes no work.
     """
+    import os
     import sys
 
     from tutorrl._files import display_path
@@ -171,10 +172,9 @@ def _compile_many(args) -> int:
     from tutorrl.errors import InputError, Problem, SpecError, TutorrlError
 
     paths, problems = _spec_paths(args.specs)
-    compiled = []
-    failed = given = len(problems)  # patterns that match nothing count as failed specs
-    given += len(paths)
-    for path in paths:
+    compiled = {}  # path -> bundle: a spec named twice is compiled once
+    failed = len(problems)  # a pattern that matches nothing counts as a failed spec
+    for path in dict.fromkeys(paths):
         try:
             bundle = compile_spec(path)
         except InputError as exc:
@@ -187,13 +187,18 @@ def _compile_many(args) -> int:
             continue
         for warning in bundle.warnings:
             print(printable(f"warning: {warning.render()}"), file=sys.stderr)
-        compiled.append(bundle)
+        compiled[path] = bundle
     if problems:
+        given = len(compiled) + failed
         raise SpecError(problems, summary=f"{failed} of {given} {'spec' if given == 1 else 'specs'} "
                                           f"{'has' if failed == 1 else 'have'} problems; no bundle was written.")
-    for bundle in compiled:
-        result = write_bundle(bundle, args.out)
-        m = bundle.manifest
+    # Bundles already there first: write_bundle only compares those, and one
+    # that differs is refused before any new bundle is written.
+    written = {}
+    for path, bundle in sorted(compiled.items(), key=lambda item: not os.path.exists(os.path.join(args.out, item[1].id))):
+        written[path] = write_bundle(bundle, args.out)
+    for path in paths:
+        m, result = compiled[path].manifest, written[path]
         state = "wrote" if result.created else "unchanged, already at"
         print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}", file=sys.stderr)
         print(display_path(result.folder))

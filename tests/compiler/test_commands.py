@@ -139,8 +139,22 @@ def test_each_spec_is_compiled_once(examples, monkeypatch, capsys):
     seen = []
     real = compile_module.resolve_bytes
     monkeypatch.setattr(compile_module, "resolve_bytes", lambda raw, name: seen.append(name) or real(raw, name))
-    assert cli.main(["compile", "specs/*.toml", "specs/more/*.toml"]) == 0
+    # A spec named twice (here: by itself and by the pattern) is compiled once, and printed twice.
+    assert cli.main(["compile", examples[0], "specs/*.toml", "specs/more/*.toml"]) == 0
     assert sorted(seen) == sorted(examples)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(examples) + 1 and out.count(out[0]) == 2
+
+
+def test_a_bundle_folder_that_differs_is_refused_before_any_new_bundle_is_written(examples, capsys):
+    from tutorrl.errors import BundleError
+
+    assert cli.main(["compile", examples[-1]]) == 0
+    (existing,) = Path("bundles").iterdir()
+    (existing / "launch.sh").write_text("echo edited\n")
+    with pytest.raises(BundleError, match="launch.sh differs"):
+        _compile(parse_compile([*examples]))
+    assert [p.name for p in Path("bundles").iterdir()] == [existing.name]
 
 
 def test_every_problem_of_every_spec_is_reported_and_nothing_is_written(examples, capsys):
