@@ -12,6 +12,16 @@ Rows (wall clock, median of N):
   * embedded head start (EmbeddedHead.start until the dashboard serves an
     ALIVE node), and a cold `tutorrl run` that starts and stops its own head.
 Ratios are against the `ray job submit` baseline measured in the same run.
+
+With the CPU training environment (TUTORRL_TRAIN_PYTHON and TUTORRL_TINY_DIR,
+which `tools/dev.sh test` sets up), a second table times the real job:
+verl 0.5.0 training specs/tiny_cpu_grpo.toml for 2 steps on the CPU, on one
+head started from that environment, as `ray job submit` of the bundle's
+launch.sh against `tutorrl run --address` of the same bundle (verify,
+preflight, record, submit, follow, post-run evidence of both checkpoints),
+alternating; then the evidence of one checkpoint (`tutorrl evidence --add`),
+and the peak memory of a whole cold `tutorrl run` (the sum of the resident
+sizes of tutorrl, the head and every Ray and verl process under it, sampled).
 """
 
 from __future__ import annotations
@@ -98,10 +108,134 @@ def check(proc: subprocess.CompletedProcess, what: str) -> None:
         raise SystemExit(f"{what} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
 
 
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and every process below it (by parent links in /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{name}/statm") as fh:
+                rss[int(name)] = int(fh.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total
+
+
+def _peak_rss(argv, **kwargs) -> tuple[subprocess.CompletedProcess, int]:
+    import threading
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.25):
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    out, err = proc.communicate()
+    done.set()
+    t.join()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), peak[0]
+
+
+def training(n: int) -> None:
+    """The real CPU job (see the module docstring); prints its own table."""
+    python, tiny = os.environ.get("TUTORRL_TRAIN_PYTHON"), os.environ.get("TUTORRL_TINY_DIR")
+    if not python or not tiny:
+        print("real CPU training: not measured (no training environment: TUTORRL_TRAIN_PYTHON, TUTORRL_TINY_DIR; "
+              "bash tools/dev.sh test sets them up)")
+        return
+    from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.runtime.head import EmbeddedHead
+
+    repo = Path(__file__).resolve().parent.parent
+    shim = repo / "tools" / "cpu_training" / "shim"
+    root = Path(tempfile.mkdtemp(prefix="bench-train-"))
+    bundle = write_bundle(compile_spec(repo / "specs" / "tiny_cpu_grpo.toml"), root / "bundles").path
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    base_env.update(TINY_ROOT=tiny, PYTHONPATH=str(shim), TUTORRL_PYTHON=python, XDG_STATE_HOME=str(root / "state"))
+    rows: dict[str, list[float]] = {"ray job submit (verl trains)": [], "tutorrl run --address (verl trains)": [],
+                                    "evidence --add, one checkpoint": []}
+    saved = dict(os.environ)
+    os.environ.update(PYTHONPATH=str(shim))  # the head's environment: every Ray worker loads the CPU stand-in
+    head = EmbeddedHead(run_id="bench-train", num_gpus=1, python=python, workdir=root)
+    try:
+        head.start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    ray_cli = str(Path(head.ray))
+    try:
+        for i in range(n):
+            ckpt = root / f"ckpt-cli-{i}"
+            runtime_env = json.dumps({"env_vars": {"TINY_ROOT": tiny, "CKPT_ROOT": str(ckpt), "TUTORRL_PYTHON": python,
+                                                   "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                                                   "HF_DATASETS_OFFLINE": "1"}})
+            box = {}
+
+            def cli():
+                box["p"] = subprocess.run(
+                    [ray_cli, "job", "submit", "--address", head.url, "--headers", json.dumps(head.headers),
+                     "--submission-id", f"bench-train-cli-{i}", "--entrypoint-num-cpus", "1",
+                     "--runtime-env-json", runtime_env, "--", "bash", "-c",
+                     f"cd {root} && exec bash {bundle}/launch.sh"],
+                    capture_output=True, text=True, env=base_env)
+
+            rows["ray job submit (verl trains)"].append(timed(cli))
+            check(box["p"], "ray job submit of the training bundle")
+
+            def run():
+                box["p"] = subprocess.run(
+                    [sys.executable, "-m", "tutorrl", "run", str(bundle), "--address", head.url, "--quiet"],
+                    cwd=root, capture_output=True, text=True,
+                    env={**base_env, "CKPT_ROOT": str(root / f"ckpt-run-{i}"), "RAY_AUTH_TOKEN": head.token})
+
+            rows["tutorrl run --address (verl trains)"].append(timed(run))
+            check(box["p"], "tutorrl run --address of the training bundle")
+            step = root / f"ckpt-run-{i}" / "tiny-cpu-grpo" / "global_step_2"
+            spare = root / f"spare-{i}"
+            write_bundle(compile_spec(repo / "specs" / "tiny_cpu_grpo.toml"), spare)
+
+            def add():
+                box["p"] = subprocess.run(
+                    [sys.executable, "-m", "tutorrl", "evidence", str(next(spare.iterdir())), "--add", str(step)],
+                    cwd=root, capture_output=True, text=True, env=base_env)
+
+            rows["evidence --add, one checkpoint"].append(timed(add))
+            check(box["p"], "tutorrl evidence --add")
+    finally:
+        head.stop()
+    cold, peak = _peak_rss([sys.executable, "-m", "tutorrl", "run", str(bundle), "--num-gpus", "1", "--quiet"],
+                           cwd=root, env={**base_env, "CKPT_ROOT": str(root / "ckpt-cold")})
+    check(cold, "cold tutorrl run of the training bundle")
+    base = statistics.median(rows["ray job submit (verl trains)"])
+    print(f"real CPU training (verl 0.5.0, 2 GRPO steps, tiny Qwen2): {n} repeats")
+    print(f"{'what':40} {'median s':>9} {'min s':>7} {'max s':>7} {'x ray job submit':>17}")
+    for name, values in rows.items():
+        med = statistics.median(values)
+        print(f"{name:40} {med:9.2f} {min(values):7.2f} {max(values):7.2f} {med / base:17.2f}")
+    print(f"peak memory of a cold tutorrl run (tutorrl + head + Ray + verl processes): {peak / 2**30:.2f} GiB")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    n = ap.parse_args().repeat
+    ap.add_argument("--no-training", action="store_true", help="skip the real CPU training table")
+    args = ap.parse_args()
+    n = args.repeat
 
     from tutorrl.runtime import cluster
     from tutorrl.runtime.head import EmbeddedHead
@@ -137,7 +271,7 @@ def main() -> int:
 
             def sdk():
                 sid = client.submit_job(entrypoint=entry, submission_id=f"bench-sdk-{i}", entrypoint_num_cpus=1)
-                while not client.get_job_status(sid).is_terminal():
+                while client.get_job_status(sid).value not in ("SUCCEEDED", "FAILED", "STOPPED"):
                     time.sleep(0.1)
 
             rows["sdk submit+poll"].append(timed(sdk))
@@ -171,6 +305,9 @@ def main() -> int:
         print(f"{name:32} {med:9.2f} {min(values):7.2f} {max(values):7.2f} {med / base:17.2f}")
     overhead = statistics.median(rows["tutorrl run --address"]) - base
     print(f"overhead of tutorrl run over ray job submit (same head): {overhead:+.2f} s")
+    if not args.no_training:
+        print()
+        training(n)
     return 0
 
 

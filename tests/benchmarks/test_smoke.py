@@ -57,7 +57,10 @@ def test_bench_hash_smallest():
 def test_bench_run_smallest():
     out = _bench("bench_run.py", "--repeat", "1")
     for row in ("ray job submit", "sdk submit+poll", "tutorrl run --address", "embedded head start",
-                "tutorrl run (embedded, cold)"):
+                "tutorrl run (embedded, cold)",
+                # The real CPU training job, in the environment tools/dev.sh test sets up.
+                "ray job submit (verl trains)", "tutorrl run --address (verl trains)",
+                "evidence --add, one checkpoint", "peak memory of a cold tutorrl run"):
         assert row in out, out
 
 
