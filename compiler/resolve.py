@@ -202,8 +202,10 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
                       ignored.advice(key))
     if keyset is not None:
         exists = keyset.has(key)
-        # A key under a dict verl reads whole is read whatever its name.
-        read_whole = lock.passthrough_above(key) is not None or key in lock.undeclared
+        # A key under a dict verl reads whole is read whatever its name; a spec
+        # table field's own key is one (the field writes '+KEY.entry' there).
+        read_whole = (lock.passthrough_above(key) is not None or key in lock.undeclared
+                      or any(t.kind == "table" and key.startswith(t.key + ".") for t in lock.targets.values()))
         if prefix == "" and not exists:
             if keyset.open_parent(key) or read_whole:
                 return None, (f"'{key}' is not declared by verl {lock.release}", f"append it: '+{text}'")

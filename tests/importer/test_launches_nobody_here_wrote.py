@@ -146,3 +146,15 @@ def test_clock_reads_are_frozen_and_reported(tmp_path):
     assert report["clock"] == ["date +%Y%m%d: the script read the clock; it was frozen at 2000-01-01 00:00:00 UTC "
                                "('20000101'), which went into trainer.experiment_name=grpo_20000101"]
     assert not any(c.startswith("date") for c in report["other_commands"])
+
+
+def test_a_key_the_spec_field_writes_is_accepted_in_extra_overrides(tmp_path):
+    # reward.manager_kwargs writes '+reward.reward_kwargs.<entry>': verl reads that dict whole, so the very same
+    # key written raw is accepted (a warning names the field), never "verl would never read it".
+    spec = tmp_path / "s.toml"
+    spec.write_text('[experiment]\nverl = "0.9.1"\nname = "x"\n[trainer]\nloggers = ["console"]\n'
+                    '[verl]\nextra_overrides = ["+reward.reward_kwargs.overlong_buffer_cfg.len=4096"]\n')
+    proc = support.cli("compile", str(spec), "--out", str(tmp_path / "b"))
+    assert proc.returncode == 0, proc.stderr
+    assert "never read" not in proc.stderr
+    assert "has a home in the spec: reward.manager_kwargs.overlong_buffer_cfg.len" in proc.stderr
