@@ -115,7 +115,8 @@ def _is_folder(output: str | None) -> bool:
     return output is not None and (output.endswith("/") or Path(output).is_dir())
 
 
-def prepare(cap, source: str, script_dir: Path, home: str | None = None) -> list[Prepared]:
+def prepare(cap, source: str, script_dir: Path, home: str | None = None,
+            workdir_root: str = "SCRIPT_DIR") -> list[Prepared]:
     """Each launch of a capture, with the sandbox's folders given back as this machine's.
 
     The sandbox stood in for HOME (``home``, default this user's) and for the
@@ -125,7 +126,7 @@ def prepare(cap, source: str, script_dir: Path, home: str | None = None) -> list
     from tutorrl.importer.capture import FIXED_EPOCH
 
     home = home if home is not None else str(Path.home())
-    places = [(cap.home, home, "HOME"), (cap.workdir, str(script_dir), "SCRIPT_DIR")]
+    places = [(cap.home, home, "HOME"), (cap.workdir, str(script_dir), workdir_root)]
     # The longer sandbox folder first: one may lie inside the other.
     places.sort(key=lambda p: -len(p[0] or ""))
 

@@ -222,6 +222,7 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
                 key_scripts[o.key].add(l.script)
     by_class = collections.Counter(o.cls for o in occurrences)
     trips = collections.Counter(l.round_trip for l in launches if l.composes)
+    not_exact = collections.Counter(l.round_trip for l in launches if l.composes and l.round_trip != "exact")
     differing: dict[str, set[str]] = collections.defaultdict(set)
     for l in launches:
         for k in l.differing_keys:
@@ -280,12 +281,18 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
                 for r, n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))
             ],
         },
+        # `tutorrl import --verl TARGET` of every launch that composes at its own release.
         "round_trip": {
+            "launches": len(launches),
             "launches_composing": sum(trips.values()),
+            "with_target": sum(trips.values()),
             "exact": trips["exact"],
-            "differs": trips["differs"],
-            "not_checked": sorted(((r, n) for r, n in trips.items() if r not in ("exact", "differs")),
+            "percent_exact": round(100.0 * trips["exact"] / sum(trips.values()), 1) if trips else 0.0,
+            "differs": sum(n for r, n in trips.items() if r.startswith("differs")),
+            "not_checked": sorted(((r, n) for r, n in trips.items() if r.startswith("not checked")),
                                   key=lambda kv: (-kv[1], kv[0])),
+            "not_exact_by_reason": [{"reason": r, "launches": n} for r, n in
+                                    sorted(not_exact.items(), key=lambda kv: (-kv[1], kv[0]))],
             "differing_keys": [{"key": k, "launches": len(v)} for k, v in
                                sorted(differing.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
         },
@@ -362,28 +369,39 @@ def compose_launch(root: Path, config_dir: Path, config_name: str, overrides: li
     return None
 
 
-def import_round_trip(root: Path, config_dir: Path | None, config_name: str, overrides: list[str],
-                      release: str, variant: str) -> tuple[str, list[str]]:
-    """`tutorrl import`'s round trip for one launch: ("exact" | "differs" | why not, differing keys)."""
-    from tutorrl.errors import SpecError
-    from tutorrl.importer.roundtrip import round_trip
-    from tutorrl.importer.translate import PLACEHOLDER, render_spec, translate, validate
+#: The home folder the corpus imports as (the capture's HOME given back as this one).
+CORPUS_HOME = "/home/user"
 
-    # A variable the script reads but never sets is measured as `--var NAME=1`
-    # would give it, on both sides (the import itself leaves a placeholder).
-    overrides = [PLACEHOLDER.sub("1", o) for o in overrides]
-    translation = validate(translate(overrides, release, config_name=config_name,
-                                     config_path=str(config_dir) if config_dir else None, variant=variant))
-    dropped = {m.override.lstrip("+~").split("=", 1)[0] for m in translation.mapped if m.how == "dropped"}
-    try:
-        result = round_trip(render_spec(translation, "corpus"), overrides, config_name=config_name,
-                            config_path=str(config_dir) if config_dir else None, root=root)
-    except SpecError as err:
-        return "not checked: the imported spec does not compile (" + reason_group(err.problems[0].message) + ")", []
-    if result.original_error or result.imported_error:
-        return "not checked: " + reason_group(result.imported_error or result.original_error or ""), []
-    keys = [d.key for d in result.differences if d.key not in dropped]
-    return ("exact" if not keys else "differs"), keys
+
+def import_round_trip(root: Path, cap, launch_index: int, source: str, release: str,
+                      default_name: str) -> tuple[str, list[str]]:
+    """`tutorrl import`'s own work for one launch (:func:`import_launch`, as the command runs it with
+    ``--verl RELEASE``): ("exact" | "differs: ..." | "not checked: ...", differing keys).
+
+    Nothing is done here that the command does not do: placeholders, roots,
+    config paths, settings the release never reads are the command's.
+    """
+    from tutorrl.importer.cli_impl import import_launch, prepare
+
+    prep = prepare(cap, source, root, home=CORPUS_HOME, workdir_root="VERL_CHECKOUT")[launch_index]
+    _, report = import_launch(prep, release, root=root, default_config=default_name)
+    return trip_reason(report), [d.key for d in report.differences]
+
+
+def trip_reason(report) -> str:
+    """One import report's round trip as a reason to count: exact, why it differs, or why it was not checked."""
+    if report.exact:
+        return "exact"
+    if report.exact is None:
+        return "not checked: " + reason_group(report.not_checked.removeprefix("the imported spec does not compile: ")
+                                              if report.not_checked.startswith("the imported spec does not compile")
+                                              else report.not_checked)
+    unread = {m.override.lstrip("+~").split("=", 1)[0] for m in report.mapped
+              if m.how == "dropped" and "never read" in m.note}
+    keys = {d.key for d in report.differences}
+    if keys and all(any(k == u or k.startswith(u + ".") for u in unread) for k in keys):
+        return "differs: settings the release declares and never reads"
+    return "differs: " + ", ".join(sorted(keys)[:3]) + (" ..." if len(keys) > 3 else "")
 
 
 def config_dir_of(launch, root: Path, workdir: str) -> tuple[Path | None, str | None]:
@@ -449,8 +467,8 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
                                                   cls, reason))
                 trip, differing = "", []
                 if error is None:
-                    trip, differing = import_round_trip(root, config_dir if launch.config_path else None, name,
-                                                        list(launch.overrides), target, variant)
+                    trip, differing = import_round_trip(root, cap, cap.launches.index(launch), rel, target,
+                                                        default_name)
                 launch_results.append(LaunchResult(
                     rel, launch.entry, name,
                     None if launch.config_path is None else
@@ -478,9 +496,11 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
         "(from the release wheel), each override classified by `tutorrl import`'s translation for the",
         "target release (`spec`: a spec field holds it; `extra`: `[verl] extra_overrides` takes it as",
         "written and the compiler accepts it; `dropped`: the release accepts the key and never reads",
-        "it; `refused`: tutorrl refuses it), and every launch that composes imported as a spec whose",
-        "compiled launch is composed again and compared key by key (`round trip`). Numbers only: the",
-        "scripts' text is not kept here.",
+        "it; `refused`: tutorrl refuses it), and every launch that composes imported by `tutorrl import",
+        "--verl TARGET`'s own code (`import_launch`: placeholders, roots, config paths as the command",
+        "does them) as a spec whose compiled launch is composed again and compared key by key (`round",
+        "trip`: exact only when the composed configs are identical). Numbers only: the scripts' text is",
+        "not kept here.",
         "",
         "| tag | scripts | launching main_ppo | launches | megatron | own config | unset vars | overrides | distinct keys | composes at own release | target | spec | extra | dropped | refused | round trip exact |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -498,7 +518,7 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             f"| {c['spec']['overrides']} ({c['spec']['percent']}%) | {c['extra']['overrides']} ({c['extra']['percent']}%) "
             f"| {c['dropped']['overrides']} ({c['dropped']['percent']}%) "
             f"| {c['refused']['overrides']} ({c['refused']['percent']}%) "
-            f"| {trip.get('exact', 0)}/{trip.get('launches_composing', 0)} |")
+            f"| {trip.get('exact', 0)}/{trip.get('launches_composing', 0)} ({trip.get('percent_exact', 0.0)}%) |")
     lines += ["", "`*` the tag's release is not supported by tutorrl; classified against the target shown "
               "(see `target_why` in the tag's JSON).", ""]
     for s in summaries:
@@ -517,9 +537,11 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             lines += [f"| {r['overrides']} | {r['keys']} | {r['reason'].replace('|', '/')} |" for r in refused]
             lines.append("")
         trip = s.get("round_trip", {})
-        if trip.get("not_checked") or trip.get("differing_keys"):
-            lines += ["Import round trip, launches not exact:", ""]
-            lines += [f"- {n} not checked: {r}" for r, n in trip.get("not_checked", [])]
+        if trip.get("not_exact_by_reason") or trip.get("differing_keys"):
+            lines += ["Import round trip (`tutorrl import --verl TARGET`), launches not exact, by reason:", "",
+                      "| launches | reason |", "|---|---|"]
+            lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |" for r in trip["not_exact_by_reason"]]
+            lines.append("")
             if trip.get("differing_keys"):
                 lines.append("- keys that differ after import (launches): " + ", ".join(
                     f"`{d['key']}` {d['launches']}" for d in trip["differing_keys"][:20]))
