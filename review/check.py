@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +76,9 @@ class _WorkTree:
             raise TutorrlError(f"{specs}: no such spec folder (give --specs)")
         self.specs_root, self.root = specs, bundles
 
-    def specs(self) -> list[tuple[str, bytes]]:
-        return [(display_path(p), p.read_bytes()) for p in _spec_files(self.specs_root)]
+    def specs(self) -> Iterator[tuple[str, bytes]]:
+        # One at a time: a spec's bytes are not kept once it is compiled.
+        return ((display_path(p), p.read_bytes()) for p in _spec_files(self.specs_root))
 
     def names(self) -> list[str]:
         if not self.root.is_dir():
@@ -262,14 +264,19 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
     tree = _Index(specs_root, bundles_root) if staged else _WorkTree(specs_root, bundles_root)
     advice = _Advice(tree, bundles_root)
     report = CheckReport(staged=staged)
-    compiled: list[tuple[str, CompiledBundle]] = []
+    present = set(tree.names())
+    # (spec, bundle id, its compiled bundle -- None once its bundle is found to hold exactly that):
+    # a bundle is kept only while something is still to be done with it, not 10,000 of them at once.
+    compiled: list[tuple[str, str, CompiledBundle | None]] = []
     for label, raw in tree.specs():
         try:
-            compiled.append((label, compile_bytes(raw, label)))
+            bundle = compile_bytes(raw, label)
         except TutorrlError as exc:
             report.specs.append(SpecResult(label, "", "error", exc.render()))
-    wanted = {bundle.id for _, bundle in compiled}
-    present = set(tree.names())
+            continue
+        held = bundle.id in present and tree.holds(bundle.id, bundle)
+        compiled.append((label, bundle.id, None if held else bundle))
+    wanted = {name for _, name, _ in compiled}
 
     # Orphans are read once: they are both reported and the likely "before"
     # of a stale spec.
@@ -290,12 +297,11 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
         report.orphans.append((display_path(folder), f"experiment {side.manifest.experiment}, verl {side.manifest.verl}"))
         report.fix.append(advice.remove(folder))
 
-    for label, bundle in compiled:
-        name = bundle.id
+    for label, name, bundle in compiled:
         folder = bundles_root / name
         result = SpecResult(label, display_path(folder), "ok")
         if name in present:
-            if not tree.holds(name, bundle):
+            if bundle is not None:
                 try:
                     tree.side(name)
                 except TutorrlError as exc:
