@@ -51,7 +51,7 @@ _SECRET_LAST = frozenset({"AUTH"})
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 # Bash's own (PWD, OLDPWD): a folder, never a credential.
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})
-RESERVED_ENV_PREFIX = "TUTORRL_"
+from tutorrl.contract import RESERVED_PREFIX as RESERVED_ENV_PREFIX  # noqa: E402
 # Variables that decide which program, library or code the launch runs: set in
 # bundle.env they take the launch over (a stand-in `python` first on PATH once
 # ran and the dry run still reported success). Allowed only when env.allow
@@ -185,11 +185,25 @@ def _unread(spec: Spec, value: Effective) -> list[Finding]:
 
 
 def _evidence(spec: Spec) -> list[Finding]:
+    out: list[Finding] = []
     # Only the in-run callback can stop training; the post-run scan comes too late.
     if spec.evidence.on_failure == "stop" and spec.trainer.evidence_callback is not True:
-        return [Finding("evidence.on_failure", "\"stop\" needs the in-run evidence hook to stop anything",
-                        "set trainer.evidence_callback = true")]
-    return []
+        out.append(Finding("evidence.on_failure", "\"stop\" needs the in-run evidence hook to stop anything",
+                           "set trainer.evidence_callback = true"))
+    # The control resets every tensor sglang's /weights_checker sees -- with
+    # LoRA, the frozen base -- and relies on verl's re-push to restore them; verl
+    # pushes only the adapter after the first sync (evidence/publication.py).
+    lora = spec.model.lora
+    if spec.evidence.publication_control is True and lora is not None and (lora.rank or 0) > 0:
+        out.append(Finding(
+            "evidence.publication_control",
+            "cannot run with LoRA (model.lora.rank > 0): after the first sync verl 0.9.1 pushes only the adapter "
+            "(engine_workers.py:787-805, sglang_rollout.py:338-357 load_lora_adapter_from_tensor), and sglang's "
+            "/weights_checker hashes and resets only parameters and buffers -- the frozen base, not the adapter -- "
+            "so reset_tensors would leave the engines serving random base weights that no re-push restores",
+            "remove publication_control; a LoRA run's record checks that the served base is unchanged and says the "
+            "adapter is not verifiable"))
+    return out
 
 
 def _int(x) -> int | None:

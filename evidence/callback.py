@@ -46,11 +46,13 @@ and one fixed buffer each, and appends the record. Decisions:
 Failures (a check that fails, a record that cannot be written): by default
 ("record") they are printed, recorded in the chain where a record could be
 written, and `tutorrl run` reports them with its own exit status; training
-goes on. With "stop", the callback raises `EvidenceStopped` into verl, which
-aborts training (verl lets `on_save` exceptions propagate): at the save that
-finds the failure, or, for one found while hashing in the background, at the
-next save (which, under "stop", first waits for the previous record) or the
-last step's wait. Without a bundle to record into, "stop"
+goes on. With "stop", `EvidenceStopped` is raised into verl, which aborts
+training: out of the push itself when a publication check read right after
+it fails (the record, naming the check and the engine, is written first), or
+from `on_save` (verl lets its exceptions propagate) at the save that finds a
+failure, or, for one found while hashing in the background (a file check,
+the match with the checkpoint's export), at the next save (which, under
+"stop", first waits for the previous record) or the last step's wait. Without a bundle to record into, "stop"
 refuses at construction, before the first step.
 """
 
@@ -90,8 +92,7 @@ except ImportError:  # pragma: no cover - exercised only without verl
             self.config = config
 
 
-class EvidenceStopped(RuntimeError):
-    """Raised into verl's trainer to stop the run: evidence failed and the spec says on_failure = "stop"."""
+from tutorrl.evidence.publication import EvidenceStopped  # noqa: E402  (raised from the push as well)
 
 
 def _warn(msg: str) -> None:
@@ -134,6 +135,17 @@ class EvidenceCallback(_Base):
         elif not os.path.isabs(self.bundle_dir):
             # Ray actors do not run in the submitter's directory.
             _warn(f"{ENV_BUNDLE}={self.bundle_dir!r} is relative; resolved against {os.getcwd()!r}")
+        if self.bundle_dir is not None and config is not None:
+            # Before verl builds its checkpoint manager: the engines are read
+            # before its first push (publication.arm), as miles reads them.
+            try:
+                from tutorrl.evidence import publication
+
+                why = publication.arm(config)
+            except Exception as exc:  # noqa: BLE001 - never into verl's constructor
+                why = f"{type(exc).__name__}: {exc}"
+            if why:
+                _warn(f"engines not read before the first push: {why}")
 
     # -- verl's hook ---------------------------------------------------------
     def on_save(self, trainer=None, global_step: int | None = None, checkpoint_dir: str | None = None,
@@ -160,7 +172,11 @@ class EvidenceCallback(_Base):
             last = self._is_last(trainer, global_step)
             why_not = self._after_push(trainer, global_step, snapshot, last)
             if why_not is not None:
-                self._enqueue(_Task(global_step, snapshot, skip_reason=f"{NOT_YET_SERVED}; not read after it: {why_not}"))
+                # An engine that cannot show what it serves (vLLM): that alone is the reason.
+                from tutorrl.evidence.publication import NOT_CHECKED
+
+                reason = why_not if why_not.startswith(NOT_CHECKED) else f"{NOT_YET_SERVED}; not read after it: {why_not}"
+                self._enqueue(_Task(global_step, snapshot, skip_reason=reason))
         if self._is_last(trainer, global_step):
             self.wait()  # verl's last save: nothing after it would wait for the worker
         self._raise_if_failed()
@@ -185,12 +201,16 @@ class EvidenceCallback(_Base):
                 self._control = load_bundle(Path(self.bundle_dir)).publication_control
             control = self._control
 
+            stop = self.on_failure == "stop"
+
             def deliver(observed) -> None:  # in the trainer's thread, right after the push
                 self._enqueue(_Task(global_step, snapshot, observed=observed, skip_reason=None))
-                if last:  # the push after the last save: the run ends next
+                # The push after the last save (the run ends next), or one that
+                # stops the run: its record is written before the push returns or raises.
+                if last or (stop and observed.failed):
                     self._queue.join()
 
-            return publication.check_after_push(trainer, global_step, deliver, control=control)
+            return publication.check_after_push(trainer, global_step, deliver, control=control, stop=stop)
         except Exception as exc:  # noqa: BLE001 - the record is then written without the engines
             return f"{type(exc).__name__}: {exc}"
 

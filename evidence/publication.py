@@ -19,10 +19,39 @@ Where and when, in verl 0.9.1 (file:line in the released wheel):
   verl's own version of the served weights. sglang's `weight_version` is never
   set by verl 0.9.1 and stays what the engine started with.
 
-So `check_after_push` (called from `on_save`, which gets `trainer=`) wraps the
-manager's `update_weights` on the trainer object once; after every push the
-wrapper reads every engine's versions, and after the push that serves a saved
-checkpoint it reads every engine's checksums and hands them to the recorder.
+The bootstrap, as miles reads it before its first publication: the trainer
+builds the manager and at once puts the replicas to sleep
+(`trainer_base.py:386-392`, weights released), and the first push is
+`on_init_end`'s (`trainer_sync.py:31-33`). So `arm(config)` (called when verl
+builds the callback, `trainer_base.py:122`, before the manager exists) makes
+the first `sleep_replicas()` of the manager read every engine -- versions and
+checksums of the weights sglang loaded from the model path -- and wrap
+`update_weights` there, before verl's first push. `check_after_push` (called
+from `on_save`, which gets `trainer=`) then queues the record of the next
+push; after every push the wrapper reads every engine's versions, and after
+the push that serves a saved checkpoint it reads every engine's checksums and
+hands them to the recorder. Where the bootstrap could not be read (no
+`arm`, an engine that did not answer) the wrapper is installed at the first
+save, and the checks that need the bootstrap are skipped, saying why.
+
+LoRA (`model.lora_rank` or `model.lora.rank` > 0, `model.lora.merge` false,
+verl's default): verl's first sync pushes the base and then the adapter;
+every later push is the adapter alone (`engine_workers.py:787-805`;
+`sglang_rollout.py:338-357`, `load_lora_adapter_from_tensor`). sglang keeps
+adapter weights as plain tensor attributes of its LoRA layers and memory pool
+(0.5.14 `lora/layers.py`, `lora/mem_pool.py`: no `nn.Parameter`, no
+`register_buffer`), while the wrapped layer re-exposes the base `weight`
+(`layers.py:40-46`); `/weights_checker` hashes `named_parameters()` and
+`named_buffers()`, so it sees the frozen base only. What can be proven is
+what verl pushes to those tensors: the base, unchanged since the bootstrap.
+The adapter is recorded as not verifiable, and the sensitivity control is
+refused (its `reset_tensors` would randomise the base, and verl's
+adapter-only re-push would never restore it).
+
+`stop` (`[evidence] on_failure = "stop"`): a publication check that fails
+at a push raises `EvidenceStopped` out of that push, into verl's
+`on_step_end`, once the record saying which check and which engine is
+written.
 
 Which releases can: verl 0.9.1's v1 trainer in `sync` and `colocate_async`
 modes with sglang rollout. Not: verl <= 0.9.0 (no `trainer.checkpoint_callback_class`
@@ -35,6 +64,7 @@ call); vLLM rollout (no checksum API).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sys
 import traceback
@@ -52,6 +82,21 @@ TIMEOUT = 600.0
 _WATCH_ATTR = "_tutorrl_publication_watch"
 CONTROL_OFF = ("off: [evidence] publication_control = false (the control perturbs the engines: a snapshot in host "
                "memory, every served tensor reset to random values, and a second push)")
+LORA_PUSH = ("verl 0.9.1 pushes only the LoRA adapter after the first sync (engine_workers.py:787-805, "
+             "model.lora.merge false; sglang_rollout.py:338-357 load_lora_adapter_from_tensor)")
+ADAPTER_UNSEEN = ("sglang's /weights_checker hashes the model's parameters and buffers, and sglang keeps LoRA adapter "
+                  "weights as neither (lora/layers.py, lora/mem_pool.py): it sees the frozen base only")
+ADAPTER_NOT_VERIFIABLE = f"adapter not verifiable: {LORA_PUSH}, and {ADAPTER_UNSEEN}"
+CONTROL_LORA = (f"refused: LoRA run. reset_tensors would randomise the base weights, and the re-push cannot restore "
+                f"them: {LORA_PUSH}")
+# Set by `arm` (the callback, at verl's construction of it): how the first
+# sleep_replicas of a CheckpointEngineManager reads the bootstrap.
+_ARMED: dict | None = None
+_PATCHED = "_tutorrl_sleep_patched"
+
+
+class EvidenceStopped(RuntimeError):
+    """Raised into verl's trainer to stop the run: evidence failed and the spec says on_failure = "stop"."""
 
 
 def _warn(msg: str) -> None:
@@ -73,6 +118,53 @@ class Observed:
     readings: list  # list[sglang.EngineReading]
     in_run: InRun
     checks: list[Check] = field(default_factory=list)
+    # "check id (detail)" of every check that failed at this push (these and the
+    # engine-level ones of sglang.judge): under "stop", what stops the run.
+    failed: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Bootstrap:
+    """The engines as verl's replicas start, before the first push: sglang serves the model path's weights."""
+
+    versions: list[EngineVersions]
+    maps: dict | None  # sglang.served_maps of the checksum reading; None when an engine did not answer
+    shape: str | None
+    error: str | None = None
+
+
+def read_bootstrap(engines: list[Engine], timeout: float = TIMEOUT) -> Bootstrap:
+    from tutorrl.evidence.sglang import read_engine, served_maps
+
+    versions = [read_versions(e, timeout) for e in engines]
+    readings = [read_engine(e.url, timeout=timeout) for e in engines]
+    bad = [f"{r.observation.url}: {r.observation.error}" for r in readings if r.observation.error]
+    if bad:
+        return Bootstrap(versions, None, None, "; ".join(bad)[:2000])
+    return Bootstrap(versions, served_maps(readings), readings[0].observation.response_shape if readings else None)
+
+
+def _path(obj, *names):
+    for name in names:
+        if obj is None:
+            return None
+        try:
+            obj = obj[name] if isinstance(obj, dict) else getattr(obj, name)
+        except (AttributeError, KeyError, TypeError):
+            try:
+                obj = obj.get(name)  # OmegaConf DictConfig
+            except Exception:
+                return None
+    return obj
+
+
+def lora_adapter_only(config) -> bool:
+    """Whether verl pushes only a LoRA adapter after the first sync (FSDP `lora_rank`, Megatron `lora.rank`)."""
+    model = _path(config, "actor_rollout_ref", "model")
+    ranks = [_path(model, "lora_rank"), _path(model, "lora", "rank")]
+    if not any(type(r) is int and r > 0 for r in ranks):
+        return False
+    return _path(model, "lora", "merge") is not True
 
 
 def _served_global_steps(server) -> int | None:
@@ -107,6 +199,19 @@ def read_versions(engine: Engine, timeout: float = TIMEOUT) -> EngineVersions:
                           error="; ".join(errors) or None)
 
 
+NOT_CHECKED = "served weights not checked"
+
+
+def not_checked(rollout) -> str:
+    """Why a run whose rollout is not sglang has no proof of what its engines serve."""
+    if rollout == "vllm":
+        return (f"{NOT_CHECKED}: rollout 'vllm'. verl 0.9.1 pushes the weights to vLLM over ZMQ/shared memory "
+                "(update_weights_from_ipc in its worker extension) and sets only its own global_steps; vLLM has no "
+                "endpoint that reports what it serves (no checksum of its weights, unlike sglang's /weights_checker), "
+                "so neither the push nor the served weights can be checked; the checkpoint's files are still recorded")
+    return f"{NOT_CHECKED}: rollout {rollout!r}; only sglang (>= 0.5.12) reports checksums of the weights it serves"
+
+
 def engines_of(trainer) -> tuple[object | None, list[Engine], str | None]:
     """verl's checkpoint manager and its engines, or why this trainer cannot be watched."""
     mode = getattr(trainer, "trainer_mode", None)
@@ -118,7 +223,7 @@ def engines_of(trainer) -> tuple[object | None, list[Engine], str | None]:
     except AttributeError:
         rollout = None
     if rollout != "sglang":
-        return None, [], f"rollout {rollout!r}: only sglang serves weight checksums"
+        return None, [], not_checked(rollout)
     manager = getattr(trainer, "checkpoint_manager", None)
     if manager is None or not callable(getattr(manager, "update_weights", None)):
         return None, [], "the trainer has no checkpoint_manager.update_weights to observe"
@@ -174,34 +279,46 @@ def version_problems(before: list[EngineVersions], after: list[EngineVersions], 
 class _Watch:
     """State kept on the trainer's checkpoint manager between pushes."""
 
-    def __init__(self, trainer_mode: str, manager, original: Callable, engines: list[Engine], timeout: float):
+    def __init__(self, trainer_mode: str, manager, original: Callable, engines: list[Engine], timeout: float, *,
+                 lora: bool = False, bootstrap: Bootstrap | None = None, no_bootstrap: str | None = None):
         self.trainer_mode, self.manager, self.original, self.timeout = trainer_mode, manager, original, timeout
-        self.baseline = [read_versions(e, timeout) for e in engines]
+        self.lora, self.bootstrap = lora, bootstrap
+        # Why the bootstrap checksums are not there, for the checks that need them.
+        self.no_bootstrap = no_bootstrap or (bootstrap.error if bootstrap is not None else None)
+        self.baseline = bootstrap.versions if bootstrap is not None else [read_versions(e, timeout) for e in engines]
         self.last = self.baseline
-        self.since = self.baseline  # versions at the previous publication (or the first save)
+        self.since = self.baseline  # versions at the previous publication (or the bootstrap / first save)
         self.pushes = 0
         self.problems: list[str] = []
         self.pending: tuple[int, Callable[[Observed], None], bool] | None = None
         self.previous: tuple[int, dict] | None = None
+        self.stop = False
 
-    def expect(self, global_step: int, deliver: Callable[[Observed], None], control: bool) -> None:
+    def expect(self, global_step: int, deliver: Callable[[Observed], None], control: bool, stop: bool = False) -> None:
         if self.pending is not None:
             step, old_deliver, _ = self.pending
             _warn(f"step {step}: saved again (step {global_step}) before any push; step {step} left to the post-run scan")
         self.pending = (global_step, deliver, control)
+        self.stop = stop
 
     def push(self, *args, **kwargs):
         result = self.original(*args, **kwargs)
         global_steps = kwargs.get("global_steps", args[0] if args else None)
         pending, self.pending = self.pending, None
+        failed: list[str] = []
         try:
-            self._after(global_steps, pending)
+            failed = self._after(global_steps, pending)
         except Exception:  # never into the trainer: the post-run scan still records the checkpoint
             _warn(f"could not read the engines after the push of step {global_steps}:\n{traceback.format_exc()}")
+        if failed and self.stop and pending is not None:
+            # Raised out of verl's push (on_step_end): the run stops at the push whose check failed.
+            raise EvidenceStopped(
+                "tutorrl evidence: stopping the run (evidence.on_failure = \"stop\"): step "
+                f"{pending[0]}: publication failed at the push of step {global_steps}: " + "; ".join(failed))
         return result
 
-    def _after(self, global_steps: int | None, pending) -> None:
-        from tutorrl.evidence.sglang import read_engine, served_maps
+    def _after(self, global_steps: int | None, pending) -> list[str]:
+        from tutorrl.evidence.sglang import judge, read_engine, served_maps
 
         engines, reason = replica_engines(self.manager)
         if reason:
@@ -211,13 +328,17 @@ class _Watch:
         self.pushes += 1
         self.last = after
         if pending is None:
-            return
+            return []
         step, deliver, control = pending
         readings = [read_engine(e.url, timeout=self.timeout) for e in engines]
+        if self.lora:
+            readings = [dataclasses.replace(r, lora=True) for r in readings]
+        answered = not any(r.observation.error for r in readings)
         maps = served_maps(readings)
         checks = [self._engines_check(after), self._version_check(step, global_steps, after)]
         roster = _roster_digest(maps) if maps else None
         changed = None
+        checks.append(self._bootstrap_check(maps, answered))
         if self.previous is None:
             checks.append(Check(id="publication.roster_stable", status="skipped",
                                 detail=f"first publication read in this run (step {step}): the roster baseline"))
@@ -227,18 +348,28 @@ class _Watch:
             prev_step, prev_maps = self.previous
             checks.append(_roster_check(prev_step, prev_maps, maps))
             changed = _changed(prev_maps, maps)
-            if changed:
+            if self.lora:
+                checks.append(Check(id="publication.changed_since_previous", status="skipped", detail=(
+                    f"LoRA: {changed} served tensor(s) changed since step {prev_step}'s publication; none is expected "
+                    f"to: {ADAPTER_NOT_VERIFIABLE}")))
+            elif changed:
                 checks.append(Check(id="publication.changed_since_previous", status="pass",
                                     detail=f"{changed} served tensor(s) changed since step {prev_step}'s publication"))
             else:
                 checks.append(Check(id="publication.changed_since_previous", status="fail",
                                     detail=f"the engines serve exactly what they served for step {prev_step}"))
+        if self.lora:
+            checks.append(Check(id="publication.adapter", status="skipped", detail=ADAPTER_NOT_VERIFIABLE))
         ctl = None
         if not control:
             checks.append(Check(id="publication.control", status="skipped", detail=CONTROL_OFF))
-        elif any(r.observation.error for r in readings):
+        elif self.lora:
+            checks.append(Check(id="publication.control", status="skipped", detail=CONTROL_LORA))
+        elif not answered:
             checks.append(Check(id="publication.control", status="skipped",
                                 detail="not run: an engine did not answer the checksum reading"))
+        elif refused := _control_refusal(readings):
+            checks.append(Check(id="publication.control", status="skipped", detail=refused))
         else:
             ctl, check = self._control(engines, maps, step)
             checks.append(check)
@@ -249,19 +380,55 @@ class _Watch:
             roster_digest=roster, previous_step=self.previous[0] if self.previous else None,
             changed_since_previous=changed, control=ctl,
         )
-        if not any(r.observation.error for r in readings):
+        if answered:
             self.previous = (step, maps)
         self.since, self.pushes, self.problems = after, 0, []
-        deliver(Observed(readings=readings, in_run=in_run, checks=checks))
+        # The engine-level checks of the record (no checkpoint needed): known now, at the push.
+        _, engine_checks = judge(readings, None, None)
+        failed = [f"{c.id} ({c.detail[:500]})" for c in engine_checks + checks if c.status == "fail"]
+        deliver(Observed(readings=readings, in_run=in_run, checks=checks, failed=failed))
+        return failed
+
+    def _bootstrap_check(self, maps: dict, answered: bool) -> Check:
+        """The publication against the engines' bootstrap reading (before verl's first push), as miles checks it."""
+        cid = "publication.base_unchanged" if self.lora else "publication.changed_from_bootstrap"
+        if self.bootstrap is None or self.bootstrap.maps is None:
+            why = self.no_bootstrap or "the engines were not read before verl's first push"
+            return Check(id=cid, status="skipped", detail=f"no bootstrap checksums: {why}"[:2000])
+        if not answered:
+            return Check(id=cid, status="skipped", detail="an engine did not answer the checksum reading")
+        base = self.bootstrap.maps
+        if base.keys() != maps.keys() or any(base[k].keys() != maps[k].keys() for k in maps):
+            return Check(id=cid, status="fail", detail=(
+                "the served ranks or tensor roster differ from the bootstrap reading: "
+                f"{_roster_difference(base, maps)}"))
+        changed = _changed(base, maps)
+        total = sum(len(m) for m in maps.values())
+        if self.lora:
+            if changed:
+                where = _first_changed(base, maps)
+                return Check(id=cid, status="fail", detail=(
+                    f"LoRA: {changed} of {total} served base tensor(s) differ from the bootstrap reading, e.g. {where}; "
+                    f"the base is frozen and verl pushes it once, as loaded"))
+            return Check(id=cid, status="pass", detail=(
+                f"LoRA: all {total} served base tensor(s) equal the bootstrap reading (the frozen base, as verl pushes "
+                f"it); the adapter is not verifiable"))
+        if changed:
+            return Check(id=cid, status="pass", detail=(
+                f"{changed} of {total} served tensor(s) differ from the engines' reading before verl's first push"))
+        return Check(id=cid, status="fail", detail=(
+            f"every one of the {total} served tensor(s) equals the engines' reading before verl's first push (the "
+            f"model path's weights): engines {', '.join(sorted({self.bootstrap.versions[k[0]].url for k in maps}))}"))
 
     def _engines_check(self, after: list[EngineVersions]) -> Check:
         base = [v.url for v in self.baseline]
         now = [v.url for v in after]
+        when = "before the first push" if self.bootstrap is not None else "at the first save"
         if base != now:
             return Check(id="publication.engines_stable", status="fail",
-                         detail=f"{len(base)} engine(s) at the first save, {len(now)} now: {base} -> {now}")
+                         detail=f"{len(base)} engine(s) {when}, {len(now)} now: {base} -> {now}")
         return Check(id="publication.engines_stable", status="pass",
-                     detail=f"the same {len(now)} engine(s) as at the first save")
+                     detail=f"the same {len(now)} engine(s) as {when}")
 
     def _version_check(self, step: int, global_steps: int | None, after: list[EngineVersions]) -> Check:
         problems = list(self.problems)
@@ -306,6 +473,7 @@ class _Watch:
                 republished = [read_versions(e, self.timeout) for e in engines]
         if snapshot_ok and reset_tried:
             try:
+                # Only on releases whose compare frees the snapshot (see _control_refusal).
                 for e in engines:
                     weights_checker_action(e.url, "compare", timeout=self.timeout)
                 compare_ok = True
@@ -322,10 +490,38 @@ class _Watch:
         if snapshot_ok and reset_changed == 0 and not notes:
             notes.append("reset_tensors changed no checksum: the checker is blind to the served tensors")
         detail = (f"snapshot, reset_tensors ({reset_changed} checksum(s) changed), republished step {step}, "
-                  f"compare succeeded, checksums equal to the first reading") if ok else "; ".join(notes)
+                  f"compare succeeded (and freed the snapshot), checksums equal to the first reading") if ok else "; ".join(notes)
         ctl = PushControl(snapshot_ok=snapshot_ok, reset_changed=reset_changed, republished_versions=republished,
                           compare_ok=compare_ok, republished_equal=equal, detail=detail[:2000])
         return ctl, Check(id="publication.control", status="pass" if ok else "fail", detail=detail[:2000])
+
+
+def _control_refusal(readings) -> str | None:
+    """Why the control may not run on these engines' sglang release (None: it may)."""
+    from tutorrl.evidence.sglang import SNAPSHOT_HELD, snapshot_is_freed
+
+    held = sorted({r.observation.response_shape for r in readings if not snapshot_is_freed(r.observation.response_shape)},
+                  key=str)
+    if held:
+        return "refused: " + SNAPSHOT_HELD.format(shape=" and ".join(str(h) for h in held))
+    return None
+
+
+def _roster_difference(before: dict, after: dict) -> str:
+    if before.keys() != after.keys():
+        return f"ranks {sorted(before.keys() ^ after.keys())[:5]}"
+    for k in after:
+        if before[k].keys() != after[k].keys():
+            return f"engine {k[0]} {k[1]} tp{k[3]}: {sorted(before[k].keys() ^ after[k].keys())[:5]}"
+    return "none"
+
+
+def _first_changed(before: dict, after: dict) -> str:
+    for k in sorted(after):
+        for n in sorted(after[k]):
+            if before.get(k, {}).get(n) != after[k][n]:
+                return f"{n} (engine {k[0]} {k[1]} pp{k[2]} tp{k[3]} dp{k[4]})"
+    return "none"
 
 
 def _roster_check(prev_step: int, prev: dict, now: dict) -> Check:
@@ -343,32 +539,104 @@ def _roster_check(prev_step: int, prev: dict, now: dict) -> Check:
                  detail=f"the same {len(now)} rank(s) and {n} tensor(s) as at step {prev_step}'s publication")
 
 
+def _install(manager, watch: _Watch) -> None:
+    def update_weights(*args, **kwargs):
+        return watch.push(*args, **kwargs)
+
+    setattr(update_weights, _WATCH_ATTR, watch)
+    # An instance attribute shadows the class's method for this trainer's
+    # manager only; verl's trainers call it synchronously (auto_await).
+    manager.update_weights = update_weights
+
+
+def watch_from_bootstrap(manager, *, trainer_mode: str, lora: bool, timeout: float = TIMEOUT) -> str | None:
+    """Read every engine of ``manager`` now (before verl's first push) and watch its pushes from here on.
+
+    None when watched; else why not (the watch is then installed at the first save, without a bootstrap).
+    """
+    if getattr(manager.update_weights, _WATCH_ATTR, None) is not None:
+        return None
+    engines, reason = replica_engines(manager)
+    if reason:
+        return reason
+    try:
+        boot = read_bootstrap(engines, timeout)
+    except Exception as exc:  # noqa: BLE001 - never into verl's constructor
+        return f"could not read the engines before the first push: {type(exc).__name__}: {exc}"
+    if boot.error:
+        _warn(f"the engines' bootstrap reading failed: {boot.error}")
+    _install(manager, _Watch(trainer_mode, manager, manager.update_weights, engines, timeout, lora=lora,
+                             bootstrap=boot))
+    return None
+
+
+def arm(config, *, timeout: float = TIMEOUT) -> str | None:
+    """Make the first `sleep_replicas()` of verl's CheckpointEngineManager read the bootstrap.
+
+    Called by the callback when verl builds it (`trainer_base.py:122`), before
+    the manager exists: verl's trainer builds the manager and calls
+    `sleep_replicas()` at once (`trainer_base.py:386-392`), while the engines
+    still serve the model path's weights. Returns why not, or None.
+    """
+    global _ARMED
+    mode = _path(config, "trainer", "v1", "trainer_mode")
+    if _path(config, "trainer", "use_v1") is False or mode not in SUPPORTED_MODES:
+        return f"trainer mode {mode!r}: no in-run reading"
+    rollout = _path(config, "actor_rollout_ref", "rollout", "name")
+    if rollout != "sglang":
+        return not_checked(rollout)
+    try:
+        from verl.checkpoint_engine.base import CheckpointEngineManager
+    except ImportError as exc:
+        return f"verl's CheckpointEngineManager is not importable: {exc}"
+    _ARMED = {"trainer_mode": mode, "lora": lora_adapter_only(config), "timeout": timeout}
+    if not getattr(CheckpointEngineManager.sleep_replicas, _PATCHED, False):
+        original = CheckpointEngineManager.sleep_replicas
+
+        def sleep_replicas(self, *args, **kwargs):
+            armed = _ARMED
+            if armed is not None and not getattr(self, "_tutorrl_bootstrap_tried", False):
+                self._tutorrl_bootstrap_tried = True
+                why = watch_from_bootstrap(self, **armed)
+                if why:
+                    _warn(f"no bootstrap reading before verl's first push: {why}")
+            return original(self, *args, **kwargs)
+
+        setattr(sleep_replicas, _PATCHED, True)
+        CheckpointEngineManager.sleep_replicas = sleep_replicas
+    return None
+
+
+def disarm() -> None:
+    global _ARMED
+    _ARMED = None
+
+
 def check_after_push(trainer, global_step: int, deliver: Callable[[Observed], None], *,
-                     control: bool = False, timeout: float = TIMEOUT) -> str | None:
+                     control: bool = False, stop: bool = False, timeout: float = TIMEOUT) -> str | None:
     """Arrange for every engine to be read right after verl pushes `global_step`'s weights.
 
     Called from `on_save(trainer=..., global_step=...)`. Returns None when
     arranged: `deliver(Observed)` is then called once, in the trainer's thread,
-    right after that push returns (no exception ever reaches the trainer).
-    Otherwise returns why it cannot be, and `deliver` is never called.
-    `control` runs the sensitivity control (it perturbs the engines).
+    right after that push returns. No exception reaches the trainer, except,
+    with `stop`, `EvidenceStopped` out of the push when a check failed there
+    (after `deliver`). Otherwise returns why it cannot be, and `deliver` is
+    never called. `control` runs the sensitivity control (it perturbs the engines).
     """
     manager, engines, reason = engines_of(trainer)
     if reason:
         return reason
     watch = getattr(manager.update_weights, _WATCH_ATTR, None)
     if watch is None:
+        lora = lora_adapter_only(getattr(trainer, "config", None))
+        no_boot = ("the engines were not read before verl's first push (the watch began at the first save: "
+                   + ("the bootstrap reading could not be made)" if getattr(manager, "_tutorrl_bootstrap_tried", False)
+                      else "tutorrl's callback was not armed when verl built the manager)"))
         try:
-            watch = _Watch(trainer.trainer_mode, manager, manager.update_weights, engines, timeout)
+            watch = _Watch(trainer.trainer_mode, manager, manager.update_weights, engines, timeout, lora=lora,
+                           no_bootstrap=no_boot)
         except Exception as exc:
             return f"could not read the engines' versions at the first save: {type(exc).__name__}: {exc}"
-
-        def update_weights(*args, **kwargs):
-            return watch.push(*args, **kwargs)
-
-        setattr(update_weights, _WATCH_ATTR, watch)
-        # An instance attribute shadows the class's method for this trainer's
-        # manager only; verl's trainers call it synchronously (auto_await).
-        manager.update_weights = update_weights
-    watch.expect(global_step, deliver, control)
+        _install(manager, watch)
+    watch.expect(global_step, deliver, control, stop)
     return None

@@ -65,6 +65,14 @@ class RankChecksums:
 class EngineReading:
     observation: EngineObservation
     ranks: list[RankChecksums]
+    # Read in a LoRA run (evidence/publication.py): the checksums are of the
+    # frozen base only, never of the trained model the checkpoint holds.
+    lora: bool = False
+
+
+LORA_NOT_THE_EXPORT = ("LoRA run: sglang's checksums cover the frozen base it serves, and the adapter is held apart "
+                       "where /weights_checker cannot see it, so no served tensor is the trained model the checkpoint "
+                       "holds (see publication.base_unchanged and publication.adapter)")
 
 
 def _request(url: str, path: str, body: dict | None, timeout: float) -> tuple[int, object]:
@@ -117,7 +125,8 @@ def normalise_checksum_response(body: object) -> tuple[str, list[RankChecksums]]
     """The ranks of a `/weights_checker` checksum answer from any sglang 0.5.12+."""
     if not isinstance(body, dict) or body.get("success") is not True:
         msg = body.get("message") if isinstance(body, dict) else body
-        raise EngineError(f"weights_checker did not succeed: {str(msg)[:200]}")
+        hint = f" ({KERNEL_HINT})" if any(m in str(msg) for m in _KERNEL_0_5_12) else ""
+        raise EngineError(f"weights_checker did not succeed: {str(msg)[:200]}{hint}")
     ranks = body.get("ranks")
     if not isinstance(ranks, list) or not ranks:
         raise EngineError("weights_checker answer has no ranks")
@@ -161,16 +170,54 @@ def checksums_digest(checksums: dict[str, str]) -> str:
 # `snapshot` copies every served tensor to host memory, `reset_tensors`
 # overwrites every one in place with random values (the engine serves garbage
 # until the next push), `compare` checks the served tensors against the
-# snapshot bit for bit and frees it. Only the sensitivity control uses them.
+# snapshot bit for bit. Only the sensitivity control uses them.
+#
+# Who frees the snapshot: from 0.5.21 `compare` does (weight_checker.py:202,
+# `self._snapshot_tensors = None`). In 0.5.6-0.5.20 -- verl 0.9.1's pin 0.5.12
+# and tutorrl's 0.5.14 included -- nothing ever does: `_compare` leaves
+# `_snapshot_tensors` set and no action clears it, so after one control every
+# rank keeps a host copy of every served tensor (about 2 bytes a parameter in
+# bf16: ~64 GB for a 32B model, per engine) until the engine exits. The
+# control therefore runs only where compare frees it (`snapshot_is_freed`).
 ACTIONS = ("snapshot", "reset_tensors", "compare")
+# What every /weights_checker request asks for. From 0.5.21 a request without
+# `selector` means "all" (target and draft/MTP runners: the control would also
+# reset draft weights verl never republishes, and checksums would carry
+# "draft."-prefixed names); "target" is what verl pushes. 0.5.12-0.5.20 ignore
+# fields they do not know (pydantic `extra="ignore"` for 0.5.12-0.5.14's
+# dataclass, `extra_behavior="ignore"` in 0.5.20's msgspec schema).
+# `skip_tensor_list` is not sent: verl pushes every target tensor (a vision
+# tower included), so every one is checked; miles skips "visual" because its
+# publication does not.
+SELECTOR = {"selector": "target"}
+# Response shapes (normalise_checksum_response) of releases whose `compare` frees the snapshot.
+FREES_SNAPSHOT = (">=0.5.21",)
+SNAPSHOT_HELD = ("sglang {shape} never frees the /weights_checker snapshot (only 0.5.21+'s compare does): the "
+                 "control would leave every rank of every engine holding a host-memory copy of every served tensor "
+                 "(about 2 bytes per parameter in bf16, e.g. ~64 GB for a 32B model, per engine) until the engine "
+                 "exits")
+
+
+def snapshot_is_freed(shape: str | None) -> bool:
+    """Whether the release that answered with `shape` frees the snapshot in `compare`."""
+    return shape in FREES_SNAPSHOT
+
+
+# sglang 0.5.12's checksum kernel (`_as_uint32_words`, srt/layers/multimodal.py:122)
+# views a tensor as bytes without flattening it, so a tensor of 2 or more
+# dimensions whose last dimension is not a multiple of 4 bytes makes the whole
+# checksum call fail with one of these torch errors; 0.5.13 added `.reshape(-1)`.
+_KERNEL_0_5_12 = ("to view Byte as UInt32", "must match the size of tensor b")
+KERNEL_HINT = ("sglang 0.5.12's checksum kernel cannot hash a tensor of 2+ dimensions whose last dimension is not a "
+               "multiple of 4 bytes, and then fails the whole call (fixed in 0.5.13; tutorrl's stack pins 0.5.14)")
 
 
 def weights_checker_action(url: str, action: str, *, timeout: float = 600.0) -> str:
     """Run one of ACTIONS on an engine; its message, or EngineError when it did not succeed."""
     if action not in ACTIONS:
         raise ValueError(action)
-    # `action` only (0.5.12 knows no other field); `compare` is then bitwise, as wanted.
-    status, body = _request(url, "/weights_checker", {"action": action}, timeout)
+    # No `allow_quant_error`: `compare` is then bitwise (its default), as wanted.
+    status, body = _request(url, "/weights_checker", {"action": action, **SELECTOR}, timeout)
     if status == 404:
         raise EngineError("no /weights_checker route (sglang < 0.5.6)")
     if status != 200 or not isinstance(body, dict) or body.get("success") is not True:
@@ -226,16 +273,11 @@ def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
             raise EngineError(f"/model_info answered HTTP {status}")
         if info.get("server_kind") == CONTRACT_TEST_SERVER:
             kind = "contract-test-server"
+        # No fallback: /get_weight_version answers 404 in 0.5.8-0.5.20 and is gone
+        # from 0.5.21; /model_info carries weight_version in every release with a checksum.
         if isinstance(info.get("weight_version"), str):
             version = _short(info["weight_version"], "weight_version")
-        else:
-            status, wv = _request(url, "/get_weight_version", None, left(INFO_TIMEOUT_S))
-            if isinstance(wv, dict):
-                wv = wv.get("weight_version")
-            if status == 200 and isinstance(wv, str):
-                version = _short(wv, "weight_version")
-        # Only `action`: sglang 0.5.12 knows no other field, later releases default the rest.
-        status, body = _request(url, "/weights_checker", {"action": "checksum"}, left())
+        status, body = _request(url, "/weights_checker", {"action": "checksum", **SELECTOR}, left())
         if status == 404:
             raise EngineError("no /weights_checker route (sglang < 0.5.6)")
         shape, ranks = normalise_checksum_response(body)
@@ -414,6 +456,8 @@ def judge(
     if not shards:
         checks.append(Check(id="publication.matches_checkpoint", status="skipped",
                             detail="no target rank answered with checksums"))
+    elif any(r.lora for r in readings):
+        checks.append(Check(id="publication.matches_checkpoint", status="skipped", detail=LORA_NOT_THE_EXPORT))
     elif checkpoint_hashes is None:
         checks.append(Check(id="publication.matches_checkpoint", status="skipped",
                             detail="the checkpoint has no safetensors export to compare with"))
@@ -438,7 +482,9 @@ def judge(
         else:
             checks.append(Check(id="publication.checkpoint_coverage", status="pass", detail=(
                 f"every served tensor of every answering TP rank was rebuilt from the export ({how})" + uncovered)))
-    if base_hashes is None or not shards:
+    if any(r.lora for r in readings):
+        checks.append(Check(id="publication.changed_from_base", status="skipped", detail=LORA_NOT_THE_EXPORT))
+    elif base_hashes is None or not shards:
         checks.append(Check(id="publication.changed_from_base", status="skipped",
                             detail="no base model safetensors to compare with" if shards else "no target rank answered"))
     else:

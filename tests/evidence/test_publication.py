@@ -96,19 +96,22 @@ def verl_parts(ray_local):
                     refs.append(r.actor.set_global_steps.remote(global_steps + self.step_offset))
             return refs
 
-    def make(servers, tensors_for):
+    def make(servers, tensors_for, *, config=None, group_cls=None, bootstrap=False):
         import asyncio
 
         replicas = [Replica(i, s) for i, s in enumerate(servers)]
         for r in replicas:
             asyncio.run(r.launch_servers())
-        group = ActorGroup(replicas, tensors_for)
+        group = (group_cls or ActorGroup)(replicas, tensors_for)
         manager = CheckpointEngineManager(config=CheckpointEngineConfig(backend="naive"), actor_wg=group,
                                           replicas=replicas)
         trainer = types.SimpleNamespace(
             trainer_mode="sync", checkpoint_manager=manager, global_steps=0,
-            config=types.SimpleNamespace(actor_rollout_ref=types.SimpleNamespace(
+            config=config if config is not None else types.SimpleNamespace(actor_rollout_ref=types.SimpleNamespace(
                 rollout=types.SimpleNamespace(name="sglang"))))
+        if bootstrap:
+            # trainer_base.py:386-392: the manager is built and its replicas put to sleep at once.
+            manager.sleep_replicas()
         return trainer, group
 
     return make
@@ -239,8 +242,8 @@ def test_sensitivity_control(verl_parts, tmp_path):
         assert ctl.snapshot_ok and ctl.compare_ok and ctl.republished_equal and ctl.reset_changed == 3
         assert [v.global_steps for v in ctl.republished_versions] == [1]
         assert a.requests[-5:] == ["snapshot", "reset_tensors", "checksum", "compare", "checksum"]
-        # After the control the engine serves the checkpoint again.
-        assert a.tensors == served(1)
+        # After the control the engine serves the checkpoint again, and (0.5.21+) holds no snapshot.
+        assert a.tensors == served(1) and not a.snapshot_held
 
         trainer, _ = verl_parts([blind], served)
         on_step_end(trainer)
@@ -285,3 +288,317 @@ def test_tutorrl_callback_records_after_the_push(verl_parts, tmp_path, monkeypat
     assert rec.predicate.run.source == "callback" and rec.predicate.publication.in_run.global_step == 4
     checks = {c.id: c.status for c in rec.predicate.verdict.checks}
     assert checks["publication.matches_checkpoint"] == "pass" and checks["publication.version_step"] == "pass"
+
+
+# -- The bootstrap, LoRA, stop at the push, release-dependent refusals ---------------------------------------------
+
+def verl_config(*, rollout="sglang", lora_rank=0, mode="sync"):
+    """The slice of verl 0.9.1's trainer config (`_generated_ppo_trainer.yaml`) publication reads."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({
+        "trainer": {"use_v1": True, "v1": {"trainer_mode": mode}},
+        "actor_rollout_ref": {"rollout": {"name": rollout},
+                              "model": {"lora_rank": lora_rank, "lora": {"merge": False, "rank": 0}}}})
+
+
+@pytest.fixture
+def armed():
+    """publication.arm as the callback calls it when verl builds it; disarmed afterwards."""
+    yield lambda config: publication.arm(config, timeout=30)
+    publication.disarm()
+
+
+def test_the_first_publication_is_checked_against_the_bootstrap(verl_parts, armed, tmp_path):
+    bundle = make_bundle(tmp_path / "bundles")
+    rec = Recorder(bundle, tmp_path)
+    with ContractServer(served(0)) as a:
+        assert armed(verl_config()) is None
+        trainer, _ = verl_parts([a], served, config=verl_config(), bootstrap=True)
+        # Read before verl's first push: versions and checksums of what the engine loaded.
+        assert a.requests == ["checksum"]
+        on_step_end(trainer)  # on_init_end's push of step 0: the untrained weights
+        run_steps(trainer, rec, [1])
+    s, checks = rec.last()
+    assert checks["publication.changed_from_bootstrap"].status == "pass", checks["publication.changed_from_bootstrap"]
+    assert "before verl's first push" in checks["publication.changed_from_bootstrap"].detail
+    assert checks["publication.engines_stable"].detail == "the same 1 engine(s) as before the first push"
+    run = s.predicate.publication.in_run
+    assert [v.global_steps for v in run.baseline] == [None] and [v.weight_version for v in run.baseline] == ["default"]
+    assert [v.global_steps for v in run.after] == [1] and run.pushes == 2  # step 0's push and step 1's
+
+    # A "publication" that leaves the engines serving the model path's weights fails, naming the engine.
+    bundle = make_bundle(tmp_path / "bundles2")
+    rec = Recorder(bundle, tmp_path / "2")
+    with ContractServer(served(0)) as a:
+        trainer, _ = verl_parts([a], lambda step: served(0), config=verl_config(), bootstrap=True)
+        on_step_end(trainer)
+        run_steps(trainer, rec, [1])
+    s, checks = rec.last()
+    assert checks["publication.changed_from_bootstrap"].status == "fail" and a.url in checks[
+        "publication.changed_from_bootstrap"].detail
+    assert s.predicate.verdict.status == "fail"
+
+
+def test_without_the_bootstrap_the_check_says_why(verl_parts, tmp_path):
+    bundle = make_bundle(tmp_path / "bundles")
+    rec = Recorder(bundle, tmp_path)
+    with ContractServer(served(0)) as a:
+        trainer, _ = verl_parts([a], served)  # never armed: the watch begins at the first save
+        on_step_end(trainer)
+        run_steps(trainer, rec, [1])
+    _, checks = rec.last()
+    assert checks["publication.changed_from_bootstrap"].status == "skipped"
+    assert "not armed" in checks["publication.changed_from_bootstrap"].detail
+
+
+def _lora_group(ray_local):
+    """verl's real `ActorRolloutRefWorker.update_weights` (engine_workers.py:733-826) on each replica.
+
+    Real: the branch that decides what is pushed (peft_merge false, base_sync_done:
+    base then adapter on the first sync, the adapter alone after). Stand-ins: the
+    training engine's `get_per_tensor_param` (a PEFT model's base or adapter
+    tensors) and the rollout, which does what verl's SGLang ServerAdapter does
+    with them (sglang_rollout.py:338-390): the adapter is sent to the engine as
+    `load_lora_adapter_from_tensor` (an HTTP request here), the base loaded into
+    its served tensors, then `set_global_steps`. Only the CUDA calls verl makes
+    around the branch (empty_cache, synchronize, memory logging) are no-ops:
+    there is no GPU.
+    """
+    import asyncio
+    import json
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    import verl.workers.engine_workers as ew
+
+    worker_update = ew.ActorRolloutRefWorker.update_weights.__wrapped__
+
+    class Conf(dict):
+        __getattr__ = dict.__getitem__
+
+    class TrainingEngine:
+        is_param_offload_enabled = False
+
+        def __init__(self, group):
+            self.group = group
+
+        def get_per_tensor_param(self, layered_summon=False, base_sync_done=False):
+            peft = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}
+            if not base_sync_done:  # the frozen base, as the engine loaded it from the model path
+                return iter(served(0).items()), peft
+            step = self.group.step
+            return iter({"model.layers.0.self_attn.q_proj.lora_A.weight": bytes([step % 256]) * 32,
+                         "model.layers.0.self_attn.q_proj.lora_B.weight": bytes([(step * 7) % 256]) * 32}.items()), peft
+
+    class Rollout:
+        def __init__(self, replica):
+            self.replica, self.sleep_level = replica, 2
+
+        async def resume(self, tags):
+            return None
+
+        async def update_weights(self, weights, global_steps=None, **kwargs):
+            peft_config, base_sync_done = kwargs.get("peft_config"), kwargs.get("base_sync_done", False)
+            named = dict(weights)
+            if peft_config and base_sync_done:
+                body = json.dumps({"lora_name": "verl_policy", "config_dict": peft_config,
+                                   "tensors": {n: b.hex() for n, b in named.items()}}).encode()
+                req = urllib.request.Request(self.replica.engine.url + "/load_lora_adapter_from_tensor", data=body,
+                                             method="POST", headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    assert resp.status == 200
+            else:
+                self.replica.engine.load(named)
+            if global_steps is not None:
+                ray_local.get(self.replica.actor.set_global_steps.remote(global_steps))
+
+    class LoraGroup:
+        def __init__(self, replicas, tensors_for):
+            self.replicas, self.step = replicas, 0
+            engine = TrainingEngine(self)
+            self.workers = [types.SimpleNamespace(
+                config=Conf(rollout=Conf(name="sglang", free_cache_engine=False,
+                                         checkpoint_engine=Conf(backend="naive"))),
+                rollout=Rollout(r), actor=types.SimpleNamespace(engine=engine), peft_merge=False,
+                base_sync_done=False, layered_summon=False) for r in replicas]
+            self.pushed: list[list[str]] = []
+
+        def update_weights(self, global_steps=None, mode="naive"):
+            self.step = global_steps if global_steps is not None else self.step
+            for w in self.workers:
+                before = len(w.rollout.replica.engine.paths)
+                # In verl this runs in the worker's own Ray process and event loop; here, its own thread.
+                with ThreadPoolExecutor(1) as pool:
+                    pool.submit(asyncio.run, worker_update(w, global_steps, mode=mode)).result()
+                self.pushed.append([p for _, p in w.rollout.replica.engine.paths[before:]])
+            return []
+
+    return LoraGroup
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    import verl.workers.engine_workers as ew
+
+    monkeypatch.setattr(ew, "get_torch_device", lambda: types.SimpleNamespace(empty_cache=lambda: None,
+                                                                            synchronize=lambda: None))
+    monkeypatch.setattr(ew, "set_expandable_segments", lambda enabled: None)
+    monkeypatch.setattr(ew, "log_gpu_memory_usage", lambda *a, **k: None)
+
+
+def test_lora_publications_prove_the_base_and_say_the_adapter_is_not_verifiable(verl_parts, armed, ray_local, no_cuda,
+                                                                                 tmp_path):
+    bundle = make_bundle(tmp_path / "bundles")
+    rec = Recorder(bundle, tmp_path)
+    config = verl_config(lora_rank=8)
+    with ContractServer(served(0), shape="0.5.13-0.5.20") as a:
+        assert armed(config) is None
+        trainer, group = verl_parts([a], served, config=config, group_cls=_lora_group(ray_local), bootstrap=True)
+        on_step_end(trainer)  # the first sync: base, then adapter
+        adapters = [dict(a.adapter)]
+        stops = []
+        for step in (1, 2, 3):
+            trainer.global_steps = step
+            assert publication.check_after_push(trainer, step, rec_deliver(rec, step), stop=True, timeout=30) is None
+            try:
+                on_step_end(trainer)  # under "stop" a failed check would raise here
+            except publication.EvidenceStopped as exc:
+                stops.append(str(exc))
+            adapters.append(dict(a.adapter))
+    # verl's own branch pushed base + adapter once, then the adapter alone -- and the adapter did change.
+    assert group.pushed[0] == ["/load_lora_adapter_from_tensor"] and group.pushed[1:] == [
+        ["/load_lora_adapter_from_tensor"]] * 3
+    assert len({tuple(sorted(x.items())) for x in adapters}) == 4
+    assert a.tensors == served(0)  # the served base: what sglang loaded and verl pushed first
+    assert stops == []
+    records = [s for _, s in read_records(bundle)]
+    assert len(records) == 3
+    for s in records:
+        checks = {c.id: c for c in s.predicate.verdict.checks}
+        assert s.predicate.verdict.status != "fail", [(c.id, c.detail) for c in checks.values() if c.status == "fail"]
+        assert checks["publication.base_unchanged"].status == "pass", checks["publication.base_unchanged"].detail
+        assert checks["publication.adapter"].status == "skipped"
+        assert checks["publication.adapter"].detail.startswith("adapter not verifiable")
+        assert "load_lora_adapter_from_tensor" in checks["publication.adapter"].detail
+        assert "publication.changed_from_bootstrap" not in checks
+    last = {c.id: c for c in records[-1].predicate.verdict.checks}
+    assert last["publication.changed_since_previous"].status == "skipped"
+    assert "adapter not verifiable" in last["publication.changed_since_previous"].detail
+    assert last["publication.version_step"].status == "pass"
+
+
+def rec_deliver(rec, step):
+    step_dir = make_fsdp_step(rec.root, step, scale=step)
+
+    def deliver(observed):
+        record_checkpoint(load_bundle(rec.bundle), "r", step_dir, source="callback", finished=None,
+                          progress=False, observed=observed)
+
+    return deliver
+
+
+def test_lora_base_changed_fails_and_the_control_is_refused(verl_parts, armed, ray_local, no_cuda, tmp_path):
+    bundle = make_bundle(tmp_path / "bundles")
+    rec = Recorder(bundle, tmp_path)
+    config = verl_config(lora_rank=8)
+    with ContractServer(served(0)) as a:
+        armed(config)
+        trainer, _ = verl_parts([a], served, config=config, group_cls=_lora_group(ray_local), bootstrap=True)
+        on_step_end(trainer)
+        trainer.global_steps = 1
+        assert publication.check_after_push(trainer, 1, rec_deliver(rec, 1), control=True, timeout=30) is None
+        on_step_end(trainer)
+        # The control never touched the engine: no snapshot, no reset of the base.
+        assert "reset_tensors" not in a.requests and "snapshot" not in a.requests and a.tensors == served(0)
+        _, checks = rec.last()
+        assert checks["publication.control"].status == "skipped"
+        assert checks["publication.control"].detail.startswith("refused: LoRA run")
+        # Something else rewrote the base behind verl's back: the frozen base is no longer what was loaded.
+        a.load(served(5))
+        trainer.global_steps = 2
+        publication.check_after_push(trainer, 2, rec_deliver(rec, 2), timeout=30)
+        on_step_end(trainer)
+    _, checks = rec.last()
+    assert checks["publication.base_unchanged"].status == "fail"
+    assert "differ from the bootstrap reading" in checks["publication.base_unchanged"].detail
+
+
+def test_stop_raises_out_of_the_push_whose_check_failed(verl_parts, tmp_path, monkeypatch):
+    from tutorrl.evidence.callback import EvidenceCallback, EvidenceStopped
+
+    bundle = make_bundle(tmp_path / "bundles")
+    monkeypatch.setenv("TUTORRL_BUNDLE_DIR", str(bundle))
+    monkeypatch.setenv("TUTORRL_EVIDENCE_ON_FAILURE", "stop")
+    config = verl_config()
+    cb = EvidenceCallback(config=config)  # as verl builds it, before the manager: arms the bootstrap
+    try:
+        with ContractServer(served(0)) as a:
+            trainer, _ = verl_parts([a], lambda step: served(0), config=config, bootstrap=True)
+            assert a.requests == ["checksum"]
+            on_step_end(trainer)
+            trainer.global_steps = 1
+            step_dir = make_fsdp_step(tmp_path / "ckpts", 1, scale=1)
+            cb.on_save(trainer=trainer, global_step=1, checkpoint_dir=str(step_dir), async_save=False)
+            with pytest.raises(EvidenceStopped) as err:
+                on_step_end(trainer)  # the push whose publication changed nothing
+    finally:
+        publication.disarm()
+    msg = str(err.value)
+    assert msg.startswith('tutorrl evidence: stopping the run (evidence.on_failure = "stop")')
+    assert "publication.changed_from_bootstrap" in msg and a.url in msg and "push of step 1" in msg
+    # The record saying so was written before the push raised.
+    (rec,) = [s for _, s in read_records(bundle)]
+    checks = {c.id: c.status for c in rec.predicate.verdict.checks}
+    assert rec.predicate.verdict.status == "fail" and checks["publication.changed_from_bootstrap"] == "fail"
+
+
+@pytest.mark.parametrize("shape", ["0.5.12", "0.5.13-0.5.20"])
+def test_the_control_is_refused_where_compare_keeps_the_snapshot(verl_parts, tmp_path, shape):
+    bundle = make_bundle(tmp_path / "bundles")
+    rec = Recorder(bundle, tmp_path)
+    with ContractServer(served(1), shape=shape) as a:
+        trainer, _ = verl_parts([a], served)
+        on_step_end(trainer)
+        run_steps(trainer, rec, [1], control=True)
+        assert "snapshot" not in a.requests and not a.snapshot_held
+    _, checks = rec.last()
+    detail = checks["publication.control"].detail
+    assert checks["publication.control"].status == "skipped" and detail.startswith("refused: sglang")
+    assert "never frees" in detail and "64 GB for a 32B model" in detail
+
+
+def test_a_vllm_run_says_its_served_weights_were_not_checked(tmp_path, monkeypatch):
+    from tutorrl.evidence.callback import EvidenceCallback
+
+    bundle = make_bundle(tmp_path / "bundles")
+    monkeypatch.setenv("TUTORRL_BUNDLE_DIR", str(bundle))
+    cb = EvidenceCallback(config=verl_config(rollout="vllm"))
+    trainer = types.SimpleNamespace(trainer_mode="sync", total_training_steps=1, config=verl_config(rollout="vllm"))
+    step_dir = make_fsdp_step(tmp_path / "ckpts", 1, scale=1)
+    cb.on_save(trainer=trainer, global_step=1, checkpoint_dir=str(step_dir), async_save=False)
+    (rec,) = [s for _, s in read_records(bundle)]
+    (check,) = [c for c in rec.predicate.verdict.checks if c.id == "publication.engines_answered"]
+    assert check.status == "skipped" and check.detail.startswith("served weights not checked: rollout 'vllm'")
+    assert "no endpoint that reports what it serves" in check.detail and "--engine" not in check.detail
+
+
+def test_publication_control_with_lora_is_refused_at_compile_time():
+    import tomllib
+
+    import tomli_w
+
+    from evidence_helpers import EXAMPLE_SPEC
+    from tutorrl.compiler import compile_bytes
+    from tutorrl.errors import SpecError
+
+    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
+    doc["evidence"] = {"publication_control": True}
+    doc["model"]["lora"] = {"rank": 8, "alpha": 16}
+    with pytest.raises(SpecError) as err:
+        compile_bytes(tomli_w.dumps(doc).encode(), "lora.toml")
+    text = str(err.value) + "".join(str(p) for p in getattr(err.value, "problems", []))
+    assert "evidence.publication_control" in text and "LoRA" in text
+    assert "engine_workers.py:787-805" in text and "/weights_checker" in text
+    doc["model"]["lora"]["rank"] = 0  # rank 0 trains the full model: the control is fine
+    compile_bytes(tomli_w.dumps(doc).encode(), "full.toml")
