@@ -237,7 +237,7 @@ def main() -> int:
     args = ap.parse_args()
     n = args.repeat
 
-    from tutorrl.runtime import cluster
+    from tutorrl.runtime import jobs_api
     from tutorrl.runtime.head import EmbeddedHead
 
     bin_dir = Path(sys.executable).parent
@@ -255,7 +255,7 @@ def main() -> int:
         for h in heads[1:]:
             h.stop()
         headers = json.dumps(head.headers)
-        client = cluster.job_client(head.url, head.headers)
+        client = jobs_api.client(head.url, head.headers)
         entry = f"cd {root} && exec bash {bundle}/launch.sh"
         for i in range(n):
             proc_box = {}

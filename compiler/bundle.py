@@ -29,16 +29,9 @@ from tutorrl.errors import BundleError, Problem
 if TYPE_CHECKING:
     from pathlib import Path
 
-SCHEMA = "tutorrl.bundle/1"
-ID_LENGTH = 16
-# The files that determine a launch, in the order a manifest lists them.
-# The name tutorrl.evidence.callback reads (ENV_ON_FAILURE there; kept apart so the compile path imports no evidence).
-EVIDENCE_ON_FAILURE_ENV = "TUTORRL_EVIDENCE_ON_FAILURE"
-CONTENT_FILES = ("bundle.env", "launch.sh", "ray-job.json", "spec.toml")
-MANIFEST = "manifest.json"
-# Appended after compilation; outside the digest.
-APPENDED_DIRS = ("runs", "evidence")
-DIGEST_FIELD = "tutorrl_bundle"
+# The bundle's names are the contract's (tutorrl/contract.py); re-exported for the compiler's own users.
+from tutorrl.contract import APPENDED_DIRS, CONTENT_FILES, DIGEST_FIELD, EVIDENCE_ON_FAILURE_ENV, ID_LENGTH, MANIFEST
+from tutorrl.contract import BUNDLE_SCHEMA as SCHEMA
 
 class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``manifest.json``: what the bundle is and what each file must hash to."""

@@ -264,7 +264,9 @@ def _verify(args) -> int:
         elif args.format != "json":
             for line in not_on_disk:
                 print(f"note: {line}", file=sys.stderr)
-    records = len(list((bundle.path / "evidence").glob("[0-9]*.json")))
+    from tutorrl.contract import EVIDENCE_DIR
+
+    records = len(list((bundle.path / EVIDENCE_DIR).glob("[0-9]*.json")))
     report(not problems, bundle.digest, records, problems, evidence.warnings)
     if problems:
         raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))

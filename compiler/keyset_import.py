@@ -44,7 +44,7 @@ from tutorrl.errors import RefusedError
 CONFIG_PREFIX = "verl/trainer/config/"
 FSDP_CONFIG = "ppo_trainer"
 LEGACY_MEGATRON_CONFIG = "ppo_megatron_trainer"
-WHEEL_CACHE_ENV = "TUTORRL_WHEEL_CACHE"
+from tutorrl.contract import WHEEL_CACHE_ENV  # noqa: E402
 
 # A PEP 440-ish release string; anything else never reaches pip's argv.
 _RELEASE_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([._-]?(a|b|rc|post|dev)[0-9]*)*$")
@@ -323,14 +323,3 @@ def cmd_list(args: argparse.Namespace) -> int:
         recipe = " ".join([r["config_name"], *r["overrides"]])
         print(f"{r['release']:<12} {r['variant']:<9} {r['keys']:>5} keys  {recipe}")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tutorrl.compiler.keyset_import import 0.9.1`` is ``tutorrl keys import 0.9.1``."""
-    from tutorrl.cli import main as cli_main
-
-    return cli_main(["keys", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -99,7 +99,7 @@ def _refuse_folder(path: str | Path, name: str):
     """A folder where a spec file belongs; a bundle folder is told what to do with it instead."""
     import os
 
-    from tutorrl.compiler.bundle import MANIFEST
+    from tutorrl.contract import MANIFEST
 
     if os.path.isfile(os.path.join(path, MANIFEST)):
         import shlex

@@ -86,7 +86,7 @@ def require_bundle_folder(path: str | Path) -> Path:
 
 # Accepting a bundle this tutorrl cannot re-derive, on its digests alone: the
 # `--trust-digests` of verify, run and export, for processes without that flag.
-TRUST_DIGESTS_ENV = "TUTORRL_TRUST_DIGESTS"
+from tutorrl.contract import TRUST_DIGESTS_ENV  # noqa: E402
 
 
 def trust_digests_from_env() -> bool:

@@ -28,6 +28,8 @@ class BundleInfo(msgspec.Struct, frozen=True):
     on_failure: str = "record"
     # Each [roots] entry's default, for an output_dir written "$ROOT/...".
     root_defaults: dict[str, str] = {}
+    # rollout.engine as verl sees it ("hf": generation inside the training worker, no server).
+    rollout_engine: str = ""
 
 
 def load_bundle(path: Path) -> BundleInfo:
@@ -44,4 +46,5 @@ def load_bundle(path: Path) -> BundleInfo:
         publication_control=bool(loaded.spec.evidence.publication_control),
         on_failure=loaded.spec.evidence.on_failure or "record",
         root_defaults={name: root.default for name, root in sorted(loaded.spec.roots.items()) if root.default},
+        rollout_engine=str(value("rollout.engine") or ""),
     )

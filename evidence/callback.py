@@ -67,9 +67,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV_BUNDLE = "TUTORRL_BUNDLE_DIR"
-ENV_RUN_ID = "TUTORRL_RUN_ID"
-ENV_ON_FAILURE = "TUTORRL_EVIDENCE_ON_FAILURE"
+from tutorrl.contract import BUNDLE_DIR_ENV as ENV_BUNDLE  # noqa: E402
+from tutorrl.contract import EVIDENCE_ON_FAILURE_ENV as ENV_ON_FAILURE  # noqa: E402
+from tutorrl.contract import RUN_ID_ENV as ENV_RUN_ID  # noqa: E402
 ON_FAILURE = ("record", "stop")
 # Snapshots waiting behind the one being hashed (see the module docstring).
 MAX_WAITING = 2

@@ -43,7 +43,7 @@ from tutorrl.evidence.schema import ChainLink, Head, Statement
 from tutorrl.evidence.statement import RecordFormatError, canonical, decode_head, digest, encode_record, is_signed
 
 RECORD = re.compile(r"(\d{6,})\.json")
-HEAD_NAME = "HEAD"
+from tutorrl.contract import EVIDENCE_HEAD as HEAD_NAME  # noqa: E402
 LOCK_NAME = ".lock"
 # What a writer's private temp file is called (see `_write_private`); left behind only by a crash.
 TEMP = re.compile(r"\.tmp-\d+-\d+-[0-9a-f]{32}")

@@ -25,7 +25,7 @@ import msgspec
 from tutorrl.evidence.checkpoints import TRACKER, find_step_dirs, step_of
 from tutorrl.evidence.schema import Check, Lineage
 
-EVIDENCE_DIR = "evidence"
+from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
 
 
 class Before(msgspec.Struct, frozen=True):
@@ -56,16 +56,25 @@ def _sha256(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _records(bundle: Path):
+    from tutorrl.evidence.chain import read_record, record_files
+    from tutorrl.evidence.statement import RecordFormatError, decode_record
+
+    for _seq, path in sorted(record_files(Path(bundle) / EVIDENCE_DIR).items()):
+        try:
+            yield path, decode_record(read_record(path)).statement
+        except (OSError, ValueError, RecordFormatError):
+            yield path, None
+
+
 def find_record(root: Path, step: int, bundles: Iterable[Path]):
     """(bundle path, record path, statement) of the newest record of ``root``'s
     ``global_step_<step>`` among ``bundles``' evidence; None when none covers it."""
-    from tutorrl.evidence.record import read_records
-
     wanted_root = os.path.abspath(root)
     found = None
     for bundle in bundles:
         try:
-            recs = read_records(bundle)
+            recs = _records(bundle)
         except Exception:  # an unreadable chain of another bundle links nothing
             continue
         for path, statement in recs:

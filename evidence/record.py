@@ -35,7 +35,7 @@ from tutorrl.evidence.schema import (
 )
 from tutorrl.evidence.statement import RecordFormatError, canonical, decode_record, digest
 
-EVIDENCE_DIR = "evidence"
+from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
 # Tensors are hashed in jobs of at least this many bytes: small enough to spread
 # one big export file over all cores, big enough to keep per-job cost negligible.
 TENSOR_JOB_BYTES = 64 * 1024 * 1024
@@ -430,8 +430,15 @@ def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: 
         if resumed_step is not None and not written and not runs_records:
             resumed = (root, resumed_step, [bundle.path, *bundles])
         written.append(record_checkpoint(bundle, run_id, sd.path, source="post-run-scan", finished=finished,
-                                         resumed=resumed))
+                                         resumed=resumed, publication_skip_reason=_no_server(bundle)))
     return written
+
+
+def _no_server(bundle: BundleInfo) -> str | None:
+    if bundle.rollout_engine == "hf":
+        return ("the hf rollout generates with the actor's own module inside the training worker: no engine "
+                "serves a copy of the weights, so nothing is published to check")
+    return None
 
 
 def output_dir_before_run(bundle_path: Path, cwd: Path | None, roots: dict[str, str] | None = None):

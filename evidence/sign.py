@@ -34,7 +34,7 @@ from tutorrl.errors import TutorrlError
 from tutorrl.evidence.schema import DSSE_PAYLOAD_TYPE, Signature
 from tutorrl.evidence.statement import Record, pae
 
-ENV_KEY = "TUTORRL_EVIDENCE_KEY"
+from tutorrl.contract import EVIDENCE_KEY_ENV as ENV_KEY  # noqa: E402
 DEFAULT_KEY_NAME = "evidence-signing-key"
 MAX_KEY_FILE = 64 * 1024
 INSTALL_HINT = "install tutorrl's signing extra: pip install 'tutorrl[sign]'"

@@ -27,7 +27,7 @@ from tutorrl.evidence.hashing import manifest_root
 from tutorrl.evidence.schema import PREDICATE_TYPE, STATEMENT_TYPE, Statement, overall_status
 from tutorrl.evidence.statement import Record, RecordFormatError, decode_head, decode_record, digest
 
-EVIDENCE_DIR = "evidence"
+from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
 
 
 def _record_problems(name: str, s: Statement, bundle_digest: str | None) -> list[str]:

@@ -214,18 +214,3 @@ def cluster_resources(dashboard_url: str, headers: dict[str, str]) -> Resources:
         for k, v in node_total.items():
             res.total[k] = res.total.get(k, 0.0) + v
     return res
-
-
-def job_client(dashboard_url: str, headers: dict[str, str], *, timeout: float = TIMEOUT_S):
-    """A Jobs API client whose every request is bounded in time and size and never redirected (``jobs_api``)."""
-    drop_hijack_vars()
-    try:
-        import ray.job_submission  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RefusedError("tutorrl run needs Ray: pip install 'tutorrl[ray]'") from exc
-    from tutorrl.runtime import jobs_api
-
-    try:
-        return jobs_api.make_client(dashboard_url, headers, timeout=timeout)
-    except (ConnectionError, RuntimeError) as exc:
-        raise RefusedError(f"cannot connect to the Ray Jobs API at {dashboard_url}: {str(exc)[:300]}") from None

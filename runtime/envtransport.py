@@ -31,7 +31,7 @@ bundle or environment that sets it is refused.
 
 from __future__ import annotations
 
-NOTHING_VAR = "TUTORRL_NOTHING"
+from tutorrl.contract import NOTHING_ENV as NOTHING_VAR  # noqa: E402
 _BREAK = "${" + NOTHING_VAR + "}"
 
 

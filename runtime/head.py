@@ -25,6 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tutorrl.contract import RUN_ID_ENV
 from tutorrl.errors import RefusedError
 
 # Ray appends about 62 characters (session_<date>/sockets/plasma_store) to the
@@ -35,7 +36,7 @@ _PR_SET_PDEATHSIG = 1
 JOB_START_TIMEOUT_S = 120
 # The GPU count the embedded head declares when `tutorrl run --num-gpus` is not
 # given (tests of scheduling paths on machines without GPUs); else detected.
-NUM_GPUS_ENV = "TUTORRL_EMBEDDED_NUM_GPUS"
+from tutorrl.contract import EMBEDDED_NUM_GPUS_ENV as NUM_GPUS_ENV  # noqa: E402
 # Environment a client in the user's shell could use to redirect us elsewhere.
 HIJACK_VARS = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
 
@@ -112,7 +113,7 @@ _OWNER_FILE = "owner"
 
 
 def _process_start(pid: int) -> str | None:
-    from tutorrl.runtime.lifecycle import process_start_time
+    from tutorrl.runtime.records import process_start_time
 
     start = process_start_time(pid)
     return None if start is None else str(start)
@@ -241,7 +242,7 @@ class EmbeddedHead:
             "RAY_AUTH_TOKEN_PATH": str(self.run_dir / "token"),
             "TMPDIR": str(self.run_dir),
             "RAY_JOB_START_TIMEOUT_SECONDS": str(self.job_start_timeout_s),
-            "TUTORRL_RUN_ID": self.run_id,
+            RUN_ID_ENV: self.run_id,
         })
         from tutorrl.runtime.envtransport import NOTHING_VAR
 

@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-FILE_ENV = "TUTORRL_SECRETS_FILE"
+from tutorrl.contract import SECRETS_FILE_ENV as FILE_ENV  # noqa: E402
 HOOK = "tutorrl.runtime.job_secrets.load"
 _MAX = 1024 * 1024
 

@@ -130,3 +130,16 @@ def make_client(dashboard_url: str, headers: dict[str, str], *, timeout: float =
                                    f"({type(exc).__name__}: {str(exc)[:200]}); is --address a Ray dashboard?") from None
 
     return BoundedJobClient(dashboard_url, headers=dict(headers))
+
+
+def client(dashboard_url: str, headers: dict[str, str], *, timeout: float = cluster.TIMEOUT_S):
+    """A Jobs API client whose every request is bounded in time and size and never redirected (``jobs_api``)."""
+    cluster.drop_hijack_vars()
+    try:
+        import ray.job_submission  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RefusedError("tutorrl run needs Ray: pip install 'tutorrl[ray]'") from exc
+    try:
+        return make_client(dashboard_url, headers, timeout=timeout)
+    except (ConnectionError, RuntimeError) as exc:
+        raise RefusedError(f"cannot connect to the Ray Jobs API at {dashboard_url}: {str(exc)[:300]}") from None

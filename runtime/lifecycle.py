@@ -35,6 +35,7 @@ from pathlib import Path
 
 from tutorrl.errors import RefusedError, TutorrlError
 from tutorrl.runtime import records, trust
+from tutorrl.runtime.records import process_start_time
 
 EXIT_INTERRUPTED = 130
 # `tutorrl run`'s own codes for a run whose evidence failed (README, "Exit status"):
@@ -73,22 +74,15 @@ class EvidenceFailed(TutorrlError):
 
 
 # -- processes ---------------------------------------------------------------
-def process_start_time(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks since boot), None when it is gone or a
-    zombie: with the pid, it names one process for good (pids are reused)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    # comm may hold spaces and parentheses: fields resume after the last ')'.
-    fields = stat[stat.rfind(b")") + 2:].split()
-    if fields and fields[0] == b"Z":  # a zombie has ended; only its parent has not reaped it
-        return None
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
+def failure_summary(error_type: str | None, message: str | None) -> str:
+    """Ray's failure message is a header plus a 20,000-character log tail:
+    keep the header and the last line the job printed (usually the reason)."""
+    lines = [line for line in (message or "").splitlines() if line.strip()]
+    head = lines[0].split(", last available logs")[0] if lines else "the job failed"
+    text = f"{error_type or 'FAILED'}: {head}"
+    if len(lines) > 1:
+        text += f"; last output: {lines[-1].strip()}"
+    return text[:1000]
 
 
 def this_process(pid: int | None = None) -> records.Process:
@@ -149,7 +143,7 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     if not problems:
         return None
     failure = EvidenceFailed(problems, stopped=policy == "stop" and record.status == "failed")
-    run_dir = bundle_path / "runs" / record.run_id
+    run_dir = bundle_path / records.RUNS_DIR / record.run_id
     try:
         with records.locked(run_dir):
             saved = records.read_record(run_dir)
@@ -244,14 +238,15 @@ def client_for(record: records.RunRecord):
     try:
         url = cluster.normalise_address(url)
         cluster.cluster_resources(url, cluster.auth_headers(token))  # reachable and authorised
-        return cluster.job_client(url, cluster.auth_headers(token))
+        from tutorrl.runtime import jobs_api
+
+        return jobs_api.client(url, cluster.auth_headers(token))
     except TutorrlError:
         return None
 
 
 def job_outcome(client, record: records.RunRecord) -> tuple[str, int | None, str | None] | None:
     """Ray's terminal state of the job as (status, exit code, message), or None while it runs."""
-    from tutorrl.runtime.run import failure_summary
 
     try:
         info = client.get_job_info(record.submission_id)

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tutorrl.compiler import roots
+from tutorrl.contract import PYTHON_ENV, STACK_CHECK_ENV
 from tutorrl.errors import RefusedError
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -278,7 +279,7 @@ def job_environment(job: dict, base: dict[str, str] | None = None) -> dict[str, 
 def job_python(env: dict[str, str]) -> str:
     """The interpreter launch.sh runs: ``TUTORRL_PYTHON``, else the ``python``
     the embedded head finds first on its PATH (the one tutorrl runs under)."""
-    chosen = env.get("TUTORRL_PYTHON")
+    chosen = env.get(PYTHON_ENV)
     if not chosen:
         return sys.executable
     path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
@@ -473,7 +474,7 @@ def check_stack(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str 
         how = f": {stacks.install_command('python', wanted)}" if wanted else ""
         findings.notes.append(f"verl {release}'s training stack: the cluster's Python is not checked here{how}")
         return
-    if os.environ.get("TUTORRL_STACK_CHECK") == "skip":
+    if os.environ.get(STACK_CHECK_ENV) == "skip":
         findings.notes.append("training stack not checked (TUTORRL_STACK_CHECK=skip)")
         return
     if wanted is None:

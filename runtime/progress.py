@@ -12,7 +12,7 @@ import threading
 import time
 from typing import TextIO
 
-from tutorrl.cli import printable
+from tutorrl._text import printable
 
 
 class _Safe:

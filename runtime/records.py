@@ -33,9 +33,9 @@ from tutorrl._read import ReadError, decode_json, read_file
 from tutorrl.errors import BundleError
 from tutorrl.runtime import trust
 
-RUNS_DIR = "runs"
-RECORD_FILE = "run.json"
-LOG_FILE = "job.log"
+from tutorrl.contract import JOB_LOG as LOG_FILE  # noqa: E402
+from tutorrl.contract import RUN_RECORD as RECORD_FILE  # noqa: E402
+from tutorrl.contract import RUNS_DIR  # noqa: E402
 LOCK_FILE = ".lock"
 SCHEMA = 1
 # A record is a few KB; the evidence verdict it may carry stays far below this.
@@ -238,3 +238,21 @@ def list_records(bundle_path: Path) -> list[tuple[Path, RunRecord | None]]:
         out.append((key, entry.name, entry, record))
     out.sort(key=lambda t: (t[0], t[1]))
     return [(p, r) for _, _, p, r in out]
+
+
+def process_start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), None when it is gone or a
+    zombie: with the pid, it names one process for good (pids are reused)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: fields resume after the last ')'.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if fields and fields[0] == b"Z":  # a zombie has ended; only its parent has not reaped it
+        return None
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None

@@ -72,17 +72,6 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def failure_summary(error_type: str | None, message: str | None) -> str:
-    """Ray's failure message is a header plus a 20,000-character log tail:
-    keep the header and the last line the job printed (usually the reason)."""
-    lines = [line for line in (message or "").splitlines() if line.strip()]
-    head = lines[0].split(", last available logs")[0] if lines else "the job failed"
-    text = f"{error_type or 'FAILED'}: {head}"
-    if len(lines) > 1:
-        text += f"; last output: {lines[-1].strip()}"
-    return text[:1000]
-
-
 def _nothing_before():
     from tutorrl.evidence.lineage import Before
 
@@ -335,7 +324,9 @@ class RunSession:
                            message=str(exc).splitlines()[0])
                 raise
 
-            self.client = cluster.job_client(url, headers)
+            from tutorrl.runtime import jobs_api
+
+            self.client = jobs_api.client(url, headers)
             self._submit(bundle, bundle_path, bundle_id, digest, passthrough, interrupts)
             if interrupts():
                 return self._interrupted()
@@ -429,7 +420,7 @@ class RunSession:
         elif status == "FAILED":
             code = info.driver_exit_code if info.driver_exit_code else 1
             state = "failed"
-            msg = submit.Redactor(self.secrets).scrub(failure_summary(info.error_type, info.message))
+            msg = submit.Redactor(self.secrets).scrub(lifecycle.failure_summary(info.error_type, info.message))
         else:  # stopped by someone else (ray job stop, the dashboard)
             code, state, msg = 1, "stopped", "stopped outside tutorrl"
         self._save(status=state, exit_code=code, ended=records.utc_now(), message=msg)

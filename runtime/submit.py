@@ -26,12 +26,12 @@ _PASSED_KWARGS = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memo
                   "entrypoint_resources", "entrypoint_label_selector")
 _KNOWN = {"entrypoint", "runtime_env", "metadata", *_PASSED_KWARGS}
 DRY_RUN_ARGS = dryrun.ARGS
-RUN_ID_ENV = "TUTORRL_RUN_ID"
+from tutorrl.contract import RUN_ID_ENV  # noqa: E402
 # Where verl's checkpoint callback (tutorrl.evidence.callback) appends
 # records. Only set when the job sees the bundle's real folder: an uploaded
 # copy is Ray's ephemeral one, and records there would be lost (the post-run
 # scan records them instead).
-BUNDLE_DIR_ENV = "TUTORRL_BUNDLE_DIR"
+from tutorrl.contract import BUNDLE_DIR_ENV  # noqa: E402
 # Never shipped to a cluster: run records and evidence are the submitter's.
 UPLOAD_EXCLUDES = ["runs/", "evidence/"]
 

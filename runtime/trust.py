@@ -25,7 +25,7 @@ import secrets
 import stat
 from pathlib import Path
 
-STATE_ENV = "TUTORRL_STATE_HOME"
+from tutorrl.contract import STATE_HOME_ENV as STATE_ENV  # noqa: E402
 XDG_ENV = "XDG_STATE_HOME"
 KEY_FILE = "record-key"
 _PREFIX = "hmac-sha256:"

@@ -138,6 +138,8 @@ def test_one_evidence_record_per_checkpoint_confirmed_by_an_independent_hash(tra
         assert len(on_disk) == 11  # model, optim, extra_state, fsdp_config, 6 huggingface/ files, data.pt
         recorded = {r["name"]: r["digest"] for r in predicate["checkpoint"]["files"]["resources"]}
         assert recorded == on_disk
+        publication = next(c for c in predicate["verdict"]["checks"] if c["id"] == "publication.engines_answered")
+        assert publication["status"] == "skipped" and "hf rollout" in publication["detail"]
         # The in-toto subject names the same files, under the step's folder.
         assert {s["name"]: s["digest"]["sha256"] for s in statement["subject"]} == {
             f"global_step_{step}/{name}": digest for name, digest in on_disk.items()}

@@ -63,14 +63,14 @@ def test_a_redirect_to_another_host_never_gets_the_token(dashboard, elsewhere, s
 def test_the_jobs_api_follows_no_redirect_either(dashboard, elsewhere):
     dashboard.routes["/api/v0/nodes"] = (200, {}, support.ray_nodes_answer())
     dashboard.routes["/api/version"] = (302, {"Location": elsewhere.url + "/api/version"}, b"")
-    got = _within(30, lambda: cluster.job_client(dashboard.url, cluster.auth_headers(TOKEN)))
+    got = _within(30, lambda: jobs_api.client(dashboard.url, cluster.auth_headers(TOKEN)))
     assert isinstance(got, RefusedError) and "redirects" in str(got)
     assert elsewhere.tokens_seen() == []
 
 
 def test_a_silent_jobs_api_is_a_refusal_in_bounded_time(dashboard):
     dashboard.routes["/api/version"] = "silent"
-    got = _within(30, lambda: cluster.job_client(dashboard.url, {}, timeout=0.5))
+    got = _within(30, lambda: jobs_api.client(dashboard.url, {}, timeout=0.5))
     assert isinstance(got, RefusedError) and "no complete answer within 0.5 s" in str(got)
     assert dashboard.url in str(got)
 
@@ -78,7 +78,7 @@ def test_a_silent_jobs_api_is_a_refusal_in_bounded_time(dashboard):
 def test_a_job_status_that_never_comes_is_a_refusal_in_bounded_time(dashboard):
     dashboard.routes["/api/version"] = VERSION
     dashboard.routes["/api/jobs/tutorrl-x-1"] = "silent"
-    client = cluster.job_client(dashboard.url, {}, timeout=0.5)
+    client = jobs_api.client(dashboard.url, {}, timeout=0.5)
     got = _within(30, lambda: client.get_job_status("tutorrl-x-1"))
     assert isinstance(got, RefusedError) and "no complete answer within 0.5 s" in str(got)
     assert "/api/jobs/tutorrl-x-1" in str(got)
@@ -88,7 +88,7 @@ def test_an_answer_over_the_limit_is_refused_not_read_whole(dashboard, monkeypat
     monkeypatch.setattr(jobs_api, "MAX_LOG", 1 << 20)
     dashboard.routes["/api/version"] = VERSION
     dashboard.routes["/api/jobs/tutorrl-x-1/logs"] = ("stream", 3 << 20)
-    client = cluster.job_client(dashboard.url, {})
+    client = jobs_api.client(dashboard.url, {})
     got = _within(30, lambda: client.get_job_logs("tutorrl-x-1"))
     assert isinstance(got, RefusedError) and "larger than the 1048576-byte limit" in str(got)
 
@@ -108,7 +108,7 @@ def test_an_answer_that_is_not_one_is_a_located_refusal(dashboard, route, answer
     dashboard.routes[route] = answer
 
     def ask():
-        client = cluster.job_client(dashboard.url, {})
+        client = jobs_api.client(dashboard.url, {})
         return client.get_job_info("tutorrl-x-1")
 
     got = _within(30, ask)
@@ -120,7 +120,7 @@ def test_a_valid_job_answer_is_read(dashboard):
     dashboard.routes["/api/version"] = VERSION
     dashboard.routes["/api/jobs/tutorrl-x-1"] = (200, {}, json.dumps(
         {"status": "FAILED", "driver_exit_code": 3, "error_type": "JOB_ERROR", "message": "boom", "extra": 1}).encode())
-    info = cluster.job_client(dashboard.url, {}).get_job_info("tutorrl-x-1")
+    info = jobs_api.client(dashboard.url, {}).get_job_info("tutorrl-x-1")
     assert (info.status.value, info.driver_exit_code, info.message) == ("FAILED", 3, "boom")
 
 
@@ -172,7 +172,7 @@ def test_a_missed_answer_while_a_job_runs_does_not_end_the_run(dashboard):
     dashboard.routes["/api/version"] = VERSION
     dashboard.routes["/api/jobs/tutorrl-x-1"] = ["silent", "silent", (200, {}, b'{"status": "RUNNING"}'), "silent",
                                                  (200, {}, b'{"status": "SUCCEEDED"}')]
-    client = cluster.job_client(dashboard.url, {}, timeout=0.3)
+    client = jobs_api.client(dashboard.url, {}, timeout=0.3)
     seen: list[str] = []
     got = _within(60, lambda: submit.wait_terminal(client, "tutorrl-x-1", on_status=seen.append, poll_s=0))
     assert got == "SUCCEEDED" and seen == ["RUNNING", "SUCCEEDED"]
@@ -183,6 +183,6 @@ def test_a_dashboard_that_stops_answering_is_given_up_on(dashboard):
 
     dashboard.routes["/api/version"] = VERSION
     dashboard.routes["/api/jobs/tutorrl-x-1"] = "silent"
-    client = cluster.job_client(dashboard.url, {}, timeout=0.3)
+    client = jobs_api.client(dashboard.url, {}, timeout=0.3)
     got = _within(60, lambda: submit.wait_terminal(client, "tutorrl-x-1", poll_s=0, unanswered_s=1.0))
     assert isinstance(got, RefusedError) and "no answer about tutorrl-x-1 for 1 s" in str(got)
