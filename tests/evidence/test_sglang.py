@@ -169,3 +169,92 @@ def test_records_written_before_in_run_existed_stay_canonical():
     import msgspec
 
     assert canonical(msgspec.json.decode(old, type=Publication)) == old
+
+
+# -- What each sglang release does, and what tutorrl asks of it -----------------------------------------------------
+
+def test_only_the_target_runner_is_read_from_0_5_21_on():
+    # 0.5.21+: a request without `selector` means "all" -- target and draft (MTP) --
+    # and the draft's tensors come back "draft."-prefixed in every rank's map.
+    from tutorrl.evidence.sglang import read_engine
+
+    draft = {"model.layers.0.mtp.weight": b"\1" * 8}
+    with ContractServer(served(5), draft=draft) as srv:
+        assert any(n.startswith("draft.") for n in srv.checksum({})[1]["ranks"][0]["checksums"])
+        reading = read_engine(srv.url, timeout=10)
+    assert srv.bodies == [{"action": "checksum", "selector": "target"}]
+    assert reading.observation.error is None
+    (rank,) = reading.ranks
+    assert rank.role == "target" and sorted(rank.checksums) == sorted(served(5))
+
+
+@pytest.mark.parametrize("shape", ["0.5.12", "0.5.13-0.5.20"])
+def test_releases_before_0_5_21_ignore_the_selector(shape):
+    from tutorrl.evidence.sglang import read_engine
+
+    with ContractServer(served(5), shape=shape) as srv:
+        reading = read_engine(srv.url, timeout=10)
+    assert reading.observation.error is None and reading.observation.response_shape == shape
+    assert srv.bodies == [{"action": "checksum"}]  # what the release kept of tutorrl's request
+
+
+def test_no_dead_weight_version_fallback():
+    # /get_weight_version answers 404 in 0.5.8-0.5.20 and is gone from 0.5.21: never asked.
+    from tutorrl.evidence.sglang import read_engine
+
+    for shape in ("0.5.12", ">=0.5.21"):
+        with ContractServer(served(5), shape=shape, weight_version=None) as srv:
+            obs = read_engine(srv.url, timeout=10).observation
+        assert obs.error is None and obs.weight_version is None
+        assert [p for _, p in srv.paths] == ["/model_info", "/weights_checker"]
+
+
+@pytest.mark.parametrize("dims, fails", [((5, 3), True), ((2, 3), True), ((3, 2), False), ((15,), False)])
+def test_the_0_5_12_kernel_fails_on_a_narrow_last_dimension(dims, fails):
+    # bf16: a last dimension of 3 is 6 bytes, not a multiple of 4; 0.5.12's whole checksum call fails.
+    from tutorrl.evidence.sglang import KERNEL_HINT, read_engine
+
+    data = b"\7" * (2 * (dims[0] * (dims[1] if len(dims) > 1 else 1)))
+    tensors = {**served(5), "model.odd.weight": data}
+    with ContractServer(tensors, shape="0.5.12", dims={"model.odd.weight": dims}) as old, \
+            ContractServer(tensors, shape="0.5.13-0.5.20", dims={"model.odd.weight": dims}) as fixed:
+        broken = read_engine(old.url, timeout=10).observation
+        later = read_engine(fixed.url, timeout=10).observation
+    assert later.error is None
+    if fails:
+        assert broken.error and KERNEL_HINT in broken.error and "fixed in 0.5.13" in broken.error
+    else:
+        assert broken.error is None
+
+
+@pytest.mark.parametrize("shape, freed", [("0.5.12", False), ("0.5.13-0.5.20", False), (">=0.5.21", True)])
+def test_the_stand_in_keeps_the_snapshot_as_each_release_does(shape, freed):
+    from tutorrl.evidence.sglang import snapshot_is_freed, weights_checker_action
+
+    with ContractServer(served(5), shape=shape) as srv:
+        for action in ("snapshot", "reset_tensors"):
+            weights_checker_action(srv.url, action, timeout=10)
+        with pytest.raises(EngineError, match="check tensor equality failed"):
+            weights_checker_action(srv.url, "compare", timeout=10)
+        srv.load(served(5))
+        weights_checker_action(srv.url, "compare", timeout=10)
+        assert srv.snapshot_held is not freed
+    assert snapshot_is_freed(shape) is freed
+
+
+def test_0_5_12_takes_post_with_an_action_only():
+    import json
+    import urllib.error
+    import urllib.request
+
+    with ContractServer(served(5), shape="0.5.12") as old, ContractServer(served(5), shape="0.5.13-0.5.20") as new:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(old.url + "/weights_checker", timeout=10)
+        assert err.value.code == 405
+        req = urllib.request.Request(old.url + "/weights_checker", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)
+        assert err.value.code == 422
+        with urllib.request.urlopen(new.url + "/weights_checker", timeout=10) as resp:  # GET: a checksum
+            assert json.loads(resp.read())["success"] is True
