@@ -1,5 +1,10 @@
 """`tutorrl evidence`: list a bundle's records, record a checkpoint by hand,
-make a signing key (`keygen`), or print the chain head to keep (`anchor`)."""
+make a signing key (`keygen`), or print the chain head to keep (`anchor`); and
+`tutorrl verify`: a bundle against its manifest and spec, and its evidence.
+
+`verify` lives here, above both the compiler (which re-derives the bundle)
+and the evidence chain it judges: in compiler/ it made the two packages
+import each other."""
 
 from __future__ import annotations
 
@@ -8,6 +13,11 @@ ACTIONS = ("keygen", "anchor")
 
 
 def register(sub) -> None:
+    register_evidence(sub)
+    register_verify(sub)
+
+
+def register_evidence(sub) -> None:
     p = sub.add_parser(
         "evidence",
         help="list a bundle's checkpoint evidence, record a checkpoint (--add), make a signing key (keygen), "
@@ -69,3 +79,119 @@ def _handle(args) -> int:
             raise TutorrlError("--engine and --base-model only apply with --add CKPT_DIR")
         return cli_impl.show(args)
     return cli_impl.add(args)
+
+
+def register_verify(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check a bundle (and its evidence) against its manifest",
+                       description="Exit 0 when every file matches the manifest and every evidence record holds.")
+    p.add_argument("bundle", help="the bundle folder")
+    p.add_argument("--trust", metavar="PUBKEY", action="append", default=[],
+                   help="a public key file (the .pub of `tutorrl evidence keygen`; several PEM keys in one file "
+                   "are each trusted); every evidence record must then be signed by a trusted key (repeatable)")
+    p.add_argument("--anchor", metavar="FILE|N:DIGEST", action="append", default=[],
+                   help="an anchor kept outside the bundle (`tutorrl evidence anchor`): the chain must still hold "
+                   "that record at that sequence, with HEAD at or past it (repeatable)")
+    from tutorrl._formats import add_format_option
+
+    add_format_option(p, help="output format: text or json ({\"ok\", \"bundle\", \"digest\", \"evidence_records\", "
+                      "\"problems\", \"warnings\"}, also on failure; with --rehash also \"not_on_disk\") (default: text)")
+    p.add_argument("--rehash", action="store_true",
+                   help="also hash again every recorded checkpoint still on disk and name each file that no longer "
+                   "matches its record (progress on stderr)")
+    p.add_argument("--jobs", type=_positive, default=None, metavar="N",
+                   help="hashing threads for --rehash (default: all usable cores)")
+    p.add_argument("--require-checkpoints", action="store_true",
+                   help="with --rehash, a recorded checkpoint no longer on disk is a failure too")
+    from tutorrl.compiler.verify import add_trust_digests_option
+
+    add_trust_digests_option(p)
+    p.set_defaults(handler=_verify)
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _verify(args) -> int:
+    import json
+    import sys
+
+    from tutorrl._files import display_path
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.errors import BundleError
+    from tutorrl.evidence.anchor import parse_anchor
+    from tutorrl.evidence.sign import load_trusted
+    from tutorrl.compiler.verify import apply_trust_digests
+    from tutorrl.evidence.verify import check_evidence
+
+    apply_trust_digests(args)
+    if (args.jobs is not None or args.require_checkpoints) and not args.rehash:
+        from tutorrl.errors import TutorrlError
+
+        raise TutorrlError("--jobs and --require-checkpoints only apply with --rehash")
+    not_on_disk: list[str] = []
+
+    def report(ok: bool, digest: str | None, records: int | None, problems: list[str], warnings=()) -> None:
+        if args.format == "json":
+            doc = {"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
+                   "evidence_records": records, "problems": problems, "warnings": list(warnings)}
+            if args.rehash:
+                doc["not_on_disk"] = not_on_disk
+            print(json.dumps(doc, indent=2))
+
+    # Arguments first: a mistyped key or anchor is the user's to fix before anything is judged.
+    trust = load_trusted(args.trust) if args.trust else None
+    anchors = [parse_anchor(a) for a in args.anchor]
+    try:
+        bundle = verify_bundle(args.bundle)
+    except BundleError as exc:
+        report(False, None, None, [str(exc)])
+        raise
+    from tutorrl.cli import printable
+
+    for warning in bundle.warnings:
+        # Names the manifest's own `compiler`, which whoever wrote the bundle chose.
+        print(printable(f"warning: {warning}"), file=sys.stderr)
+    evidence = check_evidence(bundle.path, bundle.digest, trust=trust, anchors=anchors)
+    problems = evidence.problems
+
+    for warning in evidence.warnings:
+        print(printable(f"warning: evidence: {warning}"), file=sys.stderr)
+    if args.format != "json":
+        for line in evidence.lineage:
+            print(printable(f"note: lineage: {line}"), file=sys.stderr)
+    if args.rehash:
+        from tutorrl.evidence.verify import rehash_evidence
+
+        rehashed = rehash_evidence(bundle.path, jobs=args.jobs)
+        problems += rehashed.mismatches
+        not_on_disk = rehashed.not_on_disk
+        if args.require_checkpoints:
+            problems += not_on_disk
+        elif args.format != "json":
+            for line in not_on_disk:
+                print(f"note: {line}", file=sys.stderr)
+    from tutorrl.contract import EVIDENCE_DIR
+
+    records = len(list((bundle.path / EVIDENCE_DIR).glob("[0-9]*.json")))
+    report(not problems, bundle.digest, records, problems, evidence.warnings)
+    if problems:
+        raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
+    if args.format != "json":
+        how = "re-derived from its spec" if not bundle.warnings else "digests match"
+        said = ""
+        if evidence.records:
+            said = f"; {evidence.records} evidence record(s)" + (", each signed by a trusted key" if trust else "") + (
+                f", holding {len(anchors)} anchor(s)" if anchors else "")
+        if args.rehash:
+            said += f"; every recorded checkpoint on disk re-hashed and matches ({len(not_on_disk)} no longer on disk)"
+        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how}){said}")
+    return 0

@@ -34,7 +34,7 @@ _COMMAND_MODULES = (
 # (a test keeps this in step with what the modules register).
 COMMAND_OWNERS = {
     "compile": "tutorrl.compiler.commands",
-    "verify": "tutorrl.compiler.commands",
+    "verify": "tutorrl.evidence.commands",
     "keys": "tutorrl.compiler.commands",
     "migrate": "tutorrl.compiler.commands",
     "run": "tutorrl.runtime.commands",
