@@ -218,6 +218,17 @@ class _Advice:
         shown = display_path(bundles_root)
         self.out_flag = "" if shown == DEFAULT_BUNDLES else f" --out {shlex.quote(shown)}"
         self._staged_specs: dict[str, bytes] | None = None
+        self._tracked_bundles: set[str] | None = None
+
+    def _tracked(self, folder: Path) -> bool:
+        """Whether git tracks anything under a bundle folder: one `git ls-files` for all of them."""
+        if folder.parent != self.root:
+            return bool(self.tracked(folder))
+        if self._tracked_bundles is None:
+            from tutorrl.review.gitindex import tracked_children
+
+            self._tracked_bundles = tracked_children(self.root) or set()
+        return folder.name in self._tracked_bundles
 
     def compile_and_add(self, spec: str, folder: Path) -> str:
         q, shown = shlex.quote(spec), shlex.quote(display_path(folder))
@@ -240,12 +251,12 @@ class _Advice:
         held = _records_in(folder)
         if held:
             kept = " and ".join(f"{d}/" for d in held)
-            untrack = f"git rm -r -q --cached {shown} && " if self.in_git and self.tracked(folder) else ""
+            untrack = f"git rm -r -q --cached {shown} && " if self.in_git and self._tracked(folder) else ""
             return (f"keep {shown}: it holds the {kept} records of launches that ran, which deleting it would lose. "
                     f"Move it out of {display_path(self.root)}/ with its records: {untrack}mv {shown} ARCHIVE/ "
                     f"(any folder outside {display_path(self.root)}/; `tutorrl verify ARCHIVE/{folder.name}` "
                     "still checks it and its evidence), or restore a spec that compiles to it")
-        if self.tree.staged or (self.in_git and self.tracked(folder)):
+        if self.tree.staged or (self.in_git and self._tracked(folder)):
             return f"git rm -r -q {shown}"
         return f"rm -r {shown}"
 

@@ -88,3 +88,21 @@ def tracked(path: str | Path) -> bool | None:
         return bool(_git(["ls-files", "-z", "--", str(path)]))
     except TutorrlError:
         return None
+
+
+def tracked_children(folder: str | Path) -> set[str] | None:
+    """The names directly under ``folder`` that git tracks anything under, in
+    one ``git ls-files`` (:func:`tracked` asks once per path); None outside a repository."""
+    import os
+
+    try:
+        out = _git(["ls-files", "-z", "--", str(folder)])
+    except TutorrlError:
+        return None
+    names = set()
+    for path in out.decode("utf-8", "surrogateescape").split("\0"):
+        if path:
+            first = os.path.relpath(path, folder).split(os.sep, 1)[0]
+            if first not in ("", ".", ".."):
+                names.add(first)
+    return names

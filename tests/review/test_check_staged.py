@@ -249,3 +249,28 @@ print(rc, sorted(seen), len(blobs))
     assert done.stdout.splitlines()[-1].startswith("2 "), done.stdout + done.stderr
     assert f"bundles/{bundle} (staged): bundle verification failed" in done.stdout
     assert "launch.sh was modified" in done.stdout
+
+
+def test_orphans_are_advised_by_whether_git_tracks_them_asked_once(repo, git_env):
+    """Every spec changed (a release bump): each orphan's advice depends on whether git tracks it,
+    found with one `git ls-files` for the bundle folder, not one per orphan."""
+    (tracked_old,) = bundles_on_disk(repo)
+    (repo / "specs" / "other.toml").write_bytes(toml_bytes(with_(base(), experiment__name="other")))
+    assert tutorrl(repo, git_env, "compile", "specs/other.toml").returncode == 0
+    untracked_old = next(n for n in bundles_on_disk(repo) if n != tracked_old)
+    (repo / "specs" / "other.toml").write_bytes(toml_bytes(with_(base(), experiment__name="other", rollout__n=4)))
+    (repo / "specs" / "grpo.toml").write_bytes(toml_bytes(with_(base(), rollout__n=4)))
+    code = """
+import sys
+from tutorrl.review import gitindex
+calls = []
+real = gitindex._git
+gitindex._git = lambda args, stdin=None: calls.append(args[0]) or real(args, stdin)
+from tutorrl.cli import main
+rc = main(["check"])
+print(rc, calls.count("ls-files"))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=git_env, capture_output=True, text=True)
+    assert done.stdout.splitlines()[-1] == "1 2", done.stdout + done.stderr  # tracked("."), then the bundle folder
+    steps = fixes(done.stdout)
+    assert f"git rm -r -q bundles/{tracked_old}" in steps and f"rm -r bundles/{untracked_old}" in steps
