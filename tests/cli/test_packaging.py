@@ -185,3 +185,23 @@ def test_wheel_installs_and_compiles_outside_the_source_tree(wheel, tmp_path):
     assert committed.is_dir(), f"{bundle.name} is not the committed bundle of specs/chess_tutor_grpo.toml"
     for name in ("launch.sh", "spec.toml", "bundle.env", "ray-job.json"):
         assert (bundle / name).read_bytes() == (committed / name).read_bytes()
+
+
+def test_the_checkout_root_runs_tutorrl_whatever_is_installed(wheel, tmp_path):
+    """From the checkout's root, `python -m tutorrl` finds the root's tutorrl/ first (the folder
+    beside the other top-level ones); with a regular install it used to find no tutorrl.compiler.
+    -S keeps this environment's editable-install hook out, as a regular install has none."""
+    import sysconfig
+
+    site = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site),
+                           str(wheel)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUTORRL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), sysconfig.get_paths()["purelib"]])
+    out = tmp_path / "out"
+    for argv in (["--help"], ["compile", "specs/chess_tutor_grpo.toml", "--out", str(out)]):
+        ran = subprocess.run([sys.executable, "-S", "-m", "tutorrl", *argv], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+    assert len(list(out.iterdir())) == 1
