@@ -98,6 +98,15 @@ def _parse_plain(argv: list[str]):
     return parse(argv[1:]) if parse is not None else None
 
 
+def _debug() -> bool:
+    """TUTORRL_DEBUG=1: a refused input also shows where in tutorrl it was refused (as Hydra's HYDRA_FULL_ERROR)."""
+    import os
+
+    from tutorrl.contract import DEBUG_ENV
+
+    return os.environ.get(DEBUG_ENV) == "1"
+
+
 def main(argv: list[str] | None = None) -> int:
     # Here, not at module level: it imports msgspec, which entry() lets load
     # with the collector paused.
@@ -110,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TutorrlError as exc:
+        if _debug():
+            import traceback
+
+            traceback.print_exc()
         print(printable(exc.render()), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -94,3 +94,13 @@ def test_entry_exits_with_mains_code_and_spares_only_short_commands_the_collecto
     assert run("compile", str(tmp_path / "missing.toml")) == (2, "gc False True")
     # Any other command keeps the collector, and exits with main's code.
     assert run("schema") == (0, "gc True False")
+
+
+def test_tutorrl_debug_shows_where_an_error_was_raised(tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_text('[experiment]\nverl = "0.9.1"\nnmae = "x"\n')
+    plain = support.cli("compile", str(spec), "--out", str(tmp_path / "b"), env={"TUTORRL_DEBUG": ""})
+    debug = support.cli("compile", str(spec), "--out", str(tmp_path / "b"), env={"TUTORRL_DEBUG": "1"})
+    assert plain.returncode == debug.returncode == 2
+    assert "Traceback" not in plain.stderr and "did you mean" in plain.stderr
+    assert "Traceback (most recent call last)" in debug.stderr and "did you mean" in debug.stderr
