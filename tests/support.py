@@ -161,18 +161,20 @@ class CannedServer:
                     except OSError:  # the reader gave up
                         return
                 self.send_response(canned.status)
-                if canned.trickle is not None:
+                trickle = canned.trickle  # read once: a test may reset it while this thread still answers
+                if trickle is not None:
                     import time
 
                     self.send_header("Content-Length", str(1 << 30))
                     self.end_headers()
                     try:
-                        while True:
+                        while canned.trickle is not None:
                             self.wfile.write(b" ")
                             self.wfile.flush()
-                            time.sleep(canned.trickle)
+                            time.sleep(trickle)
                     except OSError:  # the reader gave up
-                        return
+                        pass
+                    return
                 self.send_header("Content-Length", str(len(canned.body)))
                 self.end_headers()
                 self.wfile.write(canned.body)
