@@ -39,6 +39,16 @@ def summary_line(name: str, s: Statement | None) -> str:
     return line
 
 
+def failure_lines(s: Statement | None) -> list[str]:
+    """One indented line per failed check with why it failed, for under the
+    record's summary line (the reasons --format json carries)."""
+    from tutorrl._text import printable
+
+    if s is None:
+        return []
+    return [f"    {c.id}: {printable(c.detail)}" for c in s.predicate.verdict.checks if c.status == "fail"]
+
+
 def show(args) -> int:
     # Records are only as good as the bundle they name: a tampered bundle is
     # refused before any of its records is shown.
@@ -52,6 +62,8 @@ def show(args) -> int:
         print(f"{bundle}: no evidence recorded yet", file=sys.stderr)
     for path, s in records:
         print(summary_line(path.name, s) + (_signed_by(path) if s is not None else ""))
+        for line in failure_lines(s):
+            print(line)
     return 0
 
 
@@ -154,5 +166,7 @@ def add(args) -> int:
                          indent=2, sort_keys=True))
     else:
         print(summary_line(path.name, s))
+        for line in failure_lines(s):
+            print(line)
     # 1, like diff: recorded fine, but what it checked does not hold.
     return 1 if s is not None and s.predicate.verdict.status == "fail" else 0

@@ -27,6 +27,22 @@ def test_failing_checkpoint_exits_1(tmp_path):
     assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts" / "global_step_1")]) == 1
 
 
+def test_text_output_says_why_each_failed_check_failed(tmp_path, capsys):
+    bundle = make_bundle(tmp_path / "bundles")
+    make_fsdp_step(tmp_path / "ckpts", 1, data_pt=False)
+    assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts" / "global_step_1")]) == 1
+    added = capsys.readouterr().out.splitlines()
+    assert main(["evidence", str(bundle), "--format", "json"]) == 0
+    checks = json.loads(capsys.readouterr().out)[0]["predicate"]["verdict"]["checks"]
+    failed = [c for c in checks if c["status"] == "fail"]
+    assert failed
+    assert main(["evidence", str(bundle)]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    for lines in (added, listed):
+        assert "failed: " in lines[0]
+        assert lines[1:] == [f"    {c['id']}: {c['detail']}" for c in failed]
+
+
 @pytest.mark.parametrize("argv,msg", [
     (["--add", "{t}/missing"], "not a directory"),
     (["--add", "{t}"], "neither a global_step_N"),
