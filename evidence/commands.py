@@ -28,8 +28,9 @@ def register_evidence(sub) -> None:
         "`tutorrl evidence anchor BUNDLE [--out FILE]` prints the chain head, to commit or publish outside "
         "the bundle and check later with `tutorrl verify --anchor`.",
     )
-    p.add_argument("bundle", metavar="BUNDLE|keygen|anchor",
-                   help="the bundle directory (bundles/<id>), or the action keygen or anchor")
+    bundle = p.add_argument("bundle", metavar="BUNDLE|keygen|anchor",
+                            help="the bundle directory (bundles/<id>), or the action keygen or anchor")
+    bundle.completion_words = ACTIONS  # offered with file names by `tutorrl completion`
     p.add_argument("anchor_bundle", nargs="?", metavar="BUNDLE", help="with anchor: the bundle directory")
     from tutorrl._formats import add_format_option
 

@@ -21,6 +21,9 @@ class Node:
     takes_value: set[str] = field(default_factory=set)
     children: dict[str, "Node"] = field(default_factory=dict)
     positional_choices: tuple[str, ...] = ()  # e.g. `completion bash|zsh`
+    # Words offered beside file names for the first positional (`evidence keygen|anchor|BUNDLE`):
+    # an action's ``completion_words``.
+    words: tuple[str, ...] = ()
 
 
 def walk(parser: argparse.ArgumentParser, help: str = "") -> Node:
@@ -36,6 +39,8 @@ def walk(parser: argparse.ArgumentParser, help: str = "") -> Node:
         if not action.option_strings:
             if action.choices and not node.positional_choices:
                 node.positional_choices = tuple(str(c) for c in action.choices)
+            elif getattr(action, "completion_words", None) and not node.words:
+                node.words = tuple(action.completion_words)
             continue
         for opt in action.option_strings:
             node.options[opt] = tuple(str(c) for c in action.choices) if action.choices else None
@@ -68,7 +73,7 @@ def _tables(tree: Node, prefix: str) -> str:
     """Shell functions that answer: sub-commands of a path, its options, which
     option takes a value, and an option's choices (POSIX case, so the same
     text serves bash and zsh)."""
-    subs, opts, values, choices = [], [], [], []
+    subs, opts, values, choices, words = [], [], [], [], []
     for path, node in _paths(tree):
         key = " ".join(path)
         if node.children:
@@ -76,6 +81,8 @@ def _tables(tree: Node, prefix: str) -> str:
         elif node.positional_choices:
             # Offered like sub-commands: a word from a fixed set.
             subs.append((key, f"echo {_q(' '.join(node.positional_choices))}"))
+        if node.words:
+            words.append((key, f"echo {_q(' '.join(node.words))}"))
         opts.append((key, f"echo {_q(' '.join(sorted(node.options)))}"))
         for opt in sorted(node.takes_value):
             values.append((f"{key}|{opt}", "return 0"))
@@ -86,18 +93,21 @@ def _tables(tree: Node, prefix: str) -> str:
         _case(f"_{prefix}_options", opts),
         _case(f"_{prefix}_takes_value", values, default="return 1"),
         _case(f"_{prefix}_choices", choices),
+        _case(f"_{prefix}_words", words),
     ])
 
 
 # Walks the words before the cursor: options (and the value of those that take
 # one) are skipped, and each word naming a sub-command of the path so far
 # extends it. Sets <prefix>_path and <prefix>_prev_takes ("" or the option
-# whose value is being typed).
+# whose value is being typed) and <prefix>_npos (how many positional words
+# follow the path).
 _SCAN = """\
 _{p}_scan() {{
   local i w subs
   {p}_path=""
   {p}_prev_takes=""
+  {p}_npos=0
   i=1
   while [ "$i" -lt "$1" ]; do
     eval "w=\\${{{p}_words[$i]}}"
@@ -111,7 +121,8 @@ _{p}_scan() {{
       *)
         subs=" $(_{p}_subcommands "${{{p}_path}}") "
         case "$subs" in
-          *" $w "*) {p}_path="${{{p}_path:+${{{p}_path}} }}$w" ;;
+          *" $w "*) {p}_path="${{{p}_path:+${{{p}_path}} }}$w"; {p}_npos=0 ;;
+          *) {p}_npos=$(({p}_npos + 1)) ;;
         esac ;;
     esac
     i=$((i + 1))
@@ -126,7 +137,7 @@ _BASH = """\
 
 {scan}
 _{p}() {{
-  local cur="${{COMP_WORDS[COMP_CWORD]}}" subs {p}_path {p}_prev_takes
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" subs {p}_path {p}_prev_takes {p}_npos
   local -a {p}_words=("${{COMP_WORDS[@]}}")
   _{p}_scan "$COMP_CWORD"
   COMPREPLY=()
@@ -150,6 +161,9 @@ _{p}() {{
   else
     compopt -o filenames 2>/dev/null
     COMPREPLY=($(compgen -f -- "$cur"))
+    if [ "${p}_npos" -eq 0 ]; then
+      COMPREPLY+=($(compgen -W "$(_{p}_words "${{{p}_path}}")" -- "$cur"))
+    fi
   fi
 }}
 
@@ -171,11 +185,12 @@ _{p}_describe_subcommands() {{
 
 {scan}
 # What to offer for word number $1 (0 = "tutorrl") of the words that follow:
-# one candidate per line, or the single line "@files" for file names.
+# one candidate per line, or the line "@files" for file names (then any words
+# offered beside them, one per line).
 # ksharrays makes zsh index arrays from 0, as bash does, so the scanner is shared.
 _{p}_candidates() {{
   setopt localoptions ksharrays
-  local cword="$1" cur subs choices {p}_path {p}_prev_takes
+  local cword="$1" cur subs choices {p}_path {p}_prev_takes {p}_npos
   shift
   local -a {p}_words
   {p}_words=("$@")
@@ -190,7 +205,9 @@ _{p}_candidates() {{
     -*) print -l -- ${{=$(_{p}_options "${{{p}_path}}")}}; return 0 ;;
   esac
   subs="$(_{p}_subcommands "${{{p}_path}}")"
-  if [ -n "$subs" ]; then print -l -- ${{=subs}}; else print -- "@files"; fi
+  if [ -n "$subs" ]; then print -l -- ${{=subs}}; return 0; fi
+  print -- "@files"
+  if [ "${p}_npos" -eq 0 ]; then print -l -- ${{=$(_{p}_words "${{{p}_path}}")}}; fi
 }}
 
 _{p}() {{
@@ -198,6 +215,7 @@ _{p}() {{
   local line
   cands=("${{(@f)$(_{p}_candidates $((CURRENT - 1)) "${{words[@]}}")}}")
   if [ "${{cands[1]}}" = "@files" ]; then
+    if (( ${{#cands}} > 1 )); then compadd -- "${{(@)cands[2,-1]}}"; fi
     _files
     return
   fi

@@ -95,6 +95,18 @@ def test_the_compile_path_does_not_build_the_completion(tmp_path):
     assert out.split()[-2:] == ["False", "False"]
 
 
+
+def test_bash_offers_the_evidence_actions_beside_bundle_folders(scripts, tmp_path):
+    (tmp_path / "bundles").mkdir()
+    code = (f"cd '{tmp_path}'\nsource '{scripts['bash']}'\n"
+            "COMP_WORDS=(tutorrl evidence '')\nCOMP_CWORD=2\n_tutorrl\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    done = subprocess.run(["bash", "--norc", "-c", code], capture_output=True, text=True, timeout=30)
+    assert sorted(done.stdout.split()) == ["anchor", "bundles", "keygen"]
+    assert bash_complete(scripts["bash"], "evidence", "k") == ["keygen"]
+    # Only in the action's place: after `anchor` (or a bundle) come file names alone.
+    assert "keygen" not in bash_complete(scripts["bash"], "evidence", "anchor", "")
+    assert "keygen" not in bash_complete(scripts["bash"], "evidence", "bundles/x", "")
+
 ZSH = shutil.which("zsh")
 
 
@@ -130,6 +142,8 @@ def test_zsh_candidates_in_a_real_zsh(scripts):
     assert candidates("diff", "a", "--format", "") == ["text", "markdown", "json"]
     assert candidates("keys", "") == ["import", "list", "lock"]
     assert candidates("run", "") == ["@files"]
+    assert candidates("evidence", "") == ["@files", "keygen", "anchor"]
+    assert candidates("evidence", "anchor", "") == ["@files"]
 
 
 def test_zsh_completion_function_in_a_real_zsh(scripts):
