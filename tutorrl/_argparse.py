@@ -37,3 +37,17 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", Formatter)
         super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value) -> None:
+        # A mistyped sub-command: one line naming it and the nearest command,
+        # not argparse's usage and list of every choice.
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            import difflib
+
+            from tutorrl._text import printable
+
+            near = difflib.get_close_matches(value, list(action.choices), n=1, cutoff=0.6)
+            hint = f"did you mean '{near[0]}'?" if near else "commands: " + ", ".join(action.choices)
+            self.exit(2, f"error: {self.prog} {printable(value)}: not a {self.prog} command; {hint} "
+                         f"(`{self.prog} --help` says what each does)\n")
+        super()._check_value(action, value)

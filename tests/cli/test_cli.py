@@ -33,7 +33,20 @@ def test_help_lists_every_command():
 
 def test_unknown_command_is_a_usage_error_without_traceback():
     result = support.cli("compiel", "x.toml")
-    assert result.returncode == 2 and "invalid choice" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "compiel" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_mistyped_command_gets_one_line_naming_the_nearest():
+    result = support.cli("compil", "x")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("error: tutorrl compil: not a tutorrl command; did you mean 'compile'? "
+                             "(`tutorrl --help` says what each does)\n")
+    result = support.cli("keys", "lok")  # a sub-command's own verbs too
+    assert result.returncode == 2 and result.stderr.startswith(
+        "error: tutorrl keys lok: not a tutorrl keys command; did you mean 'lock'?")
+    result = support.cli("zzzz")  # nothing near: the commands there are
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert "commands: compile, keys, migrate" in result.stderr
 
 
 def test_compile_path_imports_nothing_heavy(tmp_path):
