@@ -43,7 +43,9 @@ adapter weights as plain tensor attributes of its LoRA layers and memory pool
 `register_buffer`), while the wrapped layer re-exposes the base `weight`
 (`layers.py:40-46`); `/weights_checker` hashes `named_parameters()` and
 `named_buffers()`, so it sees the frozen base only. What can be proven is
-what verl pushes to those tensors: the base, unchanged since the bootstrap.
+what verl pushes to those tensors: the base, unchanged since verl's first
+sync pushed it (read right after that push: the bootstrap is no reference,
+as verl's default rollout.load_format "dummy" starts sglang on random weights).
 The adapter is recorded as not verifiable, and the sensitivity control is
 refused (its `reset_tensors` would randomise the base, and verl's
 adapter-only re-push would never restore it).
@@ -293,6 +295,12 @@ class _Watch:
         self.pending: tuple[int, Callable[[Observed], None], bool] | None = None
         self.previous: tuple[int, dict] | None = None
         self.stop = False
+        # LoRA: the base as verl's first sync pushed it ((step, maps)), what every
+        # publication must still serve. Not the bootstrap: verl's default
+        # rollout.load_format is "dummy", so sglang starts on random weights and
+        # the first sync is what loads the base.
+        self.base_ref: tuple[str, dict] | None = None  # (when it was read, served_maps)
+        self.base_ref_why: str | None = None
 
     def expect(self, global_step: int, deliver: Callable[[Observed], None], control: bool, stop: bool = False) -> None:
         if self.pending is not None:
@@ -328,6 +336,14 @@ class _Watch:
         self.pushes += 1
         self.last = after
         if pending is None:
+            if self.lora and self.base_ref is None and self.base_ref_why is None:
+                # verl's first sync of a LoRA run: the base, then the adapter (engine_workers.py:795-805).
+                first = [read_engine(e.url, timeout=self.timeout) for e in engines]
+                bad = [f"{r.observation.url}: {r.observation.error}" for r in first if r.observation.error]
+                if bad:
+                    self.base_ref_why = "the engines did not answer after verl's first sync: " + "; ".join(bad)
+                else:
+                    self.base_ref = (f"verl's first sync (global_steps={global_steps})", served_maps(first))
             return []
         step, deliver, control = pending
         readings = [read_engine(e.url, timeout=self.timeout) for e in engines]
@@ -338,7 +354,7 @@ class _Watch:
         checks = [self._engines_check(after), self._version_check(step, global_steps, after)]
         roster = _roster_digest(maps) if maps else None
         changed = None
-        checks.append(self._bootstrap_check(maps, answered))
+        checks.append(self._lora_base_check(step, maps, answered) if self.lora else self._bootstrap_check(maps, answered))
         if self.previous is None:
             checks.append(Check(id="publication.roster_stable", status="skipped",
                                 detail=f"first publication read in this run (step {step}): the roster baseline"))
@@ -391,7 +407,7 @@ class _Watch:
 
     def _bootstrap_check(self, maps: dict, answered: bool) -> Check:
         """The publication against the engines' bootstrap reading (before verl's first push), as miles checks it."""
-        cid = "publication.base_unchanged" if self.lora else "publication.changed_from_bootstrap"
+        cid = "publication.changed_from_bootstrap"
         if self.bootstrap is None or self.bootstrap.maps is None:
             why = self.no_bootstrap or "the engines were not read before verl's first push"
             return Check(id=cid, status="skipped", detail=f"no bootstrap checksums: {why}"[:2000])
@@ -404,21 +420,42 @@ class _Watch:
                 f"{_roster_difference(base, maps)}"))
         changed = _changed(base, maps)
         total = sum(len(m) for m in maps.values())
-        if self.lora:
-            if changed:
-                where = _first_changed(base, maps)
-                return Check(id=cid, status="fail", detail=(
-                    f"LoRA: {changed} of {total} served base tensor(s) differ from the bootstrap reading, e.g. {where}; "
-                    f"the base is frozen and verl pushes it once, as loaded"))
-            return Check(id=cid, status="pass", detail=(
-                f"LoRA: all {total} served base tensor(s) equal the bootstrap reading (the frozen base, as verl pushes "
-                f"it); the adapter is not verifiable"))
         if changed:
             return Check(id=cid, status="pass", detail=(
                 f"{changed} of {total} served tensor(s) differ from the engines' reading before verl's first push"))
         return Check(id=cid, status="fail", detail=(
-            f"every one of the {total} served tensor(s) equals the engines' reading before verl's first push (the "
-            f"model path's weights): engines {', '.join(sorted({self.bootstrap.versions[k[0]].url for k in maps}))}"))
+            f"every one of the {total} served tensor(s) equals the engines' reading before verl's first push (what "
+            f"they loaded at start: the model path's weights, or random ones with rollout.load_format = dummy): "
+            f"engines {', '.join(sorted({self.bootstrap.versions[k[0]].url for k in maps}))}"))
+
+    def _lora_base_check(self, step: int, maps: dict, answered: bool) -> Check:
+        """LoRA: the served base is the one verl's first sync pushed, bit for bit."""
+        cid = "publication.base_unchanged"
+        if not answered:
+            return Check(id=cid, status="skipped", detail="an engine did not answer the checksum reading")
+        if self.base_ref is None:
+            if self.base_ref_why is None:
+                # No reading after the first sync (the watch began at a save): this one is the reference.
+                self.base_ref_why = ""
+                self.base_ref = (f"step {step}'s publication", maps)
+                return Check(id=cid, status="skipped", detail=(
+                    f"LoRA: the engines were not read after verl's first sync; step {step}'s served base is the "
+                    f"reference for later publications"))
+            return Check(id=cid, status="skipped", detail=f"LoRA: no reference base: {self.base_ref_why}"[:2000])
+        when, base = self.base_ref
+        if base.keys() != maps.keys() or any(base[k].keys() != maps[k].keys() for k in maps):
+            return Check(id=cid, status="fail", detail=(
+                f"LoRA: the served ranks or tensor roster differ from those after {when}: "
+                f"{_roster_difference(base, maps)}"))
+        changed = _changed(base, maps)
+        total = sum(len(m) for m in maps.values())
+        if changed:
+            return Check(id=cid, status="fail", detail=(
+                f"LoRA: {changed} of {total} served base tensor(s) differ from the base verl pushed at {when}, e.g. "
+                f"{_first_changed(base, maps)}; the base is frozen and verl pushes it only once"))
+        return Check(id=cid, status="pass", detail=(
+            f"LoRA: all {total} served base tensor(s) equal the base verl pushed at {when} (the frozen base; "
+            f"verl pushes only the adapter since); the adapter is not verifiable"))
 
     def _engines_check(self, after: list[EngineVersions]) -> Check:
         base = [v.url for v in self.baseline]

@@ -452,7 +452,11 @@ def test_lora_publications_prove_the_base_and_say_the_adapter_is_not_verifiable(
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
     config = verl_config(lora_rank=8)
-    with ContractServer(served(0), shape="0.5.13-0.5.20") as a:
+    # verl's default rollout.load_format is "dummy": sglang starts on random weights, and verl's first
+    # sync is what loads the base.
+    dummy = {n: bytes((x + 1) % 256 for x in b) for n, b in served(0).items()}
+    assert dummy != served(0)
+    with ContractServer(dummy, shape="0.5.13-0.5.20") as a:
         assert armed(config) is None
         trainer, group = verl_parts([a], served, config=config, group_cls=_lora_group(ray_local), bootstrap=True)
         on_step_end(trainer)  # the first sync: base, then adapter
@@ -478,6 +482,7 @@ def test_lora_publications_prove_the_base_and_say_the_adapter_is_not_verifiable(
         checks = {c.id: c for c in s.predicate.verdict.checks}
         assert s.predicate.verdict.status != "fail", [(c.id, c.detail) for c in checks.values() if c.status == "fail"]
         assert checks["publication.base_unchanged"].status == "pass", checks["publication.base_unchanged"].detail
+        assert "verl's first sync (global_steps=0)" in checks["publication.base_unchanged"].detail
         assert checks["publication.adapter"].status == "skipped"
         assert checks["publication.adapter"].detail.startswith("adapter not verifiable")
         assert "load_lora_adapter_from_tensor" in checks["publication.adapter"].detail
@@ -521,7 +526,7 @@ def test_lora_base_changed_fails_and_the_control_is_refused(verl_parts, armed, r
         on_step_end(trainer)
     _, checks = rec.last()
     assert checks["publication.base_unchanged"].status == "fail"
-    assert "differ from the bootstrap reading" in checks["publication.base_unchanged"].detail
+    assert "differ from the base verl pushed at verl's first sync" in checks["publication.base_unchanged"].detail
 
 
 def test_stop_raises_out_of_the_push_whose_check_failed(verl_parts, tmp_path, monkeypatch):
