@@ -174,8 +174,11 @@ def _config_path(launch, real) -> str | None:
     path = launch.config_path
     if path is None:
         return None
-    if path.startswith("pkg://") or os.path.isabs(path):
-        return real(path)
+    if path.startswith("pkg://"):
+        return path
+    if os.path.isabs(path):
+        # A verl checkout's own config folder is the config of the verl that runs.
+        return None if os.path.normpath(path).endswith("/verl/trainer/config") else real(path)
     if launch.entry_kind == "script":
         entry = os.path.join(launch.cwd, launch.entry)
         return real(os.path.normpath(os.path.join(os.path.dirname(entry), path)))
@@ -369,9 +372,9 @@ def cmd_import(args) -> int:
     several = len(preps) > 1
     results = []
     for index, prep in enumerate(preps):
-        text, report = import_launch(prep, args.verl, check=not args.no_check)
         if several:
-            report.source = f"{prep.source} (launch {index + 1} of {len(preps)})"
+            prep = msgspec.structs.replace(prep, source=f"{prep.source} (launch {index + 1} of {len(preps)})")
+        text, report = import_launch(prep, args.verl, check=not args.no_check)
         spec_path = None
         if args.output:
             from tutorrl import _files

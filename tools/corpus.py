@@ -201,6 +201,9 @@ class LaunchResult(msgspec.Struct):
     # "exact", "differs", or why it was not checked.
     round_trip: str = ""
     differing_keys: list[str] = []
+    # `tutorrl import` without --verl: the release it chose and its round trip.
+    default_release: str = ""
+    default_round_trip: str = ""
 
 
 class ScriptResult(msgspec.Struct):
@@ -296,6 +299,17 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
             "differing_keys": [{"key": k, "launches": len(v)} for k, v in
                                sorted(differing.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
         },
+        # `tutorrl import` without --verl, for the launches of verl's own config folder that compose.
+        "default_release": {
+            "launches": sum(1 for l in launches if l.default_release),
+            "by_release": dict(sorted(collections.Counter(l.default_release for l in launches
+                                                          if l.default_release).items())),
+            "exact": sum(1 for l in launches if l.default_round_trip == "exact"),
+            "not_exact_by_reason": [{"reason": r, "launches": n} for r, n in sorted(
+                collections.Counter(l.default_round_trip for l in launches
+                                    if l.default_release and l.default_round_trip != "exact").items(),
+                key=lambda kv: (-kv[1], kv[0]))],
+        },
         "keys_by_scripts": [
             {"key": k, "scripts": len(v)} for k, v in sorted(key_scripts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         ],
@@ -388,14 +402,25 @@ def import_round_trip(root: Path, cap, launch_index: int, source: str, release: 
     return trip_reason(report), [d.key for d in report.differences]
 
 
+def import_default(root: Path, cap, launch_index: int, source: str, default_name: str) -> tuple[str, str]:
+    """`tutorrl import` without --verl: (the release it chose, the round trip's reason).
+
+    The round trip composes with that release's own config (from its wheel),
+    not the tag's: the launch as that release would run it.
+    """
+    from tutorrl.importer.cli_impl import import_launch, prepare
+
+    prep = prepare(cap, source, root, home=CORPUS_HOME, workdir_root="VERL_CHECKOUT")[launch_index]
+    _, report = import_launch(prep, None)
+    return report.release, trip_reason(report)
+
+
 def trip_reason(report) -> str:
     """One import report's round trip as a reason to count: exact, why it differs, or why it was not checked."""
     if report.exact:
         return "exact"
     if report.exact is None:
-        return "not checked: " + reason_group(report.not_checked.removeprefix("the imported spec does not compile: ")
-                                              if report.not_checked.startswith("the imported spec does not compile")
-                                              else report.not_checked)
+        return "not checked: " + reason_group(report.not_checked)
     unread = {m.override.lstrip("+~").split("=", 1)[0] for m in report.mapped
               if m.how == "dropped" and "never read" in m.note}
     keys = {d.key for d in report.differences}
@@ -465,15 +490,19 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
                     shown = text.replace(cap.workdir, "<checkout>").replace(cap.home, "<home>")
                     results.append(OverrideResult(shown, key, None if isinstance(parsed, dict) else parsed,
                                                   cls, reason))
-                trip, differing = "", []
+                trip, differing, chosen, chosen_trip = "", [], "", ""
                 if error is None:
                     trip, differing = import_round_trip(root, cap, cap.launches.index(launch), rel, target,
                                                         default_name)
+                    if launch.config_path is None or config_dir == root / STANDARD_CONFIG_DIR:
+                        # Without --verl (a launch of its own config folder composes only in the checkout).
+                        chosen, chosen_trip = import_default(root, cap, cap.launches.index(launch), rel,
+                                                             default_name)
                 launch_results.append(LaunchResult(
                     rel, launch.entry, name,
                     None if launch.config_path is None else
                     (os.path.relpath(config_dir, root) if config_dir else launch.config_path),
-                    variant, error is None, error, results, trip, differing))
+                    variant, error is None, error, results, trip, differing, chosen, chosen_trip))
                 record["launches"].append(msgspec.to_builtins(launch_results[-1]))
             detail.append(record)
             if i % 20 == 0:
@@ -502,8 +531,8 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
         "trip`: exact only when the composed configs are identical). Numbers only: the scripts' text is",
         "not kept here.",
         "",
-        "| tag | scripts | launching main_ppo | launches | megatron | own config | unset vars | overrides | distinct keys | composes at own release | target | spec | extra | dropped | refused | round trip exact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| tag | scripts | launching main_ppo | launches | megatron | own config | unset vars | overrides | distinct keys | composes at own release | target | spec | extra | dropped | refused | round trip exact | without --verl: exact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         c = s["classification"]
@@ -518,7 +547,8 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             f"| {c['spec']['overrides']} ({c['spec']['percent']}%) | {c['extra']['overrides']} ({c['extra']['percent']}%) "
             f"| {c['dropped']['overrides']} ({c['dropped']['percent']}%) "
             f"| {c['refused']['overrides']} ({c['refused']['percent']}%) "
-            f"| {trip.get('exact', 0)}/{trip.get('launches_composing', 0)} ({trip.get('percent_exact', 0.0)}%) |")
+            f"| {trip.get('exact', 0)}/{trip.get('launches_composing', 0)} ({trip.get('percent_exact', 0.0)}%) "
+            f"| {_default_cell(s.get('default_release'))} |")
     lines += ["", "`*` the tag's release is not supported by tutorrl; classified against the target shown "
               "(see `target_why` in the tag's JSON).", ""]
     for s in summaries:
@@ -546,11 +576,27 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
                 lines.append("- keys that differ after import (launches): " + ", ".join(
                     f"`{d['key']}` {d['launches']}" for d in trip["differing_keys"][:20]))
             lines.append("")
+        default = s.get("default_release")
+        if default and default["launches"]:
+            lines += ["Without `--verl` (launches of verl's own config folder): the release chosen (the newest "
+                      "that reads every key set) " + ", ".join(f"{r} {n}" for r, n in default["by_release"].items())
+                      + f"; exact {default['exact']}/{default['launches']}.", ""]
+            if default["not_exact_by_reason"]:
+                lines += ["| launches | reason (without --verl) |", "|---|---|"]
+                lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |"
+                          for r in default["not_exact_by_reason"]]
+                lines.append("")
         top = s["keys_by_scripts"][:15]
         lines += ["Most used keys (scripts setting them): "
                   + ", ".join(f"`{k['key']}` {k['scripts']}" for k in top) + ".", ""]
     lines += ["## Regenerate", "", "```", *commands, "```", ""]
     return "\n".join(lines)
+
+
+def _default_cell(default: dict | None) -> str:
+    if not default or not default.get("launches"):
+        return "–"
+    return f"{default['exact']}/{default['launches']}"
 
 
 def write_json(path: Path, data: dict) -> None:
