@@ -25,9 +25,11 @@ def register(subparsers) -> None:
     )
     p.add_argument("script", nargs="?", help="a launch script (bash)")
     p.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
-    p.add_argument("-o", "--output", metavar="SPEC", help="where to write the spec (default: standard output)")
+    p.add_argument("-o", "--output", metavar="SPEC", help="where to write the spec (default: standard output); a folder DIR/ for a script "
+                        "with several launches: one spec each, named after its position and what differs")
     p.add_argument("--verl", metavar="RELEASE",
-                   help="target verl release (default: the supported release whose config declares most of the keys)")
+                   help="target verl release (default: the newest supported release that reads most of the keys "
+                        "the launch sets; a key it declares and never reads does not count)")
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
                    help="a value for a shell variable the script reads but does not set (repeatable)")
     p.add_argument("--config-name", help="the launch's --config-name (override lists only)")
