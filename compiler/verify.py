@@ -31,18 +31,25 @@ class LoadedBundle(msgspec.Struct, frozen=True):
         return self.manifest.digest
 
 
-def _looks_like_spec(path: Path) -> bool:
-    """A ``.toml`` file, or any small file whose TOML has an ``[experiment]`` table."""
-    if path.suffix == ".toml":
-        return True
+def _has_experiment(path: Path) -> bool | None:
+    """Whether the small file's TOML has an ``[experiment]`` table; None where
+    it cannot say (unreadable, too big, not UTF-8, not TOML)."""
     import tomllib
 
     try:
         if path.stat().st_size > 1 << 20:
-            return False
+            return None
         return isinstance(tomllib.loads(path.read_text("utf-8")).get("experiment"), dict)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
+        return None
+
+
+def _looks_like_spec(path: Path) -> bool:
+    """A file whose TOML has an ``[experiment]`` table, or a ``.toml`` that does
+    not parse (a spec with a mistake: compiling it says where). A ``.toml``
+    that parses without one (``pyproject.toml``) is no spec."""
+    found = _has_experiment(path)
+    return found if found is not None else path.suffix == ".toml"
 
 
 def require_bundle_folder(path: str | Path) -> Path:
@@ -66,7 +73,9 @@ def require_bundle_folder(path: str | Path) -> Path:
         if children:
             listed = ", ".join(str(path / c) for c in children[:3]) + (", ..." if len(children) > 3 else "")
             raise BundleError(f"{shown} is a folder of bundles, not a bundle folder; give one of them: {listed}")
-        specs = sorted(p for p in path.glob("*.toml") if p.is_file())
+        # Only a file that parses as a spec is suggested: the repository root's
+        # pyproject.toml is no spec to compile. The first few are enough.
+        specs = [p for p in sorted(path.glob("*.toml"))[:32] if p.is_file() and _has_experiment(p)]
         if specs:
             raise BundleError(f"{shown} is a folder of spec files, not a bundle folder; compile a spec first: "
                               f"tutorrl compile {shlex.quote(str(specs[0]))}")

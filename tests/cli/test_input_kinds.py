@@ -54,6 +54,20 @@ def test_other_things_given_as_a_bundle(tree):
     assert _refused(support.cli("evidence", "nowhere", cwd=root)) == "error: nowhere: no such bundle folder"
 
 
+def test_a_folder_whose_toml_is_no_spec_suggests_no_compile_of_it(tree):
+    """The repository root: pyproject.toml parses, has no [experiment], and is no spec to compile."""
+    root, _ = tree
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    line = _refused(support.cli("verify", ".", cwd=root))
+    assert line == ("error: .: no manifest.json; not a tutorrl bundle "
+                    "(a bundle folder is what `tutorrl compile SPEC` writes and prints)")
+    assert _refused(support.cli("run", "pyproject.toml", cwd=root)).startswith(
+        "error: pyproject.toml is a file, not a bundle folder")
+    # Beside a real spec, the spec is the one suggested (sorted first or not).
+    shutil.copy(root / "specs" / "grpo.toml", root / "z.toml")
+    assert _refused(support.cli("verify", ".", cwd=root)).endswith("compile a spec first: tutorrl compile z.toml")
+
+
 def test_bundle_given_to_compile(tree):
     root, bundle = tree
     line = _refused(support.cli("compile", bundle, cwd=root))
