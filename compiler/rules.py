@@ -164,6 +164,7 @@ def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
     out += _env(spec)
     out += _trainer(spec, value)
     out += _evidence(spec)
+    out += _control_release(spec, value)
     out += _unread(spec, value)
     return out
 
@@ -204,6 +205,22 @@ def _evidence(spec: Spec) -> list[Finding]:
             "remove publication_control; a LoRA run's record checks that the served base is unchanged and says the "
             "adapter is not verifiable"))
     return out
+
+
+def _control_release(spec: Spec, value: Effective) -> list[Finding]:
+    # sglang's compare frees the control's snapshot only from 0.5.21; the run
+    # refuses the control on older engines (evidence/sglang.py, SNAPSHOT_HELD).
+    lora = spec.model.lora
+    if spec.evidence.publication_control is not True or (lora is not None and (lora.rank or 0) > 0):
+        return []
+    if value("rollout.engine") != "sglang":
+        return []
+    return [Finding(
+        "evidence.publication_control",
+        "runs only on sglang 0.5.21+, whose compare frees the snapshot: on 0.5.12-0.5.20 (verl 0.9.1's pin 0.5.12, "
+        "tutorrl's stack 0.5.14) nothing frees it, so every engine would keep a host-memory copy of every served "
+        "tensor (~2 bytes a parameter in bf16, ~64 GB for a 32B model) until it exits; there the run refuses the "
+        "control and its records say so", None, "warning")]
 
 
 def _int(x) -> int | None:

@@ -607,3 +607,20 @@ def test_publication_control_with_lora_is_refused_at_compile_time():
     assert "engine_workers.py:787-805" in text and "/weights_checker" in text
     doc["model"]["lora"]["rank"] = 0  # rank 0 trains the full model: the control is fine
     compile_bytes(tomli_w.dumps(doc).encode(), "full.toml")
+
+
+def test_publication_control_is_warned_about_the_sglang_releases_that_keep_the_snapshot():
+    import tomllib
+
+    import tomli_w
+
+    from evidence_helpers import EXAMPLE_SPEC
+    from tutorrl.compiler import compile_bytes
+
+    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
+    assert not [w for w in compile_bytes(tomli_w.dumps(doc).encode(), "a.toml").warnings
+                if w.key == "evidence.publication_control"]
+    doc["evidence"] = {"publication_control": True}
+    (warning,) = [w for w in compile_bytes(tomli_w.dumps(doc).encode(), "b.toml").warnings
+                  if w.key == "evidence.publication_control"]
+    assert "0.5.21+" in warning.message and "64 GB" in warning.message and "refuses the control" in warning.message
