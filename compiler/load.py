@@ -168,8 +168,30 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
                         "script read but never set", "replace it with the value the launch should use")
                  for p, v in leaves for name in _placeholders(v)]
     if problems:
+        # A spec that compiles no further is still told of its release in the
+        # same round: an unsupported one would otherwise come on the next compile.
+        problems += _release_problems(data, locate, {p.key for p in problems})
         raise SpecError(problems)
     return spec, locate
+
+
+def _release_problems(data: dict, locate: "Locator", said: set) -> list[Problem]:
+    """What the compiler's load_lock would say of ``experiment.verl``, placed there."""
+    experiment = data.get("experiment")
+    release = experiment.get("verl") if isinstance(experiment, dict) else None
+    if not isinstance(release, str) or "experiment.verl" in said:
+        return []
+    actor = data.get("actor")
+    variant = "megatron" if isinstance(actor, dict) and actor.get("strategy") == "megatron" else "fsdp"
+    from tutorrl.compiler.keymap import load_lock
+
+    try:
+        load_lock(release, variant)
+    except SpecError as exc:
+        return [locate(("experiment", "verl"), p.message, p.hint) for p in exc.problems]
+    except (OSError, ValueError, msgspec.DecodeError):
+        return []  # a release name no lock file can have; its pattern was checked above
+    return []
 
 
 def check_values(data: dict, locate) -> tuple[list[Problem], dict[str, msgspec.Struct]]:

@@ -265,6 +265,17 @@ def test_unsupported_release_names_the_supported_ones():
     assert p.key == "experiment.verl" and p.line == 3 and "0.9.1" in p.hint
 
 
+def test_an_unsupported_release_is_reported_with_the_other_problems():
+    text = edit('verl = "0.9.1"', 'verl = "0.9.2"')
+    text = edit("train_batch_size = 16", "train_batch_sise = 16", text)
+    found = problems(text)
+    assert [(p.key, p.line) for p in found] == [("experiment.verl", 3), ("data.train_batch_sise", 8)]
+    assert "verl 0.9.2 is not supported" in found[0].message and "0.9.1" in found[0].hint
+    # Megatron's locks are asked for a Megatron spec; a supported release adds nothing.
+    text = edit("[actor]\n", '[actor]\nstrategy = "megatron"\n', edit("train_batch_size = 16", "train_batch_sise = 16"))
+    assert [p.key for p in problems(text)] == ["data.train_batch_sise"]
+
+
 @pytest.mark.parametrize("override,words", [
     ("trainer.total_training_steps=5", "set by the spec's trainer.total_steps"),
     ("actor_rollout_ref.rollout.max_num_batched_tokns=1", "did you mean 'actor_rollout_ref.rollout.max_num_batched_tokens'"),
