@@ -35,7 +35,12 @@ def compile_bytes(raw: bytes, name: str) -> CompiledBundle:
 
 def resolve_bytes(raw: bytes, name: str):
     """(normalised spec, lock, resolved overrides, warnings) of spec bytes: the launch without the bundle."""
-    spec, locate = parse_spec(raw, name)
+    return resolve_parsed(*parse_spec(raw, name))
+
+
+def resolve_parsed(spec, locate):
+    """:func:`resolve_bytes` from the spec as parsed (not yet normalised) and its locator:
+    what ``tutorrl migrate`` asks of a spec it retargets in memory."""
     try:
         lock = load_lock(spec.experiment.verl, variant_of(spec))
     except SpecError as exc:

@@ -122,8 +122,15 @@ def _compare(setting: str, before: Place | None, after: Place | None, source: Lo
     return Change(setting, setting, status, changes, before, after)
 
 
-def migrate_spec(spec: Spec, source: str, target: str) -> Migration:
-    """Compare ``spec`` compiled for ``source`` with it compiled for ``target``."""
+def migrate_spec(spec: Spec, source: str, target: str, *, as_written: Spec | None = None,
+                 locate=None) -> Migration:
+    """Compare ``spec`` compiled for ``source`` with it compiled for ``target``.
+
+    ``spec`` is normalised; ``as_written`` is the spec before normalising (and
+    ``locate`` its locator), which is compiled in memory for ``target``: the
+    blockers are every problem that compile finds, so "compiles" is a fact,
+    not a reading of the key maps alone.
+    """
     supported = supported_releases()
     for release, flag in ((source, "--from"), (target, "--to")):
         if release not in supported:
@@ -140,11 +147,30 @@ def migrate_spec(spec: Spec, source: str, target: str) -> Migration:
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
     _, findings = resolve(retargeted, after_map, load_keyset(target, variant))
     blockers = [Blocker(field, message, hint or "") for field, message, hint in findings]
+    blockers += [b for b in _compile_blockers(as_written or spec, target, locate) if b not in blockers]
     config_name = spec.experiment.config_name
     return Migration(source, target, variant,
                      Selection(config_name or before_map.config_name, list(before_map.select)),
                      Selection(config_name or after_map.config_name, list(after_map.select)),
                      changes, blockers)
+
+
+def _compile_blockers(spec: Spec, target: str, locate) -> list[Blocker]:
+    """What stops ``spec`` compiling once ``experiment.verl = target``: the compiler's own answer."""
+    from tutorrl.compiler.bundle import assemble
+    from tutorrl.compiler.compile import resolve_parsed
+
+    if locate is None:
+        from tutorrl.compiler.load import Locator
+
+        locate = Locator("spec", {})
+    retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
+    try:
+        normalised, lock, resolved, warnings = resolve_parsed(retargeted, locate)
+        assemble(normalised, resolved, lock, warnings=warnings)
+    except SpecError as exc:
+        return [Blocker(p.key or "", p.message, p.hint or "") for p in exc.problems]
+    return []
 
 
 def render_text(m: Migration, spec_name: str) -> str:
@@ -170,12 +196,18 @@ def render_text(m: Migration, spec_name: str) -> str:
                 lines.append(f"    why: {c.note}")
         lines.append("")
     same = sum(1 for c in m.settings if c.status == "same")
-    lines.append(f"{same} other settings keep their key, spelling and '+'.")
+    if m.source == m.target:
+        lines.append(f"--to {m.target} is the release it migrates from: nothing moves; the spec's {same} settings "
+                     "keep their key, spelling and '+'.")
+    else:
+        lines.append(f"{same} other settings keep their key, spelling and '+'.")
     lines.append("")
     if m.blockers:
         lines.append(f"before this spec compiles for verl {m.target}:")
         for b in m.blockers:
             lines.append(f"  {b.spec_field}: {b.message}" + (f" ({b.hint})" if b.hint else ""))
+    elif m.source == m.target:
+        lines.append(f"the spec compiles for verl {m.target} (experiment.verl = \"{m.target}\").")
     else:
         lines.append(f"the spec compiles for verl {m.target} once experiment.verl = \"{m.target}\".")
     return "\n".join(lines) + "\n"
@@ -191,8 +223,9 @@ def cmd_migrate(args) -> int:
     from tutorrl.compiler.load import parse_spec, read_spec_bytes
     from tutorrl.compiler.normalize import normalize
 
-    spec, _ = parse_spec(read_spec_bytes(args.spec, args.spec), args.spec)
-    spec = normalize(spec)
-    migration = migrate_spec(spec, args.source or spec.experiment.verl, args.target)
+    as_written, locate = parse_spec(read_spec_bytes(args.spec, args.spec), args.spec)
+    spec = normalize(as_written)
+    migration = migrate_spec(spec, args.source or spec.experiment.verl, args.target, as_written=as_written,
+                             locate=locate)
     print(render_json(migration) if args.format == "json" else render_text(migration, args.spec), end="")
     return 0

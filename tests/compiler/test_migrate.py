@@ -65,3 +65,24 @@ def test_a_spec_without_the_hook_moves_to_071_unchanged(tmp_path):
     out = _migrate(tmp_path, CHESS, "--to", "0.7.1")
     assert "settings that change" not in out
     assert out.endswith('the spec compiles for verl 0.7.1 once experiment.verl = "0.7.1".\n')
+
+
+def test_compiles_is_said_only_of_what_compiles_and_otherwise_what_stops_it(tmp_path):
+    """The 'file' logger has no key to move (specs/gsm8k_custom_reward.toml's case): only compiling for 0.5.0 finds it."""
+    spec = FSDP_CUSTOM.replace('loggers = ["console", "tensorboard"]', 'loggers = ["console", "file"]')
+    assert spec != FSDP_CUSTOM
+    out = _migrate(tmp_path, spec, "--to", "0.5.0")
+    assert "the spec compiles" not in out
+    assert "before this spec compiles for verl 0.5.0:\n  trainer.loggers: the 'file' logger exists from verl 0.6.0" in out
+    doc = json.loads(_migrate(tmp_path, spec, "--to", "0.5.0", "--format", "json"))
+    assert doc["compiles"] is False and [b["spec_field"] for b in doc["blockers"]] == ["trainer.loggers"]
+    # Where it does compile, the promise stands (and each blocker is listed once).
+    text = CHESS.replace("[trainer]\n", "[trainer]\nevidence_callback = true\n")
+    out = _migrate(tmp_path, text, "--to", "0.7.1")
+    assert out.count("  trainer.evidence_callback: ") == 1
+
+
+def test_migrating_to_the_specs_own_release_says_so(tmp_path):
+    out = _migrate(tmp_path, CHESS, "--to", "0.9.1")
+    assert "other settings" not in out and "--to 0.9.1 is the release it migrates from: nothing moves" in out
+    assert out.endswith('the spec compiles for verl 0.9.1 (experiment.verl = "0.9.1").\n')
