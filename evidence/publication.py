@@ -355,7 +355,10 @@ class _Watch:
         roster = _roster_digest(maps) if maps else None
         changed = None
         checks.append(self._lora_base_check(step, maps, answered) if self.lora else self._bootstrap_check(maps, answered))
-        if self.previous is None:
+        if not answered:
+            for cid in ("publication.roster_stable", "publication.changed_since_previous"):
+                checks.append(Check(id=cid, status="skipped", detail="an engine did not answer the checksum reading"))
+        elif self.previous is None:
             checks.append(Check(id="publication.roster_stable", status="skipped",
                                 detail=f"first publication read in this run (step {step}): the roster baseline"))
             checks.append(Check(id="publication.changed_since_previous", status="skipped",

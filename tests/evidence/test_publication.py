@@ -624,3 +624,28 @@ def test_publication_control_is_warned_about_the_sglang_releases_that_keep_the_s
     (warning,) = [w for w in compile_bytes(tomli_w.dumps(doc).encode(), "b.toml").warnings
                   if w.key == "evidence.publication_control"]
     assert "0.5.21+" in warning.message and "64 GB" in warning.message and "refuses the control" in warning.message
+
+
+def test_sglang_0_5_12_kernel_failure_is_said_not_failed(verl_parts, tmp_path):
+    # verl 0.9.1's own pin: a tensor of 2+ dimensions whose last one is not a multiple of 4
+    # bytes fails the whole checksum call. Nothing can be read; nothing is shown wrong either.
+    bundle = make_bundle(tmp_path / "bundles")
+    rec = Recorder(bundle, tmp_path)
+
+    def tensors(step):
+        return {**served(step), "model.odd.weight": bytes([step]) * 30}
+
+    with ContractServer(tensors(0), shape="0.5.12", dims={"model.odd.weight": (5, 3)}) as a:
+        trainer, _ = verl_parts([a], tensors)
+        on_step_end(trainer)
+        for step in (1, 2):
+            trainer.global_steps = step
+            step_dir = make_fsdp_step(rec.root, step, scale=step)
+            assert publication.check_after_push(trainer, step, lambda o, d=step_dir: record_checkpoint(
+                load_bundle(bundle), "r", d, source="callback", finished=None, progress=False, observed=o),
+                stop=True, timeout=30) is None
+            on_step_end(trainer)  # no EvidenceStopped: no check failed
+    s, checks = rec.last()
+    assert checks["publication.engines_answered"].status == "skipped"
+    assert "fixed in 0.5.13" in checks["publication.engines_answered"].detail
+    assert s.predicate.verdict.status == "partial", [(c.id, c.detail) for c in checks.values() if c.status == "fail"]
