@@ -211,6 +211,9 @@ def not_checked(rollout) -> str:
                 "(update_weights_from_ipc in its worker extension) and sets only its own global_steps; vLLM has no "
                 "endpoint that reports what it serves (no checksum of its weights, unlike sglang's /weights_checker), "
                 "so neither the push nor the served weights can be checked; the checkpoint's files are still recorded")
+    if rollout == "hf":
+        return (f"{NOT_CHECKED}: rollout 'hf' generates with the actor's own module inside the training worker: there "
+                "is no separate engine and no push to check")
     return f"{NOT_CHECKED}: rollout {rollout!r}; only sglang (>= 0.5.12) reports checksums of the weights it serves"
 
 

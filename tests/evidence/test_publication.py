@@ -15,7 +15,12 @@ Stand-ins, because no GPU or sglang is here:
   `ServerAdapter.update_weights` does after a push;
 - the trainer is a namespace with the attributes verl's v1 trainer has, and
   the push is called exactly as `trainer_sync.py:38` calls it (verl's trainer
-  module itself needs TransferQueue, not installed here).
+  module itself needs TransferQueue, not installed here); the bootstrap reading
+  is armed as the callback arms it and made in the manager's first
+  `sleep_replicas()`, as `trainer_base.py:386-392` calls it.
+
+LoRA runs drive verl's real `ActorRolloutRefWorker.update_weights` (the
+adapter-only branch) on each replica (`_lora_group`).
 """
 
 from __future__ import annotations
