@@ -141,13 +141,34 @@ def status_command(args) -> int:
     return 0
 
 
-def _ray_log(record: records.RunRecord):
-    client = lifecycle.client_for(record)
-    if client is None:
-        return None
+def _stream_ray_log(client, submission_id: str) -> int:
+    """Ray's own follow, as its job client does it (``tail_job_logs``, a websocket):
+    the log so far, then each new piece as the job writes it, until the job ends.
+    Returns how many characters were shown (0 where the stream never opened)."""
+    import asyncio
+
+    shown = 0
+
+    async def follow() -> None:
+        nonlocal shown
+        async for chunk in client.tail_job_logs(submission_id):
+            _out(chunk)
+            shown += len(chunk)
+
     try:
-        return client, client.get_job_logs(record.submission_id)
-    except Exception:  # noqa: BLE001
+        asyncio.run(follow())
+    except Exception:  # noqa: BLE001 - the stream only feeds the display; the polled log completes it
+        pass
+    return shown
+
+
+_RAY_TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+def _ray_status(client, submission_id: str) -> str | None:
+    try:
+        return str(client.get_job_status(submission_id).value)
+    except Exception:  # noqa: BLE001 - unanswered now; asked again on the next round
         return None
 
 
@@ -158,21 +179,27 @@ def logs_command(args) -> int:
     # job.log is written by the run's owner; when no owner is following a job
     # that still runs (its tutorrl run died, on a cluster), Ray has the log.
     if record.status not in records.TERMINAL and not lifecycle.alive(record.owner):
-        got = _ray_log(record)
-        if got is not None:
-            client, text = got
-            _out(text)
-            shown = len(text)
-            while args.follow:
-                if str(client.get_job_status(record.submission_id).value) in ("SUCCEEDED", "FAILED", "STOPPED"):
-                    _out(client.get_job_logs(record.submission_id)[shown:])
-                    lifecycle.reconcile(run_dir)
-                    break
-                text = client.get_job_logs(record.submission_id)
-                _out(text[shown:])
-                shown = len(text)
+        client = lifecycle.client_for(record)
+        if client is not None:
+            sid = record.submission_id
+            # --follow: Ray's stream sends each piece once, not the whole log again every second.
+            shown = _stream_ray_log(client, sid) if args.follow else 0
+            while True:
+                ended = args.follow and _ray_status(client, sid) in _RAY_TERMINAL
+                try:
+                    text = client.get_job_logs(sid)
+                except Exception:  # noqa: BLE001
+                    text = None
+                if text is None and not shown:
+                    break  # Ray cannot say: job.log is read below
+                _out(text[shown:] if text is not None else "")
+                shown = max(shown, len(text or ""))
+                if not args.follow or ended or text is None:
+                    if ended:
+                        lifecycle.reconcile(run_dir)
+                    return 0
+                # The stream broke off before the job ended: the log is polled, its new part shown.
                 time.sleep(1.0)
-            return 0
     offset = 0
     while True:
         chunk = b""
