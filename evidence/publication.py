@@ -298,7 +298,7 @@ class _Watch:
         self.pending: tuple[int, Callable[[Observed], None], bool] | None = None
         self.previous: tuple[int, dict] | None = None
         self.stop = False
-        # LoRA: the base as verl's first sync pushed it ((step, maps)), what every
+        # LoRA: the base as verl's first sync pushed it, what every
         # publication must still serve. Not the bootstrap: verl's default
         # rollout.load_format is "dummy", so sglang starts on random weights and
         # the first sync is what loads the base.

@@ -654,3 +654,12 @@ def test_sglang_0_5_12_kernel_failure_is_said_not_failed(verl_parts, tmp_path):
     assert checks["publication.engines_answered"].status == "skipped"
     assert "fixed in 0.5.13" in checks["publication.engines_answered"].detail
     assert s.predicate.verdict.status == "partial", [(c.id, c.detail) for c in checks.values() if c.status == "fail"]
+
+
+def test_evidence_records_are_the_owners_alone(tmp_path):
+    import os
+
+    bundle = make_bundle(tmp_path / "bundles")
+    step_dir = make_fsdp_step(tmp_path / "ckpts", 1, scale=1)
+    path = record_checkpoint(load_bundle(bundle), "r", step_dir, source="manual", finished=None, progress=False)
+    assert os.stat(path).st_mode & 0o777 == 0o600
