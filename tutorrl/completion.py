@@ -207,7 +207,10 @@ _{p}_candidates() {{
   subs="$(_{p}_subcommands "${{{p}_path}}")"
   if [ -n "$subs" ]; then print -l -- ${{=subs}}; return 0; fi
   print -- "@files"
-  if [ "${p}_npos" -eq 0 ]; then print -l -- ${{=$(_{p}_words "${{{p}_path}}")}}; fi
+  if [ "${p}_npos" -eq 0 ]; then
+    subs="$(_{p}_words "${{{p}_path}}")"
+    if [ -n "$subs" ]; then print -l -- ${{=subs}}; fi
+  fi
 }}
 
 _{p}() {{
