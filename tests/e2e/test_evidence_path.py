@@ -44,9 +44,10 @@ def test_record_list_verify_and_refuse_tampering(tmp_path):
     listed = support.cli("evidence", bundle, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert lines[0].startswith("000001.json") and "step 20" in lines[0] and "PARTIAL" in lines[0]
     assert lines[1].startswith("000002.json") and "step 40" in lines[1] and "FAIL" in lines[1]
+    assert lines[2].startswith("    checkpoint.dataloader_state: data.pt missing")  # why it failed
 
     as_json = support.cli("evidence", bundle, "--json", cwd=tmp_path)
     assert as_json.returncode == 0, as_json.stderr
