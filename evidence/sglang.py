@@ -173,8 +173,8 @@ def checksums_digest(checksums: dict[str, str]) -> str:
 # snapshot bit for bit. Only the sensitivity control uses them.
 #
 # Who frees the snapshot: from 0.5.21 `compare` does (weight_checker.py:202,
-# `self._snapshot_tensors = None`). In 0.5.6-0.5.20 -- verl 0.9.1's pin 0.5.12
-# and tutorrl's 0.5.14 included -- nothing ever does: `_compare` leaves
+# `self._snapshot_tensors = None`). In 0.5.12-0.5.20 (read in the 0.5.12, 0.5.13,
+# 0.5.14 and 0.5.20 wheels) -- verl 0.9.1's pin and tutorrl's included -- nothing does: `_compare` leaves
 # `_snapshot_tensors` set and no action clears it, so after one control every
 # rank keeps a host copy of every served tensor (about 2 bytes a parameter in
 # bf16: ~64 GB for a 32B model, per engine) until the engine exits. The
