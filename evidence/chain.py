@@ -159,8 +159,10 @@ def _tail_bytes(evdir: Path) -> tuple[int, bytes | None]:
 
 
 def _write_private(evdir: Path, data: bytes) -> Path:
+    # 0600 from creation: records and HEAD are the run owner's alone, as the seed's
+    # training loop writes its publication evidence, and link() keeps the mode.
     tmp = evdir / f".tmp-{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex}"
-    write_new(tmp, data)
+    write_new(tmp, data, 0o600)
     return tmp
 
 

@@ -368,12 +368,8 @@ def append_record(
             checkpoint=inspection.info, publication=publication, verdict=verdict, lineage=lineage,
         ))
 
-    path = append(bundle.path / EVIDENCE_DIR, build, signers=[signer] if signer else [])
-    # The run owner's alone, as miles writes its publication evidence (0600). The
-    # chain publishes the file by link() first (evidence/chain.py), so for an
-    # instant it has the chain's mode; creating it 0600 is the chain's to do.
-    os.chmod(path, 0o600)
-    return path
+    # 0600 from creation (evidence/chain.py): the run owner's alone, as the seed writes its evidence.
+    return append(bundle.path / EVIDENCE_DIR, build, signers=[signer] if signer else [])
 
 
 def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:

@@ -663,3 +663,5 @@ def test_evidence_records_are_the_owners_alone(tmp_path):
     step_dir = make_fsdp_step(tmp_path / "ckpts", 1, scale=1)
     path = record_checkpoint(load_bundle(bundle), "r", step_dir, source="manual", finished=None, progress=False)
     assert os.stat(path).st_mode & 0o777 == 0o600
+    # HEAD too, and from creation: the chain writes each file 0600 before it links it in.
+    assert os.stat(path.parent / "HEAD").st_mode & 0o777 == 0o600
