@@ -168,7 +168,8 @@ class InRun(_Strict, kw_only=True):
     # The call after which the engines were read, as verl names it.
     moment: str
     global_step: int
-    # The same engines read at the first save (versions only: engines sleep then).
+    # The same engines read at the bootstrap: when verl's checkpoint manager first puts them to sleep,
+    # just before its first push (evidence/publication.py).
     baseline: list[EngineVersions]
     before: list[EngineVersions]
     after: list[EngineVersions]
