@@ -3,8 +3,9 @@
 Run by the interpreter under test -- the benchmark's fresh venv with tutorrl
 installed from its wheel -- as a script, so the repository is never on
 ``sys.path`` (its ``tutorrl/`` folder would shadow the installed package).
-Prints JSON: the seconds of each pass over the specs, and where tutorrl was
-imported from (the benchmarks check it is the installed copy).
+Prints JSON: the seconds of each pass over the specs (wall clock, and CPU
+time of this process), and where tutorrl was imported from (the benchmarks
+check it is the installed copy).
 
     python benchmarks/_floor.py SPEC... [--repeat N] [--write DIR]
 """
@@ -29,16 +30,17 @@ def main() -> None:
     args = parser.parse_args()
     raws = [(p.read_bytes(), str(p)) for p in args.specs]
     compile_bytes(*raws[0])  # warm: the first compile loads the key map and templates
-    times = []
+    times, cpu = [], []
     for i in range(args.repeat):
         out = args.write / f"pass{i}" if args.write is not None else None
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for raw, name in raws:
             compiled = compile_bytes(raw, name)
             if out is not None:
                 write_bundle(compiled, out)
         times.append(time.perf_counter() - start)
-    print(json.dumps({"times": times, "tutorrl": tutorrl.__file__}))
+        cpu.append(time.process_time() - start_cpu)
+    print(json.dumps({"times": times, "cpu": cpu, "tutorrl": tutorrl.__file__}))
 
 
 if __name__ == "__main__":

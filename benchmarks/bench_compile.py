@@ -70,9 +70,10 @@ FLOOR = Path(__file__).resolve().parent / "_floor.py"
 
 
 def in_process(python: Path, specs: list[Path], *, repeat: int = 1, write: Path | None = None,
-               cwd: Path | None = None) -> list[float]:
+               cwd: Path | None = None, cpu: list[float] | None = None) -> list[float]:
     """Seconds of each of ``repeat`` passes of ``compile_bytes`` (and ``write_bundle``
-    into ``write``) over ``specs``, in one warm process of ``python`` (benchmarks/_floor.py)."""
+    into ``write``) over ``specs``, in one warm process of ``python`` (benchmarks/_floor.py);
+    the CPU seconds of each pass are appended to ``cpu`` when given."""
     import json
 
     argv = [str(python), str(FLOOR), *map(str, specs), "--repeat", str(repeat)]
@@ -84,6 +85,8 @@ def in_process(python: Path, specs: list[Path], *, repeat: int = 1, write: Path 
     if REPO in imported.parents and python.parent.parent not in imported.parents:
         raise SystemExit(f"the in-process floor imported tutorrl from the repository ({imported}), "
                          "not the installed wheel")
+    if cpu is not None:
+        cpu += answer["cpu"]
     return answer["times"]
 
 
