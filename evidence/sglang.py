@@ -95,7 +95,7 @@ def _request(url: str, path: str, body: dict | None, timeout: float) -> tuple[in
         # ValueError: a URL urllib cannot even form a request from.
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError):
-            raise EngineError(f"{where}: no answer within {timeout:.3g} s") from None
+            raise EngineError(f"{where}: no complete answer within {timeout:.3g} s") from None
         raise EngineError(f"{where}: {reason}") from None
     if not raw:
         return status, None

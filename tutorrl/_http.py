@@ -53,11 +53,11 @@ class _Deadline:
             response = super().getresponse()
         except (OSError, http.client.HTTPException):
             if cut is not None and cut.is_set():
-                raise TimeoutError(f"no complete answer within {self.total:g} s") from None
+                raise TimeoutError(f"no complete answer within {self.total:.3g} s") from None
             raise
         if cut is not None and cut.is_set():  # a head cut short can still parse (a partial last header)
             response.close()
-            raise TimeoutError(f"no complete answer within {self.total:g} s")
+            raise TimeoutError(f"no complete answer within {self.total:.3g} s")
         return response
 
     def close(self) -> None:

@@ -120,7 +120,7 @@ def read_stream(stream, limit: int, *, name: str, within: float | None = None) -
     size = 0
     while size <= limit:
         if deadline is not None and time.monotonic() > deadline:
-            raise ReadError(f"{name}: no complete answer within {within:g} s")
+            raise ReadError(f"{name}: no complete answer within {within:.3g} s")
         chunk = read(min(_CHUNK, limit + 1 - size))
         if not chunk:
             break
@@ -130,7 +130,7 @@ def read_stream(stream, limit: int, *, name: str, within: float | None = None) -
         raise ReadError(f"{name}: answer larger than the {limit}-byte limit")
     if deadline is not None and time.monotonic() > deadline:
         # The end came late: a connection cut at its deadline (`_http`) reads as an early end of data.
-        raise ReadError(f"{name}: no complete answer within {within:g} s")
+        raise ReadError(f"{name}: no complete answer within {within:.3g} s")
     return b"".join(chunks)
 
 

@@ -51,7 +51,7 @@ def test_a_silent_info_route_is_bounded_apart_from_the_whole(engine, monkeypatch
         # and no version is an answer; the checksum route then says what is missing.
         assert reading.observation.weight_version is None
     else:
-        assert reading.observation.error and f"{silent}: no answer within 0.5 s" in reading.observation.error
+        assert reading.observation.error and f"{silent}: no complete answer within 0.5 s" in reading.observation.error
 
 
 def test_read_weight_version_is_bounded_too(engine, monkeypatch):
