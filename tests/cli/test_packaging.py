@@ -78,7 +78,8 @@ def _package_sources() -> list[Path]:
 
 def test_every_import_of_the_package_is_declared():
     extras = list(PROJECT["optional-dependencies"])
-    assert _undeclared(_package_sources(), _declared("core", *extras), {"tutorrl"}) == []
+    # importer/_jail.py also runs as a plain file in the sandbox, importing its sibling _confine by name.
+    assert _undeclared(_package_sources(), _declared("core", *extras), {"tutorrl", "_confine"}) == []
 
 
 def test_core_dependencies_are_only_what_compile_needs():
