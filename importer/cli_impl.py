@@ -197,21 +197,29 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
     from tutorrl.compiler.keymap import describe_releases, load_keymap, load_lock
     from tutorrl.compiler.keysets import load_keyset
 
-    keys = []
+    keys, spelled = [], []
     for text in overrides:
-        head = text.split("=", 1)[0].lstrip("+~")
-        if "=" in text and "." in head:
-            keys.append(head)
+        head = text.split("=", 1)[0]
+        key = head.lstrip("+~")
+        if "=" in text and "." in key:
+            keys.append(key)
+            spelled.append((head[:len(head) - len(key)], key))
     releases = load_keymap().releases
-    fit, unread = {}, {}
+    fit, unread, breaks = {}, {}, {}
     for release in releases:
         ks, lock = load_keyset(release, variant), load_lock(release, variant)
         declared = [k for k in keys if ks.has(k) or ks.open_parent(k) or lock.passthrough_above(k)
                     or k in lock.undeclared]
         unread[release] = [k for k in declared if lock.ignored_by(k) is not None]
         fit[release] = len(declared) - len(unread[release])
-    best = max(fit.values()) if fit else 0
-    fitting = [r for r in releases if fit[r] == best]
+        # Overrides Hydra refuses as written there: '+' on a key the config has
+        # (not null), or a plain override of a key it lacks.
+        breaks[release] = sum(1 for prefix, k in spelled
+                              if (prefix == "+" and ks.has(k) and ks.keys[k].type != "null")
+                              or (prefix == "" and not ks.has(k) and not ks.open_parent(k)))
+    composing = [r for r in releases if breaks[r] == 0] if any(breaks[r] == 0 for r in releases) else releases
+    best = max(fit[r] for r in composing) if fit else 0
+    fitting = [r for r in composing if fit[r] == best]
     if given:
         if given not in releases:
             raise InputError([Problem(f"verl {given} is not supported", hint=f"supported releases: {', '.join(releases)}")])
@@ -220,8 +228,9 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
             notes.append(f"{best - fit[given]} more of the launch's {len(keys)} keys are read {describe_releases(fitting)}: "
                          f"import with --verl {fitting[-1]}, then `tutorrl migrate SPEC --to {given}`")
         return given, "given with --verl", "; ".join(notes)
-    why = (f"--verl not given: {best} of the launch's {len(keys)} keys are read {describe_releases(fitting)}; "
-           "the newest of those")
+    why = (f"--verl not given: {best} of the launch's {len(keys)} keys are read {describe_releases(fitting)}"
+           + (", where the launch as written composes" if len(composing) < len(releases) else "")
+           + "; the newest of those")
     newest = releases[-1]
     if fitting[-1] != newest and unread[newest]:
         why += (f" (verl {newest} declares and never reads {', '.join(sorted(set(unread[newest])))}: "

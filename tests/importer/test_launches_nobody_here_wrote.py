@@ -158,3 +158,14 @@ def test_a_key_the_spec_field_writes_is_accepted_in_extra_overrides(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "never read" not in proc.stderr
     assert "has a home in the spec: reward.manager_kwargs.overlong_buffer_cfg.len" in proc.stderr
+
+
+def test_default_release_is_one_where_the_launch_as_written_composes(tmp_path):
+    # '+trainer.val_before_train' appends a key verl 0.3.0.post1 lacks; later releases declare it, and Hydra
+    # refuses the '+' there ("An item is already at"): the script composes only up to 0.3.0.post1.
+    script = _script(tmp_path, LAUNCH + COMMON + "    +trainer.val_before_train=False \\\n    trainer.total_epochs=2\n")
+    proc = _import(str(script), "--format", "json", cwd=tmp_path)
+    report = _json(proc)
+    assert report["release"] == "0.3.0.post1", report["release_reason"]
+    assert "where the launch as written composes" in report["release_reason"]
+    assert report["exact"] is True, report["not_checked"]
