@@ -93,6 +93,9 @@ setup() {
 # torch would name are never asked for. Its own virtualenv, because the test
 # environment's verl is 0.9.1. Then the tiny model, tokenizer, data and reward
 # are made (tools/cpu_training/make_assets.py; nothing is downloaded).
+absolute() {  # $1: a path, relative to the checkout or absolute
+  case "$1" in /*) printf '%s' "$1" ;; *) printf '%s' "$PWD/$1" ;; esac
+}
 train_venv="${TUTORRL_TRAIN_VENV:-.venv-train}"
 train_stack="runtime/stacks/verl-0.5.0-hf.txt"
 tiny="${TUTORRL_TINY_DIR:-build/tiny}"
@@ -125,7 +128,7 @@ case "$command" in
   demo)
     setup "ray"
     setup_training
-    tutorrl="$PWD/$venv/bin/tutorrl"
+    tutorrl="$(absolute "$venv")/bin/tutorrl"
     out="${TUTORRL_DEMO_DIR:-build/demo}"
     # Only what an earlier demo wrote: the compile and the training happen every time.
     rm -rf -- "$out/bundles" "$out/checkpoints" "$out/outputs"
@@ -143,10 +146,10 @@ case "$command" in
     # The job starts where `tutorrl run` does: verl's Hydra writes its outputs/ there, under build/.
     # tutorrl's own lines are shown as they come; verl's whole output goes to train.log.
     rc=0
-    (cd "$out" && TINY_ROOT="$root/$tiny" CKPT_ROOT="$root/$out/checkpoints" \
-      PYTHONPATH="$root/tools/cpu_training/shim" TUTORRL_PYTHON="$root/$train_venv/bin/python" \
-      "$tutorrl" run "$root/$bundle" --num-gpus 1 2>&1) | tee "$out/train.log" | grep --line-buffered '^tutorrl:' \
-      || rc=$?
+    (cd "$out" && TINY_ROOT="$(cd "$root" && absolute "$tiny")" CKPT_ROOT="$(cd "$root" && absolute "$out")/checkpoints" \
+      PYTHONPATH="$root/tools/cpu_training/shim" TUTORRL_PYTHON="$(cd "$root" && absolute "$train_venv")/bin/python" \
+      "$tutorrl" run "$(cd "$root" && absolute "$bundle")" --num-gpus 1 2>&1) | tee "$out/train.log" \
+      | grep --line-buffered '^tutorrl:' || rc=$?
     if [ "$rc" != 0 ] || ! grep -q 'SUCCEEDED' "$out/train.log"; then
       echo "the training run failed; the end of its output ($out/train.log):" >&2; tail -n 40 "$out/train.log" >&2; exit 1
     fi
@@ -165,7 +168,8 @@ case "$command" in
   test)
     setup "test"
     setup_training
-    export TUTORRL_TRAIN_PYTHON="$PWD/$train_venv/bin/python" TUTORRL_TINY_DIR="$PWD/$tiny"
+    TUTORRL_TRAIN_PYTHON="$(absolute "$train_venv")/bin/python" TUTORRL_TINY_DIR="$(absolute "$tiny")"
+    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR
     "$venv/bin/tutorrl" check
     "$venv/bin/python" -m pytest -p no:cacheprovider "${@:2}"
     ;;

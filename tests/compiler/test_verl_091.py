@@ -82,7 +82,12 @@ def test_seed_trap_attn_implementation_needs_append():
     assert load_lock("0.9.1", "fsdp").targets["model.attn_implementation"].plus
 
 
-@pytest.mark.parametrize("spec_path", support.example_specs(), ids=lambda p: p.stem)
+# The examples written for 0.9.1 (the CPU training specs target 0.5.0: test_releases composes them
+# with 0.5.0's own config, and tests/e2e/test_real_training.py runs them).
+FOR_091 = [p for p in support.example_specs() if 'verl = "0.9.1"' in p.read_text()]
+
+
+@pytest.mark.parametrize("spec_path", FOR_091, ids=lambda p: p.stem)
 def test_example_composes_with_the_intended_values(spec_path, tmp_path, standin_python):
     raw = spec_path.read_bytes()
     bundle = write_bundle(compile_bytes(raw, spec_path.name), tmp_path).path

@@ -15,7 +15,9 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = sorted((ROOT / "specs").glob("*.toml"))
+# The examples for verl 0.9.1, this environment's verl (the CPU training specs target 0.5.0 and run
+# for real, in their own environment: tests/e2e/test_real_training.py).
+SPECS = [s for s in sorted((ROOT / "specs").glob("*.toml")) if 'verl = "0.9.1"' in s.read_text()]
 TUTORRL = [sys.executable, "-m", "tutorrl"]
 
 
