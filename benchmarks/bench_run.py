@@ -108,6 +108,15 @@ def check(proc: subprocess.CompletedProcess, what: str) -> None:
         raise SystemExit(f"{what} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
 
 
+def table(rows: dict[str, list[float]], baseline: str, width: int) -> None:
+    """Median, min and max of each row, and its ratio to the baseline row measured in the same run."""
+    base = statistics.median(rows[baseline])
+    print(f"{'what':{width}} {'median s':>9} {'min s':>7} {'max s':>7} {'x ray job submit':>17}")
+    for name, values in rows.items():
+        med = statistics.median(values)
+        print(f"{name:{width}} {med:9.2f} {min(values):7.2f} {max(values):7.2f} {med / base:17.2f}")
+
+
 def _tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and every process below it (by parent links in /proc)."""
     children: dict[int, list[int]] = {}
@@ -221,12 +230,8 @@ def training(n: int) -> None:
     cold, peak = _peak_rss([sys.executable, "-m", "tutorrl", "run", str(bundle), "--num-gpus", "1", "--quiet"],
                            cwd=root, env={**base_env, "CKPT_ROOT": str(root / "ckpt-cold")})
     check(cold, "cold tutorrl run of the training bundle")
-    base = statistics.median(rows["ray job submit (verl trains)"])
     print(f"real CPU training (verl 0.5.0, 2 GRPO steps, tiny Qwen2): {n} repeats")
-    print(f"{'what':40} {'median s':>9} {'min s':>7} {'max s':>7} {'x ray job submit':>17}")
-    for name, values in rows.items():
-        med = statistics.median(values)
-        print(f"{name:40} {med:9.2f} {min(values):7.2f} {max(values):7.2f} {med / base:17.2f}")
+    table(rows, "ray job submit (verl trains)", 40)
     print(f"peak memory of a cold tutorrl run (tutorrl + head + Ray + verl processes): {peak / 2**30:.2f} GiB")
 
 
@@ -299,10 +304,7 @@ def main() -> int:
 
     base = statistics.median(rows["ray job submit"])
     print(f"tutorrl run benchmark: {n} repeats, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
-    print(f"{'what':32} {'median s':>9} {'min s':>7} {'max s':>7} {'x ray job submit':>17}")
-    for name, values in rows.items():
-        med = statistics.median(values)
-        print(f"{name:32} {med:9.2f} {min(values):7.2f} {max(values):7.2f} {med / base:17.2f}")
+    table(rows, "ray job submit", 32)
     overhead = statistics.median(rows["tutorrl run --address"]) - base
     print(f"overhead of tutorrl run over ray job submit (same head): {overhead:+.2f} s")
     if not args.no_training:

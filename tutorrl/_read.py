@@ -40,15 +40,9 @@ def file_kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def read_file(path: str | os.PathLike, limit: int, *, name: str | None = None, follow: bool = False) -> bytes:
-    """All bytes of regular file ``path``, at most ``limit`` of them.
-
-    Raises :class:`ReadError` for a symlink (unless ``follow``: a file the
-    user named, not one found inside a tree), anything but a regular file, a
-    file over ``limit``, and any ``OSError`` (``FileNotFoundError`` is passed
-    through unchanged: "absent" is often a normal answer for the caller).
-    """
-    label = name or str(path)
+def _open_checked(path, label: str, follow: bool) -> tuple[int, os.stat_result]:
+    """A descriptor of ``path`` and its stat, only if it is a regular file (and,
+    unless ``follow``, not a symlink); ``FileNotFoundError`` passes through."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except FileNotFoundError:
@@ -61,6 +55,23 @@ def read_file(path: str | os.PathLike, limit: int, *, name: str | None = None, f
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ReadError(f"{label}: is {file_kind(st.st_mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_file(path: str | os.PathLike, limit: int, *, name: str | None = None, follow: bool = False) -> bytes:
+    """All bytes of regular file ``path``, at most ``limit`` of them.
+
+    Raises :class:`ReadError` for a symlink (unless ``follow``: a file the
+    user named, not one found inside a tree), anything but a regular file, a
+    file over ``limit``, and any ``OSError`` (``FileNotFoundError`` is passed
+    through unchanged: "absent" is often a normal answer for the caller).
+    """
+    label = name or str(path)
+    fd, st = _open_checked(path, label, follow)
+    try:
         if st.st_size > limit:
             raise ReadError(f"{label}: {st.st_size} bytes, over the {limit}-byte limit")
         chunks, total = [], 0
@@ -85,22 +96,7 @@ def open_regular(path: str | os.PathLike, *, name: str | None = None):
     For readers that seek or read in pieces (a log's head and tail); they bound
     what they read themselves. ``FileNotFoundError`` passes through unchanged.
     """
-    label = name or str(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ReadError(f"{label}: is a symlink; not followed") from None
-        raise ReadError(f"{label}: cannot read ({exc.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ReadError(f"{label}: is {file_kind(st.st_mode)}, not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
+    fd, _st = _open_checked(path, name or str(path), follow=False)
     return os.fdopen(fd, "rb")
 
 
