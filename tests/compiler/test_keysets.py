@@ -258,8 +258,10 @@ def test_keys_list_prints_every_keyset(capsys):
     assert lines[-1].split()[:3] == ["0.9.1", "megatron", "943"]
 
 
-def test_main_reports_errors_without_traceback(capsys):
-    assert ki.main(["import", "not-a-version", "--dest", "x"]) == 2
+def test_keys_import_reports_errors_without_traceback(capsys):
+    from tutorrl.cli import main
+
+    assert main(["keys", "import", "not-a-version", "--dest", "x"]) == 2
     assert "not a verl release number" in capsys.readouterr().err
 
 
