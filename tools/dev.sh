@@ -171,7 +171,7 @@ case "$command" in
     TUTORRL_TRAIN_PYTHON="$(absolute "$train_venv")/bin/python" TUTORRL_TINY_DIR="$(absolute "$tiny")"
     export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR
     "$venv/bin/tutorrl" check
-    "$venv/bin/python" -m pytest -p no:cacheprovider "${@:2}"
+    "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 "${@:2}"
     ;;
   *)
     echo "usage: bash tools/dev.sh demo|test [pytest args]" >&2
