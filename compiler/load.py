@@ -164,6 +164,7 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
     problems += [locate(p, why) for p, v in leaves if (why := _unrepresentable(v)) and ".".join(p) not in said]
     problems += [locate(p, DATE_MESSAGE) for p, v in leaves
                  if isinstance(v, _DATES) and p[:2] != ("reward", "options") and ".".join(p) not in said]
+    problems += [locate(p, *credential_message(kind)) for p, v in leaves if (kind := credential(v))]
     problems += [locate(p, f"'{name}' is a placeholder for the shell variable {name[8:-2]}, which the imported "
                         "script read but never set", "replace it with the value the launch should use")
                  for p, v in leaves for name in _placeholders(v)]
@@ -224,6 +225,8 @@ def check_values(data: dict, locate) -> tuple[list[Problem], dict[str, msgspec.S
             problems.append(locate(path, why))
         elif isinstance(value, _DATES):
             problems.append(locate(path, DATE_MESSAGE))
+        elif kind := credential(value):
+            problems.append(locate(path, *credential_message(kind)))
     return problems, converted
 
 
@@ -480,6 +483,38 @@ _PLACEHOLDER = r"__UNSET_[A-Za-z0-9_]+__"
 def _placeholders(value: Any) -> list[str]:
     """Every ``__UNSET_NAME__`` that `tutorrl import` left for the user in a string."""
     return re.findall(_PLACEHOLDER, value) if isinstance(value, str) and "__UNSET_" in value else []
+
+
+# Values that are credentials whatever their name: the well-known token formats. Each
+# written literally would land in bundle.env, ray-job.json and spec.toml. A
+# substring test decides a valid spec; the patterns are compiled only for a hit.
+_CREDENTIAL_MARKERS = ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "hf_", "AKIA", "ASIA",
+                       "xox", "glpat-", "PRIVATE KEY")
+_CREDENTIALS = (
+    ("an OpenAI API key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("a GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{36,}|\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("an AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("a Slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("a GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
+    ("a private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
+)
+
+
+def credential(value: Any) -> str | None:
+    """The kind of credential ``value`` holds (by its format, not its name), or None."""
+    if not isinstance(value, str) or not any(m in value for m in _CREDENTIAL_MARKERS):
+        return None
+    for kind, pattern in _CREDENTIALS:
+        if re.search(pattern, value):
+            return kind
+    return None
+
+
+def credential_message(kind: str) -> tuple[str, str]:
+    return (f"looks like {kind} written as a literal value; it would be written into the bundle "
+            "(bundle.env, ray-job.json, spec.toml)",
+            "never write a secret in a spec: pass it by name (env.passthrough) and set it where the run starts")
 
 
 _I64 = range(-(2**63), 2**63)

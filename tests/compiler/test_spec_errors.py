@@ -562,3 +562,65 @@ def test_worker_environment_through_ray_init_takes_env_allow_and_plain_names():
     assert f"+{_WORKER_ENV}.LD_PRELOAD=/opt/x.so" in allowed.files["launch.sh"].decode()
     compile_bytes(_with_extra(f"+{_WORKER_ENV}.NCCL_DEBUG=WARN").encode(), "s.toml")
     compile_bytes(_with_extra("+ray_kwargs.ray_init.num_cpus=4").encode(), "s.toml")
+
+
+# -- secrets recognised by their value, whatever the name -------------------------------------------------------------
+
+# Built here, not written whole: a scanner must not take the test file for a leak.
+_TOKENS = {
+    "an OpenAI API key": "sk-" + "proj-" + "Ab3" * 12,
+    "a GitHub token": "ghp" + "_" + "aB1" * 12,
+    "a Hugging Face token": "hf" + "_" + "xYz" * 11,
+    "an AWS access key id": "AKIA" + "ABCD2345EFGH6789",
+    "a Slack token": "xox" + "b-" + "1234567890-abcdef",
+    "a GitLab token": "glpat" + "-" + "aB1_" * 6,
+    "a private key": "-----BEGIN " + "OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1r",
+}
+# Everywhere a spec carries a string into a file tutorrl writes: an env value under any name,
+# reward kwargs, a free table verl reads whole, an extra override, a plain text field.
+_WHERE = {
+    "env.set.MY_CONF": '[env]\nset = {{ MY_CONF = "{}" }}',
+    "reward.kwargs.api": None,  # in BASE's [reward]
+    "model.override_config.note": None,  # written under [model] below
+    "verl.extra_overrides.0": '[verl]\nextra_overrides = ["+ray_kwargs.ray_init.note={}"]',
+    "experiment.project": None,
+}
+
+
+def _with_secret(where: str, token: str) -> str:
+    text = BASE
+    if where == "model.override_config.note":
+        return text.replace('path = "m"', f'path = "m"\noverride_config = {{ note = {json.dumps(token)} }}')
+    if where == "experiment.project":
+        return text.replace('name = "t"', f'name = "t"\nproject = {json.dumps(token)}')
+    if where == "reward.kwargs.api":
+        return text.replace("kwargs = { a = 1 }", f"kwargs = {{ a = 1, api = {json.dumps(token)} }}")
+    body = _WHERE[where].format(token.replace("\n", "\\n"))
+    return text + "\n" + body + "\n"
+
+
+@pytest.mark.parametrize("where", sorted(_WHERE))
+@pytest.mark.parametrize("kind", sorted(_TOKENS))
+def test_a_credential_is_refused_by_its_value_wherever_it_is_written(kind, where):
+    text = _with_secret(where, _TOKENS[kind])
+    with pytest.raises(SpecError) as err:
+        compile_bytes(text.encode(), "spec.toml")
+    found = [p for p in err.value.problems if f"looks like {kind}" in p.message]
+    assert found, err.value.render()
+    assert found[0].key == where and found[0].line
+    assert "env.passthrough" in found[0].render()
+
+
+@pytest.mark.parametrize("text", ["hf_model", "sk-1", "AKIA-ish", "ghp_short", "my-xox-folder", "glpat-x",
+                                  "a PRIVATE KEY is never written here"])
+def test_what_only_resembles_a_credential_is_accepted(text):
+    compile_bytes((BASE + f'\n[env]\nset = {{ NOTE = "{text}" }}\n').encode(), "spec.toml")
+
+
+def test_a_credential_refusal_writes_nothing(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(_with_secret("env.set.MY_CONF", _TOKENS["a GitHub token"]))
+    proc = support.cli("compile", str(spec), "--out", str(tmp_path / "bundles"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "looks like a GitHub token" in proc.stderr and "spec.toml:" in proc.stderr
+    assert not (tmp_path / "bundles").exists()
