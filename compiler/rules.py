@@ -305,17 +305,7 @@ def _parallel_layout(spec: Spec, value: Effective) -> list[Finding]:
                                f"{tp} is more than the {per_node} GPUs of one node; tensor parallelism across nodes is slow",
                                None, "warning"))
     rollout_tp = _int(value("rollout.tensor_parallel"))
-    rollout_dp = _int(value("rollout.data_parallel")) or 1
-    if rollout_tp and rollout_tp * rollout_dp > world and release_tuple(value.lock.release) >= (0, 8, 0):
-        # verl 0.8.0+ (verl/workers/rollout/llm_server.py): num_replicas = world_size // (tp x dp x pp),
-        # so an engine larger than the trainer's GPUs makes zero replicas and nothing generates.
-        out.append(Finding("rollout.tensor_parallel",
-                           f"one engine of tensor-parallel {rollout_tp} x data-parallel {rollout_dp} = "
-                           f"{rollout_tp * rollout_dp} GPUs is more than the {world} trainer GPUs, so verl "
-                           f"{value.lock.release} builds no rollout engine at all",
-                           "verl computes world_size // engine size replicas (verl/workers/rollout/llm_server.py); "
-                           "make the engine fit the trainer's GPUs"))
-    elif rollout_tp and world % rollout_tp:
+    if rollout_tp and world % rollout_tp:
         out.append(Finding("rollout.tensor_parallel",
                            f"{rollout_tp} does not divide the {world} trainer GPUs, so engines cannot tile them",
                            "verl builds world_size // tensor_parallel engines (verl/workers/rollout/replica.py)", "warning"))
