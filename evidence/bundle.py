@@ -30,6 +30,9 @@ class BundleInfo(msgspec.Struct, frozen=True):
     root_defaults: dict[str, str] = {}
     # rollout.engine as verl sees it ("hf": generation inside the training worker, no server).
     rollout_engine: str = ""
+    # trainer.resume_mode / resume_from as verl sees them: which checkpoint a run resumes from.
+    resume_mode: str = ""
+    resume_from: str = ""
 
 
 def load_bundle(path: Path) -> BundleInfo:
@@ -47,4 +50,5 @@ def load_bundle(path: Path) -> BundleInfo:
         on_failure=loaded.spec.evidence.on_failure or "record",
         root_defaults={name: root.default for name, root in sorted(loaded.spec.roots.items()) if root.default},
         rollout_engine=str(value("rollout.engine") or ""),
+        resume_mode=str(value("trainer.resume_mode") or ""), resume_from=str(value("trainer.resume_from") or ""),
     )

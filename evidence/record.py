@@ -444,13 +444,9 @@ def _no_server(bundle: BundleInfo) -> str | None:
 
 def output_dir_before_run(bundle_path: Path, cwd: Path | None, roots: dict[str, str] | None = None):
     """What the run will find in its output folder (evidence/lineage.py's `Before`)."""
-    from tutorrl.compiler.rules import effective
-    from tutorrl.compiler import verify_bundle
     from tutorrl.evidence.lineage import before_run
 
     bundle = load_bundle(Path(bundle_path))
     root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None, roots)
-    value = effective(verify_bundle(Path(bundle_path), trust_digests=True).spec)
-    mode, resume_from = value("trainer.resume_mode"), value("trainer.resume_from")
     return before_run(Path(os.path.abspath(root)) if root is not None else None,
-                      str(mode) if mode is not None else None, str(resume_from) if resume_from else None)
+                      bundle.resume_mode or None, bundle.resume_from or None)
