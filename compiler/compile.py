@@ -10,9 +10,9 @@ from tutorrl.compiler.keymap import load_lock
 from tutorrl.compiler.load import parse_spec, read_spec_bytes
 from tutorrl.compiler.normalize import normalize
 from tutorrl.compiler.resolve import resolve
-from tutorrl.compiler.rules import Finding, check_rules
+from tutorrl.compiler.rules import check_rules
 from tutorrl.compiler.settings import variant_of
-from tutorrl.errors import SpecError
+from tutorrl.errors import Finding, SpecError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,7 +52,7 @@ def resolve_parsed(spec, locate):
             from tutorrl.compiler.rewards import plugin_of, plugin_rules
 
             plugin, options = plugin_of(spec)
-            findings += [Finding(*f) for f in plugin_rules(plugin, spec, options)]
+            findings += plugin_rules(plugin, spec, options)
     except SpecError as exc:
         # The plug-in's problems (what it filled, or its own failure) name no
         # file: each is placed at the user's reward.plugin, keeping its key.
@@ -63,7 +63,7 @@ def resolve_parsed(spec, locate):
 
         keyset = load_keyset(lock.release, lock.variant)
     resolved, problems = resolve(spec, lock, keyset)
-    findings += [Finding(*p) for p in problems]
+    findings += problems
     findings += _argument_limits(spec, resolved)
     findings += roots.findings(spec, resolved, lock)
     errors = [f for f in findings if f.severity == "error"]

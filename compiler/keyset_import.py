@@ -39,7 +39,7 @@ import msgspec
 
 from tutorrl.compiler.keysets import SCHEMA, VARIANTS, KeyInfo, KeySet, available_keysets, load_keyset
 from tutorrl import _files
-from tutorrl.errors import RefusedError
+from tutorrl.errors import KeysetImportError  # its home; importable from here too
 
 CONFIG_PREFIX = "verl/trainer/config/"
 FSDP_CONFIG = "ppo_trainer"
@@ -48,10 +48,6 @@ from tutorrl.contract import WHEEL_CACHE_ENV  # noqa: E402
 
 # A PEP 440-ish release string; anything else never reaches pip's argv.
 _RELEASE_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([._-]?(a|b|rc|post|dev)[0-9]*)*$")
-
-
-class KeysetImportError(RefusedError):
-    """A release's key set could not be extracted (download, wheel or composition)."""
 
 
 # ---------------------------------------------------------------------------

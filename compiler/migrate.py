@@ -146,7 +146,7 @@ def migrate_spec(spec: Spec, source: str, target: str, *, as_written: Spec | Non
 
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
     _, findings = resolve(retargeted, after_map, load_keyset(target, variant))
-    blockers = [Blocker(field, message, hint or "") for field, message, hint in findings]
+    blockers = [Blocker(f.key, f.message, f.hint or "") for f in findings]
     blockers += [b for b in _compile_blockers(as_written or spec, target, locate) if b not in blockers]
     config_name = spec.experiment.config_name
     return Migration(source, target, variant,

@@ -18,8 +18,8 @@ from tutorrl.compiler.hydra import render_value
 from tutorrl.compiler.keymap import Lock, describe_releases, load_keymap, releases_with, settings_writing
 from tutorrl.compiler.settings import flatten_table, settings
 from tutorrl.compiler.spec import Spec
+from tutorrl.errors import Finding
 
-Finding = tuple[str, str, "str | None"]
 
 
 class Override(msgspec.Struct, frozen=True):
@@ -72,13 +72,13 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
                 key = f"{target.key}.{sub}"
                 plus = sub not in target.declared
                 if plus and not (target.passthrough or _under_open(sub, target.open)):
-                    findings.append((f"{setting}.{sub}",
+                    findings.append(Finding(f"{setting}.{sub}",
                                      f"verl {lock.release} ({lock.variant}) declares no '{key}', and nothing in verl "
                                      f"reads '{target.key}' whole: verl would accept the entry and never read it",
                                      _near_entry(sub, target.declared)))
                     continue
                 if key in emitted:
-                    findings.append((f"{setting}.{sub}", f"'{key}' is also set by the spec's {emitted[key]}", None))
+                    findings.append(Finding(f"{setting}.{sub}", f"'{key}' is also set by the spec's {emitted[key]}", None))
                     continue
                 emitted[key] = setting
                 overrides.append(Override(setting, key, item, plus))
@@ -87,21 +87,21 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
         if spellings.skipped(value):
             continue
         if target.key in emitted:
-            findings.append((setting, f"'{target.key}' is also set by the spec's {emitted[target.key]}", None))
+            findings.append(Finding(setting, f"'{target.key}' is also set by the spec's {emitted[target.key]}", None))
             continue
         emitted[target.key] = setting
         overrides.append(Override(setting, target.key, value, target.plus, spelling=target.spelling))
     for index, text in enumerate(spec.verl.extra_overrides):
         override, problem = check_extra(text, lock, keyset, emitted)
         if problem:
-            findings.append((f"verl.extra_overrides.{index}", *problem))
+            findings.append(Finding(f"verl.extra_overrides.{index}", *problem))
         else:
             overrides.append(override)
             home = spec_home(override.key, lock)
             if home is not None and _spec_could_say(text, lock.targets[home[0]]):
                 # verl reads it either way; the spec field would let diff and
                 # migrate explain it, so say so without refusing.
-                findings.append((f"verl.extra_overrides.{index}", f"'{override.key}' has a home in the spec: {home[1]}",
+                findings.append(Finding(f"verl.extra_overrides.{index}", f"'{override.key}' has a home in the spec: {home[1]}",
                                  f"set {home[1]} instead, so diff and migrate can explain it", "warning"))
     config_name = spec.experiment.config_name or lock.config_name
     return Resolved(config_name, spec.experiment.config_path, tuple(overrides)), findings
@@ -125,7 +125,7 @@ def missing_setting(setting: str, lock: Lock) -> Finding:
     why = lock.absent.get(setting)
     hint = why or (f"target one of those releases in experiment.verl, or leave {setting} unset"
                    if where else None)
-    return (setting, f"'{setting}' exists {exists} ({lock.variant}); this spec targets {lock.release}", hint)
+    return Finding(setting, f"'{setting}' exists {exists} ({lock.variant}); this spec targets {lock.release}", hint)
 
 
 def moved_key(key: str, lock: Lock) -> str | None:

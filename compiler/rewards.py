@@ -21,11 +21,12 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from tutorrl.errors import Problem, SpecError
+from tutorrl.errors import Finding, Problem, SpecError
 
 GROUP = "tutorrl.rewards"
 
-Finding = tuple[str, str, "str | None"]
+# What a plug-in's rules return: plain tuples, so a plug-in imports nothing of tutorrl to say them.
+PluginFinding = tuple[str, str, "str | None"]
 
 
 @runtime_checkable
@@ -42,7 +43,7 @@ class RewardPlugin(Protocol):
         Fields the user set win; the plug-in only fills what is unset.
         """
 
-    def rules(self, spec, options) -> list[Finding]:
+    def rules(self, spec, options) -> list[PluginFinding]:
         """Cross-field problems, as ``(dotted key from the spec root, message, hint)``."""
 
     def paths(self, options) -> list[tuple[str, str]]:
@@ -148,7 +149,7 @@ def plugin_fill(plugin: RewardPlugin, spec, options) -> dict:
 
 
 def plugin_rules(plugin: RewardPlugin, spec, options) -> list[Finding]:
-    """``plugin.rules``' findings as ``(key, message, hint)``; a broken plug-in is named, as in :func:`plugin_fill`."""
+    """``plugin.rules``' ``(key, message, hint)`` tuples as errors; a broken plug-in is named, as in :func:`plugin_fill`."""
     try:
         found = list(plugin.rules(spec, options))
     except SpecError:
@@ -160,5 +161,5 @@ def plugin_rules(plugin: RewardPlugin, spec, options) -> list[Finding]:
         if not (isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str) and item[0]
                 and isinstance(item[1], str) and (item[2] is None or isinstance(item[2], str))):
             raise _failed(plugin, "failed to check the spec", f"a finding is {item!r:.80}, not (key, message, hint)")
-        out.append(tuple(item))
+        out.append(Finding(*item))
     return out

@@ -96,7 +96,7 @@ def launch_program() -> str:
 def findings(spec, resolved, lock) -> list:
     """Compile-time checks of the spec's roots against where they are used."""
     from tutorrl.compiler import rules
-    from tutorrl.compiler.rules import Finding
+    from tutorrl.errors import Finding
 
     out: list[Finding] = []
     declared = set(spec.roots)

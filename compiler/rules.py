@@ -14,21 +14,10 @@ lock carries them), so a rule sees what verl will see.
 from __future__ import annotations
 
 import re
-from typing import Literal
-
-import msgspec
 
 from tutorrl.compiler.keymap import Lock, release_tuple
 from tutorrl.compiler.spec import Spec, get_field
-
-Severity = Literal["error", "warning"]
-
-
-class Finding(msgspec.Struct, frozen=True):
-    key: str
-    message: str
-    hint: str | None = None
-    severity: Severity = "error"
+from tutorrl.errors import Finding, Severity  # noqa: F401 (one shape for every check's outcome; its home is tutorrl.errors)
 
 
 # Advantage estimators that compare several responses to the same prompt.
@@ -304,12 +293,57 @@ def _parallel_layout(spec: Spec, value: Effective) -> list[Finding]:
             out.append(Finding("actor.megatron.tensor_parallel",
                                f"{tp} is more than the {per_node} GPUs of one node; tensor parallelism across nodes is slow",
                                None, "warning"))
-    rollout_tp = _int(value("rollout.tensor_parallel"))
-    if rollout_tp and world % rollout_tp:
-        out.append(Finding("rollout.tensor_parallel",
-                           f"{rollout_tp} does not divide the {world} trainer GPUs, so engines cannot tile them",
-                           "verl builds world_size // tensor_parallel engines (verl/workers/rollout/replica.py)", "warning"))
+    out += _rollout_engine(spec, value, world)
     return out
+
+
+def _rollout_worker_file(release: tuple, strategy: str) -> str:
+    """Where a release's actor-rollout worker builds its rollout device mesh."""
+    if release >= (0, 8, 0):
+        return "verl/workers/engine_workers.py"
+    legacy = "verl/workers/megatron_workers.py" if strategy == "megatron" else "verl/workers/fsdp_workers.py"
+    return f"{legacy}, or verl/workers/engine_workers.py" if release >= (0, 7, 0) else legacy
+
+
+def _rollout_engine(spec: Spec, value: Effective, world: int) -> list[Finding]:
+    # Every release's hybrid actor-rollout worker asserts, while it builds the rollout
+    # device mesh, that one engine's GPUs divide the trainer's:
+    #   assert self.world_size % infer_world_size == 0   ("rollout world_size: ... is not divisible by ...")
+    # with infer_world_size = tensor x data x pipeline parallel from verl 0.6.0, the
+    # tensor-parallel size alone before. So a size that does not divide is a launch
+    # verl refuses at start, not a style choice. The rollout's pipeline size is not a
+    # spec field; verl's default (1) is taken.
+    release = release_tuple(value.lock.release)
+    tp = _int(value("rollout.tensor_parallel"))
+    if not tp:
+        return []
+    dp = (_int(value("rollout.data_parallel")) or 1) if release >= (0, 6, 0) else 1
+    engine = tp * dp
+    if world % engine == 0:
+        return []
+    gpus = f"{world} trainer GPU" + ("" if world == 1 else "s")
+    if spec.rollout.tensor_parallel is None:
+        size = f"verl's default tensor_model_parallel_size {tp}"
+        if dp > 1:
+            size += f" x data-parallel {dp}"
+        what = f"{size} (rollout.tensor_parallel is not set) does not divide the {gpus}"
+    elif dp > 1:
+        what = f"tensor-parallel {tp} x data-parallel {dp} = {engine} GPUs per engine does not divide the {gpus}"
+    else:
+        what = f"{tp} does not divide the {gpus}"
+    cite = (f"verl {value.lock.release}'s actor-rollout worker asserts world_size % engine size == 0 when it builds "
+            f"the rollout ({_rollout_worker_file(release, spec.actor.strategy)})")
+    if engine > world and release >= (0, 7, 0):
+        # Past that assertion verl would still build world_size // engine size = 0
+        # servers (agent_loop.py in 0.7, workers/rollout/llm_server.py from 0.8.0).
+        where = ("verl/workers/rollout/llm_server.py" if release >= (0, 8, 0)
+                 else "verl/experimental/agent_loop/agent_loop.py")
+        cite += f", and it would build {world} // {engine} = 0 rollout engines ({where})"
+    divisors = [d for d in range(1, world + 1) if world % d == 0 and d % dp == 0]
+    sizes = ", ".join(str(d // dp) for d in divisors[:6]) + (", ..." if len(divisors) > 6 else "")
+    return [Finding("rollout.tensor_parallel", f"{what}; {cite}",
+                    f"set rollout.tensor_parallel to one of {sizes}" if sizes
+                    else "make rollout.tensor_parallel x rollout.data_parallel divide the trainer GPUs")]
 
 
 _NOSET = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"

@@ -23,16 +23,12 @@ from pathlib import Path
 import msgspec
 
 from tutorrl._read import ReadError, read_file
-from tutorrl.errors import TutorrlError
+from tutorrl.errors import AnchorError  # its home; importable from here too
 from tutorrl.evidence.chain import record_name
 from tutorrl.evidence.schema import Anchor
 
 MAX_ANCHOR = 4096
 _SPELLED = re.compile(r"(?:([1-9][0-9]{0,17}):)?(sha256:[0-9a-f]{64})")
-
-
-class AnchorError(TutorrlError):
-    """An anchor that cannot be read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tutorrl._files import fsync_dir, write_new
 from tutorrl._read import ReadError, file_kind, read_file
-from tutorrl.errors import BundleError
+from tutorrl.errors import ChainError  # its home; importable from here too
 from tutorrl.evidence.schema import ChainLink, Head, Statement
 from tutorrl.evidence.statement import RecordFormatError, canonical, decode_head, digest, encode_record, is_signed
 
@@ -54,10 +54,6 @@ MAX_HEAD = 4096
 # How long a reader or writer waits for the lock before saying so (a writer
 # holds it only for the instant of publishing).
 LOCK_WAIT_S = 60.0
-
-
-class ChainError(BundleError):
-    """The evidence directory cannot be appended to or read as a chain."""
 
 
 def record_name(sequence: int) -> str:

@@ -8,15 +8,11 @@ from pathlib import Path
 
 import msgspec
 
-from tutorrl.errors import TutorrlError
+from tutorrl.errors import EvidenceInputError  # its home; importable from here too
 from tutorrl.evidence.bundle import load_bundle
 from tutorrl.evidence.checkpoints import find_step_dirs, read_tracker, step_of
 from tutorrl.evidence.record import read_records, record_checkpoint
 from tutorrl.evidence.schema import Statement
-
-
-class EvidenceInputError(TutorrlError):
-    pass
 
 
 def summary_line(name: str, s: Statement | None) -> str:

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tutorrl._read import ReadError, read_json
-from tutorrl.errors import TutorrlError
+from tutorrl.errors import CheckpointError  # its home; importable from here too
 from tutorrl.evidence.bundle import BundleInfo, load_bundle
 from tutorrl.evidence.chain import ChainError, append, directory_problem, read_record, record_files
 from tutorrl.evidence.checkpoints import find_step_dirs, inspect_step, read_tracker, step_of, tracker_checks
@@ -41,10 +41,6 @@ from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
 TENSOR_JOB_BYTES = 64 * 1024 * 1024
 # A weight_map names every tensor once: a few MB for the largest models.
 MAX_INDEX = 64 * 1024 * 1024
-
-
-class CheckpointError(TutorrlError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tutorrl._read import ReadError, read_file
-from tutorrl.errors import TutorrlError
+from tutorrl.errors import SigningError  # its home; importable from here too
 from tutorrl.evidence.schema import DSSE_PAYLOAD_TYPE, Signature
 from tutorrl.evidence.statement import Record, pae
 
@@ -39,10 +39,6 @@ DEFAULT_KEY_NAME = "evidence-signing-key"
 MAX_KEY_FILE = 64 * 1024
 INSTALL_HINT = "install tutorrl's signing extra: pip install 'tutorrl[sign]'"
 _PEM_PUBLIC = re.compile(rb"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.DOTALL)
-
-
-class SigningError(TutorrlError):
-    """A signing key or trusted key that cannot be used."""
 
 
 def _crypto():

@@ -66,7 +66,7 @@ from typing import Literal
 
 import msgspec
 
-from tutorrl.errors import RefusedError
+from tutorrl.errors import CaptureError  # its home; importable from here too
 
 #: Pure text tools that run for real inside the jail: what scripts compute
 #: their values with. Nothing here starts other programs the jail would allow
@@ -96,10 +96,6 @@ REQUIRE = {"core": ("environment", "reads", "writes", "executables", "network", 
            "all": ("environment", "reads", "writes", "executables", "network", "processes", "signals",
                    "lifetime", "privileges"),
            "none": ()}
-
-
-class CaptureError(RefusedError):
-    """A script could not be captured (missing file, no confinement, no bash)."""
 
 
 class Property(msgspec.Struct, frozen=True):

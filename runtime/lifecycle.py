@@ -37,13 +37,8 @@ from tutorrl.errors import RefusedError, TutorrlError
 from tutorrl.runtime import records, trust
 from tutorrl.runtime.records import process_start_time
 
-EXIT_INTERRUPTED = 130
-# `tutorrl run`'s own codes for a run whose evidence failed (README, "Exit status"):
-# the job succeeded but a checkpoint of this run failed a check or could not be
-# recorded (evidence.on_failure = "record", the default) ...
-EXIT_EVIDENCE_FAILED = 4
-# ... or the job failed because the in-run check stopped training (on_failure = "stop").
-EXIT_EVIDENCE_STOPPED = 5
+# The exit codes and the errors live in tutorrl.errors; these names are kept for the modules that read them here.
+from tutorrl.errors import EXIT_EVIDENCE_FAILED, EXIT_EVIDENCE_STOPPED, EXIT_INTERRUPTED  # noqa: E402,F401
 RUN_ID_RE = re.compile(r"^tutorrl-([0-9A-Za-z]+)-(\d+)$")
 
 
@@ -53,24 +48,7 @@ UNVERIFIED = ("not verified: this record was not written by tutorrl for this use
               "changed since); shown as recorded, and nothing it names is stopped, removed or sent a token")
 
 
-class RunNotFound(TutorrlError):
-    exit_code = 2
-
-
-class NotVerified(RefusedError):
-    """A command that would act on what a record says, given a record it cannot trust."""
-
-
-class EvidenceFailed(TutorrlError):
-    """A run's evidence failed: which records, or why none could be written."""
-
-    def __init__(self, problems: list[str], *, stopped: bool):
-        self.problems, self.stopped = problems, stopped
-        self.exit_code = EXIT_EVIDENCE_STOPPED if stopped else EXIT_EVIDENCE_FAILED
-        super().__init__("; ".join(problems))
-
-    def render(self) -> str:
-        return "\n".join(f"evidence: {p}" for p in self.problems)
+from tutorrl.errors import EvidenceFailed, NotVerified, RunNotFound  # noqa: E402,F401 (their home is tutorrl.errors)
 
 
 # -- processes ---------------------------------------------------------------

@@ -41,9 +41,7 @@ class Findings:
             raise _Refused("\n".join(lines))
 
 
-class _Refused(RefusedError):
-    def render(self) -> str:
-        return str(self)
+from tutorrl.errors import PreflightRefused as _Refused  # noqa: E402 (its home is tutorrl.errors)
 
 
 def split_verl_list(value) -> list[str]:

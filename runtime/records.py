@@ -100,8 +100,7 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     seal: str | None = None
 
 
-class RecordError(BundleError):
-    """A run.json that is not a run record; the message names the file and what is wrong."""
+from tutorrl.errors import RecordError  # noqa: E402 (its home is tutorrl.errors)
 
 
 class Process(msgspec.Struct, forbid_unknown_fields=False):

@@ -110,7 +110,7 @@ def _debug() -> bool:
 def main(argv: list[str] | None = None) -> int:
     # Here, not at module level: it imports msgspec, which entry() lets load
     # with the collector paused.
-    from tutorrl.errors import TutorrlError
+    from tutorrl.errors import EXIT_FAILED, EXIT_INTERRUPTED, TutorrlError
 
     argv = sys.argv[1:] if argv is None else argv
     args = _parse_plain(argv)
@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 1
+        return EXIT_FAILED
 
 
 # Short commands: they allocate for a few tens of milliseconds what lives
