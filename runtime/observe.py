@@ -223,13 +223,23 @@ def logs_command(args) -> int:
         record = lifecycle.reconcile(run_dir)
 
 
-def stop_command(args) -> int:
-    run_dir = lifecycle.find_run(args.run)
+class Stopped(msgspec.Struct, frozen=True):
+    """What stopping a run came to: its record afterwards, and whether it is now ended."""
+
+    record: records.RunRecord
+    #: True when the record is terminal (stopped here, or it had already ended).
+    ended: bool
+    #: Why it is not ended, or what it had already ended as; None when this call stopped it.
+    note: str | None = None
+    already: bool = False
+
+
+def stop_run(run_dir: Path) -> Stopped:
+    """Stop one run: its owner stops the job and then its head (as on Ctrl-C), or, with
+    no owner left, the cluster is asked to stop the job. Refuses a record it cannot trust."""
     record = lifecycle.reconcile(run_dir)
-    sid = record.submission_id
     if record.status in records.TERMINAL:
-        print(f"{sid}: already {record.status}", file=sys.stderr)
-        return 0
+        return Stopped(record, True, f"already {record.status}", already=True)
     if not records.verified(record):
         raise lifecycle.NotVerified(f"{run_dir}: {lifecycle.UNVERIFIED}; stop it where it was started")
     owner = lifecycle.alive(record.owner)
@@ -243,14 +253,21 @@ def stop_command(args) -> int:
     elif record.address_kind == "cluster":
         client = lifecycle.client_for(record)
         if client is None:
-            print(f"{sid}: cannot reach {record.address} to stop the job", file=sys.stderr)
-            return 1
+            return Stopped(record, False, f"cannot reach {record.address} to stop the job")
         from tutorrl.runtime import submit
 
-        submit.stop_job(client, sid)
+        submit.stop_job(client, record.submission_id)
         record = lifecycle.reconcile(run_dir)
     if record.status not in records.TERMINAL:
-        print(f"{sid}: still {record.status} (its owner did not stop it within {STOP_TIMEOUT_S}s)", file=sys.stderr)
-        return 1
-    print(f"{sid}: {record.status}" + (f" ({record.message})" if record.message else ""), file=sys.stderr)
-    return 0
+        return Stopped(record, False, f"still {record.status} (its owner did not stop it within {STOP_TIMEOUT_S}s)")
+    return Stopped(record, True)
+
+
+def stop_command(args) -> int:
+    done = stop_run(lifecycle.find_run(args.run))
+    sid, record = done.record.submission_id, done.record
+    if done.ended and not done.already:
+        print(f"{sid}: {record.status}" + (f" ({record.message})" if record.message else ""), file=sys.stderr)
+    else:
+        print(f"{sid}: {done.note}", file=sys.stderr)
+    return 0 if done.ended else 1
