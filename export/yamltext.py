@@ -2,16 +2,16 @@
 
 Core tutorrl depends on msgspec and tomli-w only, and msgspec's YAML needs
 PyYAML; the documents here are mappings, lists, strings, integers and
-booleans, so a writer of some sixty lines keeps the compile-path dependencies
+booleans (floats too), so a writer of some sixty lines keeps the compile-path dependencies
 as they are. Strings are written plain only where YAML 1.1 and 1.2 both read
 them back as the same string, as a literal block where that is exact, and
 double-quoted otherwise.
-The tests read every export back with PyYAML.
+The tests read every export back with PyYAML, and prove the writer against
+it with hypothesis: every value it is given reads back as that value.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 # Plain scalars that read back as strings in YAML 1.1 and 1.2 alike: no
@@ -41,6 +41,21 @@ def _quote(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def _float(value: float) -> str:
+    """A float as both YAML 1.1 and 1.2 read it back: PyYAML's 1.1 resolver takes
+    ``1e-05`` (no dot in the mantissa) and ``inf`` for strings, so the mantissa
+    always has a dot and the infinities and NaN are YAML's own ``.inf``/``.nan``."""
+    if value != value:
+        return ".nan"
+    if value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + e + exponent
+
+
 def _scalar(value) -> str:
     if value is None:
         return "null"
@@ -49,7 +64,7 @@ def _scalar(value) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return json.dumps(value)
+        return _float(value)
     if isinstance(value, str):
         if _PLAIN.fullmatch(value) and value.lower() not in _WORDS:
             return value
@@ -64,9 +79,13 @@ def _block(text: str) -> tuple[str, list[str]] | None:
     trailing newline (as blank lines)."""
     body = text.rstrip("\n")
     trailing = len(text) - len(body)
-    if "\n" not in body or body.startswith(" "):
+    if "\n" not in body:
         return None
     lines = body.split("\n")
+    # A block's indentation is read from its first non-empty line: one that
+    # starts with a space would set it deeper, and lose (or misplace) that space.
+    if next(line for line in lines if line).startswith(" "):
+        return None
     if any(line != line.rstrip(" ") or not all(c.isprintable() and c not in "\t\ufeff" for c in line)
            for line in lines):
         return None
