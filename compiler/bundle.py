@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import tomli_w
@@ -46,6 +46,18 @@ class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     files: dict[str, str]
     # The reward plug-in that filled the spec, "name version" ("" for none).
     reward_plugin: str = ""
+    # Provenance, outside the digest: where a composed spec.toml came from.
+    # Each source file (the spec, the bases it extends) by its path relative
+    # to the spec's folder, with its sha256; empty for a spec of one file.
+    sources: dict[str, str] = {}
+    # A sweep's point: each swept setting and its value; empty outside a sweep.
+    point: dict[str, Any] = {}
+    # The `--set PATH=VALUE` of the compile, as given; their values are in spec.toml.
+    set: list[str] = []
+
+    @property
+    def provenance(self) -> dict:
+        return {"sources": self.sources, "point": self.point, "set": self.set}
 
     @property
     def id(self) -> str:
@@ -91,6 +103,25 @@ def compute_digest(files: dict[str, bytes], job: dict) -> str:
         },
     }
     return "sha256:" + sha256(canonical_json(identity))
+
+
+PROVENANCE = ("sources", "point", "set")
+
+
+def manifest_json(manifest: Manifest) -> bytes:
+    """``manifest.json``'s bytes: provenance fields left out where empty, so a
+    spec of one file keeps the manifest it always had."""
+    doc = msgspec.to_builtins(manifest)
+    for name in PROVENANCE:
+        if not doc.get(name):
+            doc.pop(name, None)
+    return canonical_json(doc)
+
+
+def with_provenance(compiled: CompiledBundle, **provenance) -> CompiledBundle:
+    """``compiled`` with its manifest's provenance set (the digest, and every launch file, unchanged)."""
+    manifest = msgspec.structs.replace(compiled.manifest, **provenance)
+    return msgspec.structs.replace(compiled, manifest=manifest, files={**compiled.files, MANIFEST: manifest_json(manifest)})
 
 
 def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Problem, ...] = ()) -> CompiledBundle:
@@ -292,7 +323,7 @@ def _seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, var
         verl=verl, variant=variant, keymap_digest=keymap_digest,
         files={name: sha256(files[name]) for name in CONTENT_FILES}, reward_plugin=reward_plugin,
     )
-    files[MANIFEST] = canonical_json(manifest)
+    files[MANIFEST] = manifest_json(manifest)
     return CompiledBundle(files=files, manifest=manifest)
 
 
@@ -340,6 +371,7 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
     final = os.path.join(root, compiled.id)
     if os.path.exists(final):
         _check_existing(final, compiled)
+        _refresh_provenance(final, compiled)
         return WriteResult(final, created=False)
     try:
         os.makedirs(root, exist_ok=True)
@@ -378,6 +410,38 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refresh_provenance(final: str, compiled: CompiledBundle) -> None:
+    """The same launch compiled from other sources (a base edited where it changes
+    nothing, a point now reached from another sweep): its manifest says so.
+
+    Only a manifest that differs from this compile's in its provenance alone is
+    replaced (atomically); one that differs otherwise is another tutorrl's
+    claim, which this compile leaves for `tutorrl verify` to judge.
+    """
+    path = os.path.join(final, MANIFEST)
+    try:
+        with open(path, "rb") as fh:
+            old = fh.read(1 << 20)
+        present = msgspec.json.decode(old, type=Manifest)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return
+    new = compiled.files[MANIFEST]
+    if old == new or present.provenance == compiled.manifest.provenance:
+        return
+    if manifest_json(msgspec.structs.replace(present, sources={}, point={}, set=[])) != manifest_json(
+            msgspec.structs.replace(compiled.manifest, sources={}, point={}, set=[])):
+        return
+    tmp = os.path.join(final, f".{MANIFEST}.{os.getpid()}.{os.urandom(8).hex()}")
+    try:
+        _files.write_new(tmp, new, 0o644, durable=False)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise BundleError(f"cannot update {path}: {exc.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _check_existing(final: str, compiled: CompiledBundle) -> None:

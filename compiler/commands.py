@@ -29,6 +29,9 @@ def register_compile(sub: argparse._SubParsersAction) -> None:
                    help="a spec file (TOML); several, or a quoted glob ('specs/*.toml', '**' for subfolders), "
                         "compile in one process")
     p.add_argument("--out", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", dest="set",
+                   help="set one spec setting for this compile (actor.lr=3e-6), typed as the setting says; "
+                        "recorded in the bundle's spec.toml like any value; repeatable")
     p.set_defaults(handler=_compile)
 
 
@@ -60,18 +63,24 @@ def parse_compile(argv: list[str]):
             specs.append(word)
     if not specs:
         return None
-    return SimpleNamespace(command="compile", specs=specs, out="bundles" if out is None else out, handler=_compile)
+    return SimpleNamespace(command="compile", specs=specs, out="bundles" if out is None else out, set=[],
+                           handler=_compile)
 
 
 def _compile(args) -> int:
     import sys
 
     from tutorrl._files import display_path
-    from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.compiler import write_bundle
 
     if len(args.specs) > 1 or _is_pattern(args.specs[0]):
         return _compile_many(args)
-    compiled = compile_spec(args.specs[0])
+    from tutorrl.compiler.family import compile_family
+
+    family = compile_family(args.specs[0], sets=getattr(args, "set", []))
+    if len(family) > 1:
+        return _compile_many(args, {args.specs[0]: family})
+    compiled = family[0].bundle
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.
         from tutorrl.cli import printable
@@ -113,30 +122,45 @@ def _spec_paths(words: list[str]) -> tuple[list[str], list]:
     return paths, problems
 
 
-def _compile_many(args) -> int:
+def _compile_many(args, done: dict | None = None) -> int:
     """Every spec compiled in memory first; bundles are written only when all compile.
 
     All or nothing for the whole set, not only per spec: the output is one
-    bundle path per spec in the order given, which a failed spec would leave
+    bundle path per launch in the order given, which a failed spec would leave
     without a line, and a set compiled together (a sweep, a folder of specs)
     is reviewed and committed together -- half of it in bundles/ would be a
     state no one asked for. Writing a bundle that is already there costs
     nothing, so compiling the set again once it is fixed redoes no work.
+
+    A sweep is one spec of many launches: each of its points is a line of
+    output, and a table of its points and their bundles goes to stderr. A
+    spec that another spec of the set extends is its base, compiled through
+    the specs built on it rather than on its own.
     """
     import os
     import sys
 
     from tutorrl._files import display_path
     from tutorrl.cli import printable
-    from tutorrl.compiler import compile_spec, write_bundle
+    from tutorrl.compiler import write_bundle
+    from tutorrl.compiler.family import bases_of, compile_family
     from tutorrl.errors import InputError, Problem, SpecError, TutorrlError
 
+    sets = getattr(args, "set", [])
     paths, problems = _spec_paths(args.specs)
-    compiled = {}  # path -> bundle: a spec named twice is compiled once
+    families = dict(done or {})  # path -> its launches: a spec named twice is compiled once
+    if len(paths) > 1:
+        based = _bases_in(paths, bases_of)
+        paths = [p for p in paths if os.path.realpath(p) not in based]
+        for base, count in based.items():
+            print(f"{display_path(base)}: the base of {count} {'spec' if count == 1 else 'specs'} given; "
+                  "not compiled on its own", file=sys.stderr)
     failed = len(problems)  # a pattern that matches nothing counts as a failed spec
     for path in dict.fromkeys(paths):
+        if path in families:
+            continue
         try:
-            bundle = compile_spec(path)
+            family = compile_family(path, sets=sets)
         except InputError as exc:
             problems += exc.problems
             failed += 1
@@ -145,21 +169,64 @@ def _compile_many(args) -> int:
             problems.append(Problem(exc.render().removeprefix("error: "), file=path))
             failed += 1
             continue
-        for warning in bundle.warnings:
-            print(printable(f"warning: {warning.render()}"), file=sys.stderr)
-        compiled[path] = bundle
+        families[path] = family
+    for family in families.values():
+        for launch in family:
+            for warning in launch.bundle.warnings:
+                print(printable(f"warning: {warning.render()}"), file=sys.stderr)
     if problems:
-        given = len(compiled) + failed
+        given = len(families) + failed
         raise SpecError(problems, summary=f"{failed} of {given} {'spec' if given == 1 else 'specs'} "
                                           f"{'has' if failed == 1 else 'have'} problems; no bundle was written.")
     # Bundles already there first: write_bundle only compares those, and one
     # that differs is refused before any new bundle is written.
+    launches = [launch for path in dict.fromkeys(paths) for launch in families[path]]
     written = {}
-    for path, bundle in sorted(compiled.items(), key=lambda item: not os.path.exists(os.path.join(args.out, item[1].id))):
-        written[path] = write_bundle(bundle, args.out)
+    for launch in sorted(launches, key=lambda c: not os.path.exists(os.path.join(args.out, c.bundle.id))):
+        written[id(launch)] = write_bundle(launch.bundle, args.out)
     for path in paths:
-        m, result = compiled[path].manifest, written[path]
-        state = "wrote" if result.created else "unchanged, already at"
-        print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}", file=sys.stderr)
-        print(display_path(result.folder))
+        family = families[path]
+        for launch in family:
+            m, result = launch.bundle.manifest, written[id(launch)]
+            state = "wrote" if result.created else "unchanged, already at"
+            print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}",
+                  file=sys.stderr)
+        if family[0].point is not None:
+            print(printable(_points_table(path, family, written)), file=sys.stderr)
+        for launch in family:
+            print(display_path(written[id(launch)].folder))
     return 0
+
+
+def _bases_in(paths: list[str], bases_of) -> dict[str, int]:
+    """The specs of ``paths`` that others of them extend (by real path), and how many extend each."""
+    import os
+
+    given = {os.path.realpath(p) for p in paths}
+    counts: dict[str, int] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(1 << 20)
+        except OSError:
+            continue  # compiling it says why
+        for base in bases_of(path, raw):
+            real = os.path.realpath(base)
+            if real in given:
+                counts[real] = counts.get(real, 0) + 1
+    return counts
+
+
+def _points_table(path: str, family: list, written: dict) -> str:
+    """A sweep's points and their bundles, one row each, the swept settings as columns."""
+    from tutorrl._files import display_path
+    from tutorrl.compiler.sweep import _shown
+
+    keys = [k for k, _ in family[0].point.values]
+    rows = [[str(n + 1)] + [_shown(v) for _, v in launch.point.values] + [display_path(written[id(launch)].folder)]
+            for n, launch in enumerate(family)]
+    header = ["point"] + keys + ["bundle"]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    lines = [f"{path}: a sweep of {len(family)} points"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    return "\n".join(lines)

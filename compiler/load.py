@@ -116,12 +116,8 @@ def load_spec(path: str | Path, *, display_name: str | None = None) -> Spec:
     return parse_spec(read_spec_bytes(path, name), name)[0]
 
 
-def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
-    """Validate spec bytes; ``name`` is what error messages call the file.
-
-    Returns the spec and a :class:`Locator` that places later findings
-    (key-map resolution) at their line and column.
-    """
+def parse_toml(raw: bytes, name: str) -> tuple[dict, str]:
+    """Spec bytes as a TOML document (and its text); bad text is a located :class:`SpecError`."""
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError([Problem(f"is more than {MAX_SPEC_BYTES} bytes; a spec is at most that", file=name)])
     try:
@@ -142,9 +138,27 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
         raise SpecError([Problem(f"nested more than {MAX_DEPTH} levels deep; a spec never is", file=name)]) from None
     if _depth(data) > MAX_DEPTH:
         raise SpecError([Problem(f"nested more than {MAX_DEPTH} levels deep; a spec never is", file=name)])
+    return data, text
 
+
+def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
+    """Validate spec bytes; ``name`` is what error messages call the file.
+
+    Returns the spec and a :class:`Locator` that places later findings
+    (key-map resolution) at their line and column.
+    """
+    data, text = parse_toml(raw, name)
     # Positions are only needed to report a problem: computed on first use.
     locate = Locator(name, lambda: _positions(text))
+    return validate_data(data, locate), locate
+
+
+def validate_data(data: dict, locate: "Locator") -> Spec:
+    """The spec a parsed TOML document holds; :class:`SpecError` with every problem, each placed by ``locate``.
+
+    ``locate`` may place each key in another file (a spec composed from a base
+    and its variations: :mod:`tutorrl.compiler.compose`).
+    """
     try:
         # The common case -- a valid spec -- is decided by msgspec alone; the
         # field-by-field walk below only runs to say where every problem is.
@@ -173,7 +187,7 @@ def parse_spec(raw: bytes, name: str) -> tuple[Spec, "Locator"]:
         # same round: an unsupported one would otherwise come on the next compile.
         problems += _release_problems(data, locate, {p.key for p in problems})
         raise SpecError(problems)
-    return spec, locate
+    return spec
 
 
 def _release_problems(data: dict, locate: "Locator", said: set) -> list[Problem]:

@@ -276,7 +276,7 @@ def _rederive(path: Path, manifest: Manifest, manifest_bytes: bytes, files: dict
     unless the user accepts it on its digests alone.
     """
     from tutorrl import __version__
-    from tutorrl.compiler.bundle import canonical_json
+    from tutorrl.compiler.bundle import manifest_json
     from tutorrl.compiler.compile import compile_bytes
     from tutorrl.errors import TutorrlError
 
@@ -291,8 +291,14 @@ def _rederive(path: Path, manifest: Manifest, manifest_bytes: bytes, files: dict
         if not why:
             if compiled.files[MANIFEST] == manifest_bytes:
                 return ()
-            claimed = msgspec.structs.replace(manifest, compiler=here)
-            if canonical_json(claimed) == compiled.files[MANIFEST]:
+            # Provenance (the source files of a composed spec, a sweep's point)
+            # is the compiler's record of its inputs, which spec.toml alone
+            # cannot re-derive: the rest of the manifest must follow from it.
+            bare = msgspec.structs.replace(manifest, sources={}, point={}, set=[])
+            if manifest_json(bare) == compiled.files[MANIFEST]:
+                return ()
+            claimed = msgspec.structs.replace(bare, compiler=here)
+            if manifest_json(claimed) == compiled.files[MANIFEST]:
                 return (f"{path.name} says it was compiled by {manifest.compiler}; {here} re-derives the same "
                         "launch from its spec",)
             why = [f"{MANIFEST} does not follow from spec.toml (recompiling the spec gives other bytes)"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tutorrl.compiler import compile_bytes, verify_bundle
 from tutorrl.compiler.bundle import CONTENT_FILES, MANIFEST, CompiledBundle, Manifest
-from tutorrl.compiler.load import parse_spec, read_spec_bytes
+from tutorrl.compiler.load import parse_spec
 from tutorrl.compiler.spec import Spec
 from tutorrl.errors import BundleError, Problem, SpecError
 
@@ -43,7 +43,14 @@ def load_side(path: str | Path, label: str | None = None) -> Side:
         return bundle_side(p, label)
     if not p.exists():
         raise SpecError([Problem("no such spec file or bundle folder", file=label)])
-    return spec_side(read_spec_bytes(p, label), label)
+    from tutorrl.compiler.family import compile_family
+
+    # A spec that extends a base is compiled with its chain, as `tutorrl compile` does.
+    family = compile_family(str(p), display_name=label)
+    if len(family) > 1:
+        raise SpecError([Problem(f"is a sweep of {len(family)} points, not one launch; compile it and compare "
+                                 "its bundles (tutorrl diff BUNDLE BUNDLE ...)", file=label)])
+    return compiled_side(family[0].bundle, label)
 
 
 def bundle_side(path: Path, label: str) -> Side:

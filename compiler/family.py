@@ -1,0 +1,244 @@
+"""A spec as the family of launches it names: its bases, its sweep's points, ``--set`` values.
+
+``read_chain`` is the I/O edge: the spec and every base it extends, read as
+bytes. :func:`compile_chain` is pure: those bytes (and the ``--set`` words)
+in, one :class:`CompiledPoint` per launch out. A spec of one file with no
+``--set`` takes :func:`~tutorrl.compiler.compile.compile_bytes` unchanged,
+so its bundle and its compile time are what they always were.
+
+A point's bundle is the bundle of the spec that point is on its own: the
+merged document with the point's values in place and its experiment named
+after the point, compiled by the same path as any spec. Only its manifest's
+provenance (source files, the point) says where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from tutorrl.compiler.bundle import CompiledBundle, sha256, with_provenance
+from tutorrl.compiler.compose import (
+    EXTENDS, SET_NAME, SWEEP, Composed, Layer, WrittenAt, field_type, path_problem, put, split_path, typed_value,
+)
+from tutorrl.compiler.load import parse_toml, read_spec_bytes
+from tutorrl.compiler.sweep import Point
+from tutorrl.errors import Problem, SpecError
+
+# A chain of bases deeper than this is a mistake (or a loop through links).
+MAX_CHAIN = 16
+
+
+class Source(msgspec.Struct, frozen=True):
+    """One file of a chain: what errors call it, its path relative to the spec's folder, its bytes."""
+
+    name: str
+    rel: str
+    raw: bytes
+
+
+class CompiledPoint(msgspec.Struct, frozen=True):
+    bundle: CompiledBundle
+    point: Point | None = None
+
+
+def might_compose(raw: bytes) -> bool:
+    """Whether spec bytes may extend a base or hold a sweep: a substring test that keeps
+    a plain spec's compile free of the composition path (TOML decides for those that pass)."""
+    return b"extends" in raw or b"sweep" in raw
+
+
+def read_chain(path: str, name: str, raw: bytes | None = None,
+               read: Callable[[str, str], bytes] = read_spec_bytes) -> list[Source]:
+    """The spec at ``path`` and the bases it extends, the spec first; a cycle, a missing base,
+    or a chain deeper than :data:`MAX_CHAIN` is a :class:`SpecError` placed at its ``extends``."""
+    if raw is None:
+        raw = read(path, name)
+    chain = [Source(name=name, rel=os.path.basename(path), raw=raw)]
+    seen = [os.path.realpath(path)]
+    current_path, current = path, chain[0]
+    while True:
+        data, text = parse_toml(current.raw, current.name)
+        extends = _extends(data)
+        if extends is None:
+            return chain
+        layer = Layer(current.name, data, text)
+        if not isinstance(extends, str) or not extends.strip():
+            raise SpecError([_at(layer, "expected the path of the base spec, relative to this spec (a string)")])
+        if os.path.isabs(extends):
+            raise SpecError([_at(layer, "an absolute path; name the base relative to this spec, so the family "
+                                        "compiles the same wherever it is checked out")])
+        base_path = os.path.join(os.path.dirname(current_path), extends)
+        base_name = os.path.normpath(os.path.join(os.path.dirname(current.name), extends))
+        real = os.path.realpath(base_path)
+        if real in seen:
+            names = [s.name for s in chain] + [chain[seen.index(real)].name]
+            raise SpecError([_at(layer, f"extends {extends}, which makes a cycle: {' -> '.join(names)}",
+                                 "a base cannot extend a spec built on it")])
+        if len(chain) >= MAX_CHAIN:
+            raise SpecError([_at(layer, f"a chain of more than {MAX_CHAIN} bases")])
+        try:
+            base_raw = read(base_path, base_name)
+        except SpecError as exc:
+            raise SpecError([_at(layer, f"its base {base_name}: {p.message}", p.hint) for p in exc.problems]) from None
+        rel = os.path.normpath(os.path.join(os.path.dirname(current.rel), extends)).replace(os.sep, "/")
+        current = Source(name=base_name, rel=rel, raw=base_raw)
+        current_path = base_path
+        chain.append(current)
+        seen.append(real)
+
+
+def _extends(data: dict) -> Any:
+    experiment = data.get("experiment")
+    return experiment.get("extends") if isinstance(experiment, dict) else None
+
+
+def _at(layer: Layer, message: str, hint: str | None = None) -> Problem:
+    where = layer.where(EXTENDS)
+    line, column = where if where is not None else (None, None)
+    return Problem(message, file=layer.name, line=line, column=column, key="experiment.extends", hint=hint)
+
+
+def parse_sets(words: Sequence[str]) -> list[tuple[str, tuple[str, ...], str]]:
+    """``--set PATH=VALUE`` words as (word, path, value text); a malformed word is a problem named ``--set``."""
+    out, problems = [], []
+    for word in words:
+        dotted, eq, text = word.partition("=")
+        path = split_path(dotted.strip())
+        if not eq or not dotted.strip():
+            problems.append(Problem(f"{word!r}: expected PATH=VALUE, such as actor.lr=3e-6", file=SET_NAME))
+            continue
+        why = path_problem(path)
+        if why is not None:
+            problems.append(Problem(why[0], file=SET_NAME, key=".".join(path), hint=why[1]))
+            continue
+        out.append((word, path, text))
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+def compose(chain: list[Source], sets: Sequence[str] = ()) -> Composed:
+    """The chain's documents merged, the most basic first, then the ``--set`` values."""
+    layers = []
+    for source in reversed(chain):
+        data, text = parse_toml(source.raw, source.name)
+        experiment = data.get("experiment")
+        if isinstance(experiment, dict) and "extends" in experiment:
+            data = {**data, "experiment": {k: v for k, v in experiment.items() if k != "extends"}}
+        layers.append(Layer(source.name, data, text))
+    composed = Composed(layers)
+    parsed = parse_sets(sets)
+    if parsed:
+        doc: dict = {}
+        for _, path, text in parsed:
+            put(doc, path, typed_value(text, field_type(path)))
+        composed.add(Layer(SET_NAME, doc))
+    return composed
+
+
+def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[CompiledPoint]:
+    """Every launch a chain names: one, or one per point of its sweep, in the sweep's order.
+
+    Every problem of every point is reported in one round; a problem each
+    point has (a mistake in the base) is said once, the others name their point.
+    """
+    from tutorrl.compiler import sweep as sweeps
+
+    composed = compose(chain, sets)
+    set_paths = {".".join(path) for _, path, _ in parse_sets(sets)}
+    sources = {s.rel: sha256(s.raw) for s in chain} if len(chain) > 1 or sets or SWEEP in composed.data else {}
+    table = composed.data.pop(SWEEP, None)
+    if table is None:
+        return [CompiledPoint(_compile_one(composed, sources, {}, list(sets)))]
+    locate = composed.locator()
+    points = sweeps.expand(table, locate)
+    clash = [Problem(f"{key} is swept; --set cannot also set it", file=SET_NAME, key=key)
+             for key in dict.fromkeys(k for k, _ in points[0].values) if key in set_paths]
+    experiment = composed.data.get("experiment")
+    name = experiment.get("name") if isinstance(experiment, dict) else None
+    if not isinstance(name, str):
+        clash.append(locate(("experiment", "name") if name is not None else ("experiment",),
+                            "a sweep names each point's experiment after experiment.name and the point; "
+                            "set experiment.name"))
+    if clash:
+        raise SpecError(clash)
+    sweep_layer = composed.layers[composed.writers[(SWEEP,)][-1]]
+    compiled: list[CompiledPoint] = []
+    failures: list[tuple[Point, list[Problem]]] = []
+    for point in points:
+        one = composed.copy()
+        doc: dict = {}
+        at = {}
+        for (key, value), (_, written) in zip(point.values, point.written):
+            path = split_path(key)
+            put(doc, path, value)
+            at[path] = written
+        put(doc, ("experiment", "name"), f"{name}-{point.suffix}")
+        at[("experiment", "name")] = (SWEEP,)
+        one.add(WrittenAt(sweep_layer.name, doc, sweep_layer, at))
+        try:
+            bundle = _compile_one(one, sources, point.as_dict(), list(sets))
+        except SpecError as exc:
+            failures.append((point, exc.problems))
+            continue
+        compiled.append(CompiledPoint(bundle, point))
+    if failures:
+        raise SpecError(_by_point(failures, len(points)),
+                        summary=f"{len(failures)} of {len(points)} points of the sweep have problems; "
+                                "no bundle was written.")
+    return compiled
+
+
+def _compile_one(composed: Composed, sources: dict, point: dict, sets: list[str]) -> CompiledBundle:
+    from tutorrl.compiler.bundle import assemble
+    from tutorrl.compiler.compile import resolve_parsed
+    from tutorrl.compiler.load import validate_data
+
+    locate = composed.locator()
+    spec = validate_data(composed.data, locate)
+    spec, lock, resolved, warnings = resolve_parsed(spec, locate)
+    compiled = assemble(spec, resolved, lock, warnings=warnings)
+    if sources or point or sets:
+        compiled = with_provenance(compiled, sources=sources, point=point, set=sets)
+    return compiled
+
+
+def _by_point(failures: list[tuple[Point, list[Problem]]], total: int) -> list[Problem]:
+    """Each point's problems; one that every point of the sweep has is said once, without a point."""
+    counts: dict[Problem, int] = {}
+    for _, problems in failures:
+        for p in set(problems):
+            counts[p] = counts.get(p, 0) + 1
+    shared = {p for p, n in counts.items() if n == total}
+    out = list(shared)
+    for point, problems in failures:
+        out += [msgspec.structs.replace(p, message=f"in point {point.label}: {p.message}")
+                for p in problems if p not in shared]
+    return out
+
+
+def compile_family(path: str, *, sets: Sequence[str] = (), display_name: str | None = None,
+                   read: Callable[[str, str], bytes] = read_spec_bytes) -> list[CompiledPoint]:
+    """The launches of the spec file at ``path`` (one, or one per point of its sweep)."""
+    from tutorrl.compiler.compile import compile_bytes
+
+    name = display_name or str(path)
+    raw = read(path, name)
+    if not sets and not might_compose(raw):
+        return [CompiledPoint(compile_bytes(raw, name))]
+    return compile_chain(read_chain(str(path), name, raw, read), sets)
+
+
+def bases_of(path: str, raw: bytes, read: Callable[[str, str], bytes] = read_spec_bytes) -> list[str]:
+    """What errors call each base the spec at ``path`` extends (directly or through others);
+    [] where it extends none or its chain does not read (compiling it says why)."""
+    if not might_compose(raw):
+        return []
+    try:
+        return [s.name for s in read_chain(path, path, raw, read)[1:]]
+    except SpecError:
+        return []
