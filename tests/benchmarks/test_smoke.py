@@ -48,6 +48,14 @@ def test_bench_many_smallest():
     assert "bundles byte-identical (separate processes, one process, in-process writes): yes" in out, out
 
 
+@pytest.mark.slow
+def test_bench_launch_check_smallest():
+    out = _bench("bench_launch_check.py", "--runs", "1")
+    for row in ("python -c pass (same interpreter)", "check before: import tutorrl.evidence.callback",
+                "check now: tutorrl.evidence.hook_check"):
+        assert row in out, out
+
+
 def test_bench_hash_smallest():
     out = _bench("bench_hash.py", "--size-gib", "0.01", "--repeat", "1")
     assert "tutorrl manifest" in out and "sha256sum" in out, out

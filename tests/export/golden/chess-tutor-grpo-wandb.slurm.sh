@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-#SBATCH --job-name=tutorrl-5d5b5a15bd3bf5dd
+#SBATCH --job-name=tutorrl-838c15f905d3e2b4
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
-#SBATCH --output=tutorrl-5d5b5a15bd3bf5dd-%j.out
+#SBATCH --output=tutorrl-838c15f905d3e2b4-%j.out
 #SBATCH --partition=gpu
-# tutorrl export --to slurm: bundle 5d5b5a15bd3bf5dd (sha256:5d5b5a15bd3bf5dd6d73807b653b5febfae1c2d589f29fb4f004857e5da4c444)
+# tutorrl export --to slurm: bundle 838c15f905d3e2b4 (sha256:838c15f905d3e2b4fbcd5fd6dbe20e25fb4a41df9f865841cddc6f226ba73fdd)
 # experiment chess-tutor-grpo-wandb, verl 0.9.1 (fsdp); 1 node(s) x 7 trainer GPU(s) + 1 reward GPU(s)
 # The job checks the sha256 of every bundle file before it starts and refuses a changed bundle.
 # Secrets, by name only: WANDB_API_KEY
 # The nodes' Python must hold verl 0.9.1; the bundle folder must be on a file system every node shares.
-# Submit from the folder holding bundles/5d5b5a15bd3bf5dd: sbatch THIS_FILE
+# Submit from the folder holding bundles/838c15f905d3e2b4: sbatch THIS_FILE
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-.}"
-bundle=bundles/5d5b5a15bd3bf5dd
+bundle=bundles/838c15f905d3e2b4
 # Secrets by name only: set in the environment sbatch passes on, never written here.
 missing=()
 for name in WANDB_API_KEY; do
@@ -26,13 +26,13 @@ fi
 # The bundle must be the one exported: the sha256 of each of its files, fixed at export.
 if ! (cd "$bundle" && sha256sum --check --strict --quiet >&2) <<'TUTORRL_SHA256'
 95b704ca6008f01a024b6c43cd700488cd53b43fe66faeb0fc53e1d6dca5b025  bundle.env
-06e570d2a13ffc2fc369b488cf0800e40a456c9e635b13a010b62e77e6517b20  launch.sh
-bed49e3fddd60c00aa32765ffe0e8d78b11e2f43eb3a0bf46a77f214d57961b7  manifest.json
-8798dca11d56dbc6777cfdb9af50887b9d7b9a63d0aa4229aeb27779fcaac351  ray-job.json
+59dfb765052297c0a60e87e16a666a6d57b6993c72cc6c4bb67a738affa499c0  launch.sh
+f1618e27eb51ae8ca8ed0aea95cb41f842374e0a550d9c7fd56840f981b95b11  manifest.json
+850fff250a55917cc7bcb4f12eae05f464f72c607c7e33f950341b27ff960e75  ray-job.json
 b164bc204afd1adf662d1dcb66c508de7ad0c8c4031f6ebd100d9ba700f78a12  spec.toml
 TUTORRL_SHA256
 then
-  echo "tutorrl: $bundle is not bundle sha256:5d5b5a15bd3bf5dd6d73807b653b5febfae1c2d589f29fb4f004857e5da4c444 (a file differs from the export); refusing to run" >&2
+  echo "tutorrl: $bundle is not bundle sha256:838c15f905d3e2b4fbcd5fd6dbe20e25fb4a41df9f865841cddc6f226ba73fdd (a file differs from the export); refusing to run" >&2
   exit 3
 fi
 # Where the job's Python has tutorrl, re-derive the bundle from its spec as well.
@@ -40,7 +40,7 @@ python_bin="${TUTORRL_PYTHON:-python}"
 if "$python_bin" -c 'import tutorrl.compiler' 2>/dev/null; then
   "$python_bin" -m tutorrl verify "$bundle" || exit 3
 else
-  echo "tutorrl: $python_bin has no tutorrl; bundle 5d5b5a15bd3bf5dd checked by sha256 only" >&2
+  echo "tutorrl: $python_bin has no tutorrl; bundle 838c15f905d3e2b4 checked by sha256 only" >&2
 fi
 # Exported before `ray start`: Ray's workers inherit the environment of the node's raylet.
 source "$bundle/bundle.env"

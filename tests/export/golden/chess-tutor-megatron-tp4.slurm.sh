@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
-#SBATCH --job-name=tutorrl-f63a50f86a3f4588
+#SBATCH --job-name=tutorrl-892823ae30015ab7
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
-#SBATCH --output=tutorrl-f63a50f86a3f4588-%j.out
+#SBATCH --output=tutorrl-892823ae30015ab7-%j.out
 #SBATCH --partition=gpu
-# tutorrl export --to slurm: bundle f63a50f86a3f4588 (sha256:f63a50f86a3f45884e636cfd9f09ec84024410ebc0b957eab6cb3121997777d0)
+# tutorrl export --to slurm: bundle 892823ae30015ab7 (sha256:892823ae30015ab71a1338312be0797da0224ecdc6e9223f42d65ede88343b35)
 # experiment chess-tutor-megatron-tp4, verl 0.9.1 (megatron); 2 node(s) x 8 trainer GPU(s) + 0 reward GPU(s)
 # The job checks the sha256 of every bundle file before it starts and refuses a changed bundle.
 # The nodes' Python must hold verl 0.9.1; the bundle folder must be on a file system every node shares.
-# Submit from the folder holding bundles/f63a50f86a3f4588: sbatch THIS_FILE
+# Submit from the folder holding bundles/892823ae30015ab7: sbatch THIS_FILE
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-.}"
-bundle=bundles/f63a50f86a3f4588
+bundle=bundles/892823ae30015ab7
 # The bundle must be the one exported: the sha256 of each of its files, fixed at export.
 if ! (cd "$bundle" && sha256sum --check --strict --quiet >&2) <<'TUTORRL_SHA256'
 ae68b2d3548c4f4a4d82385f8b7582d8abef03afb3f74a7d74b85234ddde1aab  bundle.env
-c94993c4dbd975dfc103d042e3a5c63f17117392e92e471528d9a857b97996d7  launch.sh
-fc6c28a6bc6373280941308bde53ff0d22c509755635adc3ac79b109d5a45a5c  manifest.json
-d618b1654338bc2e899e8c699111519f599315b21be25922cd528722561c90cc  ray-job.json
+64cefae1944a2ce9d3b1b7db4b927b768c529c3e0ce2eac5904e3b40b1912e6f  launch.sh
+a291f89440717ec98b8196eeb54b9c309ffa10a81185a380325d5ad76e4836fd  manifest.json
+96590729aee86ab3a8b79e3e82b0e8dc338a86987b042cc586cb511ce56444be  ray-job.json
 194d03e7c166f9e9d8e899b99ad369d1c0f10b08fdfabb0fcb9d27c9117976d3  spec.toml
 TUTORRL_SHA256
 then
-  echo "tutorrl: $bundle is not bundle sha256:f63a50f86a3f45884e636cfd9f09ec84024410ebc0b957eab6cb3121997777d0 (a file differs from the export); refusing to run" >&2
+  echo "tutorrl: $bundle is not bundle sha256:892823ae30015ab71a1338312be0797da0224ecdc6e9223f42d65ede88343b35 (a file differs from the export); refusing to run" >&2
   exit 3
 fi
 # Where the job's Python has tutorrl, re-derive the bundle from its spec as well.
@@ -30,7 +30,7 @@ python_bin="${TUTORRL_PYTHON:-python}"
 if "$python_bin" -c 'import tutorrl.compiler' 2>/dev/null; then
   "$python_bin" -m tutorrl verify "$bundle" || exit 3
 else
-  echo "tutorrl: $python_bin has no tutorrl; bundle f63a50f86a3f4588 checked by sha256 only" >&2
+  echo "tutorrl: $python_bin has no tutorrl; bundle 892823ae30015ab7 checked by sha256 only" >&2
 fi
 # Exported before `ray start`: Ray's workers inherit the environment of the node's raylet.
 source "$bundle/bundle.env"

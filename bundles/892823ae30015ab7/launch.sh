@@ -16,9 +16,11 @@ if [ "$installed" != "0.9.1" ]; then
   exit 3
 fi
 # verl calls tutorrl's checkpoint-evidence class after every save; fail now
-# rather than at the first save, hours in.
-if ! "$python_bin" -c 'import tutorrl.evidence.callback' 2>/dev/null; then
-  echo "tutorrl: the job's Python ($python_bin) cannot import tutorrl.evidence.callback; install tutorrl where the job runs, or set trainer.evidence_callback = false" >&2
+# rather than at the first save, hours in. Checked without importing it (that
+# loads verl's trainer and torch: seconds); the trainer imports it once.
+if ! evidence_problem="$("$python_bin" -c 'import sys; from tutorrl.evidence.hook_check import main; main(sys.argv[1])' "$bundle_dir" 2>&1)"; then
+  evidence_problem="${evidence_problem##*$'\n'}"
+  echo "tutorrl: the job's Python ($python_bin) cannot run tutorrl.evidence.callback: ${evidence_problem:-no reason given}; install tutorrl where the job runs, or set trainer.evidence_callback = false" >&2
   exit 3
 fi
 
