@@ -212,11 +212,22 @@ def field_type(path: KeyPath) -> Any:
     """The declared type of the setting at ``path`` (Annotated kept), or None inside a free table."""
     from tutorrl.compiler.spec import Spec
 
+    import typing
+
     cls: Any = Spec
     hint = None
     for part in path:
         if cls is None:
-            return None
+            # Inside a table of the user's keys: its values' declared type, where it has one.
+            inner = _unwrap(hint)
+            members = [inner] + [_unwrap(a) for a in typing.get_args(inner)]
+            tables = [m for m in members if typing.get_origin(m) is dict]
+            if not tables:
+                return None
+            hint = typing.get_args(tables[0])[1]
+            if hint is Any:
+                return None
+            continue
         hints, fields = _struct_info(cls)
         if part not in fields:
             return None
