@@ -224,13 +224,18 @@ def _by_point(failures: list[tuple[Point, list[Problem]]], total: int) -> list[P
 def compile_family(path: str, *, sets: Sequence[str] = (), display_name: str | None = None,
                    read: Callable[[str, str], bytes] = read_spec_bytes) -> list[CompiledPoint]:
     """The launches of the spec file at ``path`` (one, or one per point of its sweep)."""
+    name = display_name or str(path)
+    return compile_raw(str(path), name, read(path, name), sets=sets, read=read)
+
+
+def compile_raw(path: str, name: str, raw: bytes, *, sets: Sequence[str] = (),
+                read: Callable[[str, str], bytes] = read_spec_bytes) -> list[CompiledPoint]:
+    """:func:`compile_family` of a spec whose bytes are read already (``read`` reads its bases)."""
     from tutorrl.compiler.compile import compile_bytes
 
-    name = display_name or str(path)
-    raw = read(path, name)
     if not sets and not might_compose(raw):
         return [CompiledPoint(compile_bytes(raw, name))]
-    return compile_chain(read_chain(str(path), name, raw, read), sets)
+    return compile_chain(read_chain(path, name, raw, read), sets)
 
 
 def bases_of(path: str, raw: bytes, read: Callable[[str, str], bytes] = read_spec_bytes) -> list[str]:

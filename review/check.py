@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tutorrl._files import display_path
-from tutorrl.compiler import compile_bytes
 from tutorrl.compiler.bundle import APPENDED_DIRS, MANIFEST, CompiledBundle
+from tutorrl.compiler.family import compile_raw
 from tutorrl.errors import TutorrlError
 from tutorrl.review.model import Diff, diff_sides
 from tutorrl.review.sides import Side, bundle_side, compiled_side
@@ -29,9 +29,10 @@ DEFAULT_BUNDLES = "bundles"
 class SpecResult:
     spec: str
     bundle: str  # where its bundle must be
-    state: str  # "ok" | "missing" | "invalid" | "error"
+    state: str  # "ok" | "missing" | "stale" (same launch, other sources) | "invalid" | "error"
     message: str = ""
     diff: Diff | None = None  # against the bundle it most likely replaces
+    point: str = ""  # a sweep's point ("actor.lr=1e-06, rollout.n=4"); "" for a spec of one launch
 
 
 @dataclass
@@ -278,16 +279,24 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
     present = set(tree.names())
     # (spec, bundle id, its compiled bundle -- None once its bundle is found to hold exactly that):
     # a bundle is kept only while something is still to be done with it, not 10,000 of them at once.
-    compiled: list[tuple[str, str, CompiledBundle | None]] = []
+    compiled: list[tuple[str, str, CompiledBundle | None, str]] = []
+    bases = _bases(tree)
     for label, raw in tree.specs():
+        if os.path.normpath(label) in bases:
+            # A base is checked through every spec built on it: a change to it
+            # is a change to each of their bundles.
+            continue
         try:
-            bundle = compile_bytes(raw, label)
+            launches = compile_raw(label, label, raw, read=bases.read)
         except TutorrlError as exc:
             report.specs.append(SpecResult(label, "", "error", exc.render()))
             continue
-        held = bundle.id in present and tree.holds(bundle.id, bundle)
-        compiled.append((label, bundle.id, None if held else bundle))
-    wanted = {name for _, name, _ in compiled}
+        for launch in launches:
+            bundle = launch.bundle
+            held = bundle.id in present and tree.holds(bundle.id, bundle)
+            point = launch.point.label if launch.point is not None else ""
+            compiled.append((label, bundle.id, None if held else bundle, point))
+    wanted = {name for _, name, _, _ in compiled}
 
     # Orphans are read once: they are both reported and the likely "before"
     # of a stale spec.
@@ -308,13 +317,18 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
         report.orphans.append((display_path(folder), f"experiment {side.manifest.experiment}, verl {side.manifest.verl}"))
         report.fix.append(advice.remove(folder))
 
-    for label, name, bundle in compiled:
+    for label, name, bundle, point in compiled:
         folder = bundles_root / name
-        result = SpecResult(label, display_path(folder), "ok")
+        result = SpecResult(label, display_path(folder), "ok", point=point)
         if name in present:
             if bundle is not None:
                 try:
-                    tree.side(name)
+                    side = tree.side(name)
+                    if side.manifest.provenance != bundle.manifest.provenance:
+                        # The launch is the same; the manifest's record of what it was compiled from is not.
+                        result.state = "stale"
+                        result.message = _provenance_change(side.manifest, bundle.manifest)
+                        report.fix.append(advice.compile_and_add(label, folder))
                 except TutorrlError as exc:
                     result.state, result.message = "invalid", exc.render()
                     if staged and _verifies(folder):
@@ -336,7 +350,49 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
                 result.message = f"no bundle of this experiment is {'staged' if staged else 'committed'}"
             report.fix.append(advice.compile_and_add(label, folder))
         report.specs.append(result)
+    # A sweep's points share their spec's command.
+    report.fix = list(dict.fromkeys(report.fix))
     return report
+
+
+def _provenance_change(old, new) -> str:
+    changed = sorted(name for name in set(old.sources) | set(new.sources)
+                     if old.sources.get(name) != new.sources.get(name))
+    what = (f"{', '.join(changed)} changed where it changes nothing the launch is given" if changed
+            else "its point or --set values differ")
+    return f"the launch is current, but its manifest records other sources ({what}); compile again to record them"
+
+
+class _Bases:
+    """The specs others extend, and how a spec's chain is read in this tree."""
+
+    def __init__(self, names: set[str], staged: dict[str, bytes] | None):
+        self.names, self._staged = names, staged
+
+    def __contains__(self, label: str) -> bool:
+        return label in self.names
+
+    def read(self, path: str, name: str) -> bytes:
+        from tutorrl.compiler.load import read_spec_bytes
+
+        if self._staged is not None:
+            staged = self._staged.get(os.path.normpath(path))
+            if staged is not None:
+                return staged
+        return read_spec_bytes(path, name)
+
+
+def _bases(tree) -> _Bases:
+    """Which of the tree's specs are bases of others: each spec that may extend
+    one (a substring test, then its chain) names its bases."""
+    from tutorrl.compiler.family import bases_of, might_compose
+
+    staged = {os.path.normpath(label): raw for label, raw in tree.specs()} if tree.staged else None
+    found = _Bases(set(), staged)
+    for label, raw in tree.specs():
+        if might_compose(raw):
+            found.names.update(os.path.normpath(b) for b in bases_of(label, raw, found.read))
+    return found
 
 
 def _verifies(folder: Path) -> bool:
@@ -355,8 +411,8 @@ def report_json(report: CheckReport) -> str:
         "ok": report.exit_code == 0,
         "exit_code": report.exit_code,
         "staged": report.staged,
-        "specs": [{"spec": r.spec, "bundle": r.bundle or None, "state": r.state if r.diff is None else "stale",
-                   "message": r.message or None,
+        "specs": [{"spec": r.spec, "point": r.point or None, "bundle": r.bundle or None,
+                   "state": r.state if r.diff is None else "stale", "message": r.message or None,
                    "diff": msgspec.to_builtins(r.diff) if r.diff is not None else None}
                   for r in report.specs],
         "orphans": [{"bundle": b, "what": what} for b, what in report.orphans],
@@ -374,8 +430,11 @@ def format_report(report: CheckReport, color: bool = False) -> str:
 
     lines: list[str] = []
     for r in report.specs:
+        spec = f"{r.spec} [{r.point}]" if r.point else r.spec
         if r.state == "ok":
-            lines.append(f"{paint('ok', '32')}      {r.spec} -> {r.bundle}")
+            lines.append(f"{paint('ok', '32')}      {spec} -> {r.bundle}")
+        elif r.state == "stale":
+            lines.append(f"{paint('stale', '31')}   {spec} -> {r.bundle}: {r.message}")
         elif r.state == "error":
             lines.append(f"{paint('error', '31')}   {r.spec} does not compile:")
             lines += ["  " + line for line in r.message.splitlines()]
@@ -385,7 +444,7 @@ def format_report(report: CheckReport, color: bool = False) -> str:
         else:
             label = "stale  " if r.diff is not None else "missing"
             where = "is not staged" if report.staged else "is missing"
-            lines.append(f"{paint(label, '31')} {r.spec}: compiles to {r.bundle}, which {where}; {r.message}")
+            lines.append(f"{paint(label, '31')} {spec}: compiles to {r.bundle}, which {where}; {r.message}")
             if r.diff is not None:
                 lines += ["  " + line if line else "" for line in render(r.diff, "text", color).splitlines()]
     for folder, what in report.orphans:
@@ -393,10 +452,12 @@ def format_report(report: CheckReport, color: bool = False) -> str:
     for folder, message in report.bundle_errors:
         lines.append(f"{paint('error', '31')}   {folder} does not verify:")
         lines += ["  " + line for line in message.splitlines()]
-    n = len(report.specs)
+    n = len({r.spec for r in report.specs})
+    launches = f" ({len(report.specs)} launches)" if len(report.specs) != n else ""
     if report.exit_code == 0:
         what = "staged spec" if report.staged else "spec"
-        lines.append(f"{n} {what}{'s' if n != 1 else ''}: every bundle is {'staged and ' if report.staged else ''}up to date")
+        lines.append(f"{n} {what}{'s' if n != 1 else ''}{launches}: every bundle is "
+                     f"{'staged and ' if report.staged else ''}up to date")
     else:
         if report.fix:
             lines.append("")

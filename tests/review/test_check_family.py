@@ -1,0 +1,69 @@
+"""``tutorrl check`` over a base and the sweep built on it: a base change marks every derived bundle stale."""
+
+from __future__ import annotations
+
+import pytest
+
+import support
+from tutorrl import cli
+from tutorrl.review.check import format_report, report_json, run_check
+
+BASE = (support.SPECS / "tiny_cpu_grpo.toml").read_bytes()
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "base.toml").write_bytes(BASE)
+    (tmp_path / "specs" / "sweep.toml").write_text(
+        '[experiment]\nextends = "base.toml"\n\n[sweep]\ngrid = { "actor.lr" = [1e-6, 3e-6, 1e-5], '
+        '"rollout.n" = [1, 2, 3, 4] }\n')
+    assert cli.main(["compile", "specs/sweep.toml"]) == 0
+    capsys.readouterr()
+    return tmp_path
+
+
+def test_a_sweep_is_checked_point_by_point_and_its_base_only_through_it(tree):
+    report = run_check()
+    assert report.exit_code == 0, format_report(report)
+    assert len(report.specs) == 12 and {r.spec for r in report.specs} == {"specs/sweep.toml"}
+    assert len({r.point for r in report.specs}) == 12
+    assert "1 spec (12 launches): every bundle is up to date" in format_report(report)
+    assert '"point": "actor.lr=1e-06, rollout.n=1"' in report_json(report)
+
+
+def test_a_base_change_that_changes_the_launch_marks_every_point_stale(tree):
+    base = tree / "specs" / "base.toml"
+    base.write_bytes(BASE.replace(b"total_steps = 2", b"total_steps = 3"))
+    report = run_check()
+    assert report.exit_code == 1
+    assert [r.state for r in report.specs] == ["missing"] * 12
+    assert all(r.diff is not None and "trainer.total_steps" in str(r.diff.experiment) for r in report.specs)
+    assert len(report.orphans) == 12
+    assert report.fix.count("tutorrl compile specs/sweep.toml") == 1
+
+
+def test_a_base_change_that_changes_no_launch_still_marks_the_manifests_stale(tree):
+    (tree / "specs" / "base.toml").write_bytes(BASE + b"\n# a comment changes no launch\n")
+    report = run_check()
+    assert report.exit_code == 1
+    assert [r.state for r in report.specs] == ["stale"] * 12
+    assert "base.toml changed" in report.specs[0].message and not report.orphans
+    # Compiling again records the new sources in the same bundle folders.
+    assert cli.main(["compile", "specs/sweep.toml"]) == 0
+    assert run_check().exit_code == 0
+
+
+def test_a_base_that_does_not_compile_alone_is_no_error(tree):
+    # A partial base: no experiment table of its own; the sweep supplies it.
+    partial = BASE.replace(b'[experiment]\nname = "tiny-cpu-grpo"\nverl = "0.5.0"\nproject = "tiny-cpu"\n', b"")
+    assert partial != BASE
+    (tree / "specs" / "base.toml").write_bytes(partial)
+    sweep = tree / "specs" / "sweep.toml"
+    sweep.write_text(sweep.read_text().replace(
+        'extends = "base.toml"\n', 'extends = "base.toml"\nname = "tiny-cpu-grpo"\nverl = "0.5.0"\nproject = "tiny-cpu"\n'))
+    report = run_check()
+    assert report.exit_code == 1, format_report(report)
+    assert {r.state for r in report.specs} == {"stale"}
+    assert "sweep.toml" in report.specs[0].message and "base.toml" in report.specs[0].message
