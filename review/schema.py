@@ -32,6 +32,9 @@ from tutorrl.compiler.spec import Spec
 from tutorrl.review.fielddocs import field_docs
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# The schema's identity (editors key their caches on it; its internal $refs
+# resolve against it). One name for the spec format, whichever plug-ins are installed.
+SCHEMA_ID = "https://tutorrl.dev/schema/spec.json"
 TITLE = "tutorrl experiment spec"
 PLUGIN_DEF = "reward-plugin:{name}"
 
@@ -60,6 +63,12 @@ def _strip_null(node: Any) -> Any:
         node.setdefault("additionalProperties", False)
         if not node.get("required"):
             node.pop("required", None)
+    elif node.get("type") == "object" and "additionalProperties" not in node:
+        # A free-form table (reward.kwargs, rollout.engine_kwargs, reward.options
+        # before its plug-in's if/then, ...): said open in so many words, since
+        # strict editors (tombi) take an object that does not say so for closed,
+        # and warned on every key of every committed example.
+        node["additionalProperties"] = True
     return node
 
 
@@ -130,6 +139,38 @@ def _plugin_defs(defs: dict, reward: dict) -> None:
     reward["allOf"] = branches
 
 
+def _composition(defs: dict, root: dict) -> None:
+    """``[experiment] extends`` and ``[sweep]``: what a spec is composed of, which the
+    compiler reads before the spec's own structs (tutorrl.compiler.compose, .sweep)."""
+    from tutorrl.compiler.sweep import Sweep
+
+    experiment = defs["Experiment"]
+    experiment["properties"]["extends"] = {
+        "type": "string", "minLength": 1,
+        "description": ("A base spec this one extends, as a path relative to this file: its tables merge with "
+                        "this spec's key by key, an array here replaces the base's. A base may extend another; "
+                        "a cycle is refused."),
+    }
+    # A spec that extends a base may take its release from it.
+    experiment.pop("required", None)
+    experiment["anyOf"] = [{"required": ["verl"]}, {"required": ["extends"]}]
+    (ref,), components = msgspec.json.schema_components([Sweep], ref_template="#/$defs/{name}")
+    sweep = _strip_null(components["Sweep"])
+    for field, doc in field_docs(Sweep).items():
+        part = sweep["properties"][field]
+        part["description"] = doc
+        # Keys are dotted spec settings; each takes a non-empty array of values.
+        part["propertyNames"] = {"pattern": r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"}
+        part["additionalProperties"] = {**part.get("additionalProperties", {}), "minItems": 1}
+        part.pop("default", None)
+    sweep.pop("title", None)
+    sweep["description"] = ("The launches this spec names: one bundle per point, each experiment named after its "
+                            "point. " + (sweep.get("description") or ""))
+    sweep["additionalProperties"] = False
+    defs["Sweep"] = sweep
+    root["properties"]["sweep"] = {"$ref": "#/$defs/Sweep"}
+
+
 def spec_schema() -> dict:
     base = msgspec.json.schema(Spec)
     defs = _strip_null(base["$defs"])
@@ -141,8 +182,10 @@ def spec_schema() -> dict:
     # Options without a plug-in are refused by the compiler (reward.options).
     reward["dependentRequired"] = {"options": ["plugin"]}
     _plugin_defs(defs, reward)
+    _composition(defs, root)
     return {
         "$schema": DRAFT,
+        "$id": SCHEMA_ID,
         "title": TITLE,
         "description": ("One tutorrl experiment (a spec TOML file), compiled by `tutorrl compile` into a verl "
                         "launch bundle. Only experiment.verl is required: every verl setting left out keeps "
