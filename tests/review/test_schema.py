@@ -40,9 +40,10 @@ def test_schema_is_strict_and_documented():
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" and schema["title"]
     # Only the release is required: every verl setting left out is verl's default.
     assert schema["required"] == ["experiment"]
-    assert schema["$defs"]["Experiment"]["required"] == ["verl"]
+    # ... or, in a spec that extends a base, comes from the base.
+    assert schema["$defs"]["Experiment"]["anyOf"] == [{"required": ["verl"]}, {"required": ["extends"]}]
     assert [name for name, d in schema["$defs"].items() if d.get("required")] == [
-        "Experiment", "reward-plugin:chess-prompted.PromptedOptions", "reward-plugin:chess-simulator.SimulatorOptions"]
+        "reward-plugin:chess-prompted.PromptedOptions", "reward-plugin:chess-simulator.SimulatorOptions"]
     objects = [n for n in _walk(schema) if n.get("type") == "object" and "properties" in n]
     assert len(objects) >= 10 and all(n["additionalProperties"] is False for n in objects)
     # Every field an editor offers says what it is.
@@ -105,6 +106,9 @@ def _schema_keys(validator, data) -> set[str]:
             # The compiler names the field that needs the missing one.
             keys |= {".".join(path + [k]) for k, needs in error.validator_value.items()
                      if k in error.instance and not set(needs) <= set(error.instance)}
+        elif error.validator == "anyOf" and all(set(b) == {"required"} for b in error.validator_value):
+            # [experiment] takes verl or extends: the compiler names verl, the first.
+            keys.add(".".join(path + [error.validator_value[0]["required"][0]]))
         elif error.validator == "propertyNames":
             keys.add(".".join(path + [str(error.instance)]))
         else:
