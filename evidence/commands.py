@@ -125,74 +125,53 @@ def _verify(args) -> int:
     import json
     import sys
 
+    from tutorrl import api
     from tutorrl._files import display_path
-    from tutorrl.compiler import verify_bundle
-    from tutorrl.errors import BundleError
-    from tutorrl.evidence.anchor import parse_anchor
-    from tutorrl.evidence.sign import load_trusted
+    from tutorrl._text import printable
     from tutorrl.compiler.verify import apply_trust_digests
-    from tutorrl.evidence.verify import check_evidence
+    from tutorrl.errors import BundleError, TutorrlError
 
     apply_trust_digests(args)
     if (args.jobs is not None or args.require_checkpoints) and not args.rehash:
-        from tutorrl.errors import TutorrlError
-
         raise TutorrlError("--jobs and --require-checkpoints only apply with --rehash")
-    not_on_disk: list[str] = []
 
-    def report(ok: bool, digest: str | None, records: int | None, problems: list[str], warnings=()) -> None:
+    def report(found: api.Verification | None, problems: list[str]) -> None:
         if args.format == "json":
-            doc = {"ok": ok, "bundle": display_path(args.bundle), "digest": digest,
-                   "evidence_records": records, "problems": problems, "warnings": list(warnings)}
+            doc = {"ok": not problems, "bundle": display_path(args.bundle), "digest": found and found.digest,
+                   "evidence_records": found and found.records, "problems": problems,
+                   "warnings": found.warnings if found else []}
             if args.rehash:
-                doc["not_on_disk"] = not_on_disk
+                doc["not_on_disk"] = found.not_on_disk if found else []
             print(json.dumps(doc, indent=2))
 
-    # Arguments first: a mistyped key or anchor is the user's to fix before anything is judged.
-    trust = load_trusted(args.trust) if args.trust else None
-    anchors = [parse_anchor(a) for a in args.anchor]
     try:
-        bundle = verify_bundle(args.bundle)
+        found = api.verify(args.bundle, rehash=args.rehash, jobs=args.jobs, trust=args.trust, anchors=args.anchor,
+                           require_checkpoints=args.require_checkpoints)
     except BundleError as exc:
-        report(False, None, None, [str(exc)])
+        report(None, [str(exc)])
         raise
-    from tutorrl.cli import printable
-
-    for warning in bundle.warnings:
+    for warning in found.bundle_warnings:
         # Names the manifest's own `compiler`, which whoever wrote the bundle chose.
         print(printable(f"warning: {warning}"), file=sys.stderr)
-    evidence = check_evidence(bundle.path, bundle.digest, trust=trust, anchors=anchors)
-    problems = evidence.problems
-
-    for warning in evidence.warnings:
+    for warning in found.warnings:
         print(printable(f"warning: evidence: {warning}"), file=sys.stderr)
     if args.format != "json":
-        for line in evidence.lineage:
+        for line in found.lineage:
             print(printable(f"note: lineage: {line}"), file=sys.stderr)
-    if args.rehash:
-        from tutorrl.evidence.verify import rehash_evidence
-
-        rehashed = rehash_evidence(bundle.path, jobs=args.jobs)
-        problems += rehashed.mismatches
-        not_on_disk = rehashed.not_on_disk
-        if args.require_checkpoints:
-            problems += not_on_disk
-        elif args.format != "json":
-            for line in not_on_disk:
+        if args.rehash and not args.require_checkpoints:
+            for line in found.not_on_disk:
                 print(f"note: {line}", file=sys.stderr)
-    from tutorrl.contract import EVIDENCE_DIR
-
-    records = len(list((bundle.path / EVIDENCE_DIR).glob("[0-9]*.json")))
-    report(not problems, bundle.digest, records, problems, evidence.warnings)
-    if problems:
-        raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(problems))
+    report(found, found.problems)
+    if found.problems:
+        raise BundleError(f"{args.bundle}: evidence verification failed:\n  " + "\n  ".join(found.problems))
     if args.format != "json":
-        how = "re-derived from its spec" if not bundle.warnings else "digests match"
+        how = "re-derived from its spec" if not found.bundle_warnings else "digests match"
         said = ""
-        if evidence.records:
-            said = f"; {evidence.records} evidence record(s)" + (", each signed by a trusted key" if trust else "") + (
-                f", holding {len(anchors)} anchor(s)" if anchors else "")
+        if found.records:
+            said = f"; {found.records} evidence record(s)" + (", each signed by a trusted key" if args.trust else "") + (
+                f", holding {len(args.anchor)} anchor(s)" if args.anchor else "")
         if args.rehash:
-            said += f"; every recorded checkpoint on disk re-hashed and matches ({len(not_on_disk)} no longer on disk)"
-        print(f"ok: {display_path(bundle.path)} is bundle {bundle.digest} ({how}){said}")
+            said += (f"; every recorded checkpoint on disk re-hashed and matches ({len(found.not_on_disk)} no longer "
+                     "on disk)")
+        print(f"ok: {display_path(found.path)} is bundle {found.digest} ({how}){said}")
     return 0

@@ -79,9 +79,17 @@ def _nothing_before():
 
 
 class RunSession:
-    def __init__(self, args, progress: Progress):
+    """One run. ``args`` is a :class:`~tutorrl.runtime.options.RunOptions` (or the CLI's
+    Namespace with the same names); ``jobs`` is where the job goes (Ray's Jobs API by default)."""
+
+    def __init__(self, args, progress: Progress, jobs=None):
+        from tutorrl.runtime.options import RAY
+
         self.args = args
         self.progress = progress
+        self.jobs = jobs if jobs is not None else RAY
+        # The job's log on our stdout as it comes (the CLI); always in runs/<run-id>/job.log.
+        self.echo = True
         self.head = None
         self.client = None
         self.record: records.RunRecord | None = None
@@ -129,7 +137,7 @@ class RunSession:
         from tutorrl.compiler import verify_bundle
 
         args = self.args
-        bundle = verify_bundle(Path(args.bundle))
+        bundle = verify_bundle(Path(args.bundle), trust_digests=getattr(args, "trust_digests", False) or None)
         for warning in bundle.warnings:
             # A bundle this tutorrl could not re-derive (another release, or resealed) runs
             # on its digests alone: say so before it runs.
@@ -215,7 +223,8 @@ class RunSession:
         progress, run_dir = self.progress, self.run_dir
         options = {"bundle": str(Path(self.args.bundle).resolve()), "address": self.args.address,
                    "upload": self.args.upload, "dry_run": bool(self.args.dry_run),
-                   "num_gpus": getattr(self.args, "num_gpus", None)}
+                   "num_gpus": getattr(self.args, "num_gpus", None),
+                   "trust_digests": bool(getattr(self.args, "trust_digests", False))}
         with open(run_dir / SUPERVISOR_LOG, "ab") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "tutorrl.runtime.supervise", str(run_dir.resolve()), json.dumps(options)],
@@ -310,7 +319,7 @@ class RunSession:
                 return self._interrupted()
 
             progress.status("checking cluster resources")
-            resources = cluster.cluster_resources(url, headers)
+            resources = self.jobs.resources(url, headers)
             findings = preflight.Findings()
             where = "the embedded Ray head" if self.head else url
             preflight.check_cluster(bundle.spec, bundle.job, resources, dry_run=bool(self.args.dry_run),
@@ -324,9 +333,7 @@ class RunSession:
                            message=str(exc).splitlines()[0])
                 raise
 
-            from tutorrl.runtime import jobs_api
-
-            self.client = jobs_api.client(url, headers)
+            self.client = self.jobs.client(url, headers)
             self._submit(bundle, bundle_path, bundle_id, digest, passthrough, interrupts)
             if interrupts():
                 return self._interrupted()
@@ -379,7 +386,8 @@ class RunSession:
             self.submitted = True
             self._save(status="pending", submitted=True,
                        dashboard=self.record.dashboard or (self.cluster_url if self.cluster_url else None))
-            out = open(os.devnull, "w") if self.record.detached else None  # the supervisor: job.log only
+            # The supervisor, and a caller that asked for no echo: job.log only.
+            out = open(os.devnull, "w") if self.record.detached or not self.echo else None
             self.metrics = metrics.Follower(self.run_dir / metrics.METRICS_FILE, total=bundle.spec.trainer.total_steps,
                                             on_point=self._show_metrics)
             if verl_file is not None:
@@ -502,15 +510,19 @@ class RunSession:
             self.progress.clear()
 
 
-def run_command(args) -> int:
-    progress = Progress(quiet=getattr(args, "quiet", False))
-    session = RunSession(args, progress)
-    code = session.run()
+def exit_code_of(session: RunSession, code: int) -> int:
+    """What `tutorrl run` exits with, given the job's code: the job's own failure wins,
+    unless it is the evidence check that stopped it."""
     failed = session.evidence_failed
-    # The job's own failure wins, unless it is the evidence check that stopped it.
     if failed is not None and (code == 0 or failed.stopped):
         return failed.exit_code
     return code
+
+
+def run_command(args) -> int:
+    progress = Progress(quiet=getattr(args, "quiet", False))
+    session = RunSession(args, progress)
+    return exit_code_of(session, session.run())
 
 
 def runs_command(args) -> int:

@@ -11,7 +11,6 @@ stops the job and then the head, exactly like Ctrl-C in the foreground.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,13 +18,14 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from tutorrl.errors import TutorrlError
+    from tutorrl.runtime.options import RunOptions
     from tutorrl.runtime.progress import Progress
     from tutorrl.runtime.run import RunSession
 
     run_dir, options = Path(argv[0]), json.loads(argv[1])
-    args = argparse.Namespace(bundle=options["bundle"], address=options.get("address"),
-                              upload=options.get("upload"), dry_run=bool(options.get("dry_run")),
-                              num_gpus=options.get("num_gpus"), quiet=False, detach=False)
+    args = RunOptions(bundle=options["bundle"], address=options.get("address"), upload=options.get("upload"),
+                      dry_run=bool(options.get("dry_run")), num_gpus=options.get("num_gpus"),
+                      trust_digests=bool(options.get("trust_digests")))
     session = RunSession(args, Progress(tty=False))
     try:
         return session.resume(run_dir)

@@ -1,9 +1,11 @@
 """tutorrl: compile RL post-training specs into verl launch bundles and run them on Ray.
 
-The public surface is the ``tutorrl`` command (``tutorrl.cli``). Library users
-should reach for :mod:`tutorrl.compiler` (compile and verify bundles),
-:mod:`tutorrl.runtime` (run them) and :mod:`tutorrl.evidence` (checkpoint
-records); everything else is internal.
+Two public surfaces: the ``tutorrl`` command (``tutorrl.cli``), and the
+Python API below (``tutorrl.compile``, ``write``, ``load``, ``verify``,
+``diff``, ``run``; documented in ``docs/api.md``, defined in
+:mod:`tutorrl.api`), which the command is made of. Its errors are in
+:mod:`tutorrl.errors`; the bundle's file and variable names in
+:mod:`tutorrl.contract`. Everything else is internal.
 """
 
 __version__ = "0.1.0"
@@ -19,3 +21,22 @@ _here = _os.path.dirname(__file__)
 if not _os.path.isdir(_os.path.join(_here, "compiler")):
     __path__.append(_os.path.dirname(_here))  # noqa: F821 (a package's __path__)
 del _os, _here
+
+# The API, imported on first use (PEP 562): `tutorrl compile` starts through
+# this file, and must not pay for what it does not call.
+__all__ = ["Run", "RunOptions", "Verification", "compile", "diff", "load", "run", "verify", "write"]
+_API = {"RunOptions": "tutorrl.runtime.options"}
+
+
+def __getattr__(name: str):
+    if name not in __all__:
+        raise AttributeError(f"module 'tutorrl' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_API.get(name, "tutorrl.api")), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

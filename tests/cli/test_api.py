@@ -1,0 +1,96 @@
+"""The Python API (tutorrl.compile, write, load, verify, diff, run): its surface held still, and what each returns.
+
+A change to a name, a parameter or a default here is a change for every
+caller: this test is where it is seen (as torchtitan freezes its CLI options).
+Running through the API is tested in tests/runtime/test_run_seam.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+import msgspec
+import pytest
+
+import support
+import tutorrl
+
+SURFACE = {
+    "compile": "(spec: 'str | os.PathLike | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
+    "write": "(compiled: 'CompiledBundle', out: 'str | os.PathLike' = 'bundles') -> 'WriteResult'",
+    "load": "(bundle: 'str | os.PathLike', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
+    "verify": "(bundle: 'str | os.PathLike', *, rehash: 'bool' = False, jobs: 'int | None' = None, "
+              "trust: 'list[str | os.PathLike] | tuple' = (), anchors: 'list[str] | tuple[str, ...]' = (), "
+              "require_checkpoints: 'bool' = False, trust_digests: 'bool' = False) -> 'Verification'",
+    "diff": "(old: 'str | os.PathLike', new: 'str | os.PathLike') -> 'Diff'",
+    "run": "(bundle: 'str | os.PathLike | RunOptions', *, jobs: 'Jobs | None' = None, progress: 'bool' = False, "
+           "**options: 'Any') -> 'Run'",
+}
+
+
+def test_the_surface_is_what_it_was():
+    assert tutorrl.__all__ == ["Run", "RunOptions", "Verification", "compile", "diff", "load", "run", "verify", "write"]
+    assert {name: str(inspect.signature(getattr(tutorrl, name))) for name in SURFACE} == SURFACE
+    assert [m for m in ("logs", "state", "stop", "evidence") if callable(getattr(tutorrl.Run, m))] == [
+        "logs", "state", "stop", "evidence"]
+    assert set(dir(tutorrl)) >= set(tutorrl.__all__)
+    with pytest.raises(AttributeError):
+        tutorrl.no_such_thing  # noqa: B018
+
+
+def test_run_options_are_the_run_commands_flags():
+    """Each RunOptions field is a `tutorrl run` flag of the same name, and each flag a field."""
+    from tutorrl.cli import build_parser
+
+    parser = build_parser("run")
+    run = next(a for a in parser._subparsers._group_actions[0].choices.values() if a.prog.endswith(" run"))
+    flags = {a.dest for a in run._actions if a.dest != "help"}
+    assert flags == set(tutorrl.RunOptions.__struct_fields__)
+    assert tutorrl.RunOptions(bundle="b").address is None
+
+
+def test_importing_tutorrl_loads_nothing_of_the_api():
+    code = ("import sys, tutorrl; print(sorted(m for m in ('tutorrl.api', 'msgspec', 'tutorrl.compiler', "
+            "'tutorrl.runtime') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=support.REPO.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_compile_write_load_verify_diff(tmp_path):
+    from tutorrl.errors import BundleError, SpecError
+
+    spec = support.REPO / "specs" / "tiny_cpu_grpo.toml"
+    from_path = tutorrl.compile(spec)
+    from_bytes = tutorrl.compile(spec.read_bytes(), name="mine.toml")
+    assert from_path.manifest.digest == from_bytes.manifest.digest
+    assert from_path.files == from_bytes.files
+    assert not (tmp_path / "bundles").exists()  # compile writes nothing
+
+    written = tutorrl.write(from_path, tmp_path / "bundles")
+    assert written.path.name == from_path.manifest.id
+    loaded = tutorrl.load(written.path)
+    assert loaded.digest == from_path.manifest.digest
+
+    checked = tutorrl.verify(written.path)
+    assert checked.ok and checked.records == 0 and checked.problems == [] and checked.digest == loaded.digest
+    cli = support.cli("verify", str(written.path), "--format", "json")
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["digest"] == checked.digest  # the command is made of this function
+
+    (written.path / "launch.sh").write_text("echo changed\n")
+    with pytest.raises(BundleError):
+        tutorrl.verify(written.path)
+
+    with pytest.raises(SpecError) as bad:
+        tutorrl.compile(b"[experiment]\nname = 3\n", name="inline.toml")
+    assert "inline.toml" in bad.value.render()
+
+    changes = tutorrl.diff(support.REPO / "specs" / "chess_tutor_grpo.toml", support.REPO / "specs" / "chess_tutor_lora.toml")
+    assert not changes.same and changes.experiment and changes.explained
+    assert json.dumps(msgspec.to_builtins(changes))  # typed, and plain data once converted
+    same = tutorrl.diff(spec, spec)
+    assert same.same and not same.explained
