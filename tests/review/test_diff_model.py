@@ -115,3 +115,21 @@ def test_a_change_verl_takes_and_does_not_use_is_said():
     # A setting the release uses carries no such note.
     d = diff_sides(side(base()), side(with_(base(), rollout__temperature=0.7)))
     assert [c.note for c in d.experiment] == [""]
+
+
+def test_one_one_point_oh_and_true_are_three_values_and_table_order_is_none():
+    """verl sees `scale=1`, `scale=1.0` and `scale=true` as an int, a float and a bool (Python's
+    1 == 1.0 == True would call them equal); a table's key order reaches no launch."""
+    from tutorrl.review.model import _same
+
+    assert not _same(1, 1.0) and not _same(1, True) and not _same(1.0, True)
+    assert _same({"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1})
+    values = {"int": 1, "float": 1.0, "bool": True}
+    for old_kind, old in values.items():
+        for new_kind, new in values.items():
+            d = diff_sides(side(with_(base(), reward__kwargs={"scale": old})),
+                           side(with_(base(), reward__kwargs={"scale": new})))
+            assert d.same == (old_kind == new_kind), (old_kind, new_kind)
+    d = diff_sides(side(with_(base(), reward__kwargs={"a": 1, "b": 2})),
+                   side(with_(base(), reward__kwargs={"b": 2, "a": 1})))
+    assert d.same
