@@ -2,8 +2,8 @@
 
 :func:`assemble` is pure (overrides in, bytes out). :func:`write_bundle` is the
 one place the compiler touches the disk, and it never leaves a half bundle:
-files go to a temporary folder beside the final one, are fsynced, and the
-folder is renamed into place. Two compiles of the same spec racing each other
+files go to a temporary folder beside the final one, which is renamed into
+place (not fsynced: see :func:`write_bundle`). Two compiles of the same spec racing each other
 both end with the same, complete folder.
 """
 

@@ -110,12 +110,6 @@ def _refuse_folder(path: str | Path, name: str):
     raise SpecError([Problem("is a folder, not a spec file; give one spec file (a .toml)", file=name)])
 
 
-def load_spec(path: str | Path, *, display_name: str | None = None) -> Spec:
-    """Read and validate the spec at ``path``; raise :class:`SpecError` with every problem."""
-    name = display_name or str(path)
-    return parse_spec(read_spec_bytes(path, name), name)[0]
-
-
 def parse_toml(raw: bytes, name: str) -> tuple[dict, str]:
     """Spec bytes as a TOML document (and its text); bad text is a located :class:`SpecError`."""
     if len(raw) > MAX_SPEC_BYTES:

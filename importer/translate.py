@@ -52,10 +52,6 @@ class Translation(msgspec.Struct, frozen=True):
     placeholders: list[str]
 
 
-class ImportError_(Exception):
-    pass
-
-
 def _parser():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
