@@ -15,7 +15,7 @@ import msgspec
 
 from tutorrl.compiler import spelling as spellings
 from tutorrl.compiler.hydra import render_value
-from tutorrl.compiler.keymap import Lock, describe_releases, load_keymap, releases_with, settings_writing
+from tutorrl.compiler.keymap import Lock, describe_releases, load_keymap, load_lock, releases_with, settings_writing
 from tutorrl.compiler.settings import flatten_table, settings
 from tutorrl.compiler.spec import Spec
 from tutorrl.errors import Finding
@@ -159,9 +159,17 @@ def releases_declaring(key: str, variant: str) -> list[str]:
     return found
 
 
+def releases_reading_undeclared(key: str, variant: str) -> list[str]:
+    """Releases whose lock records ``key`` as read though no yaml declares it (keymap/passthrough.toml)."""
+    return [release for release in load_keymap().releases if key in load_lock(release, variant).undeclared]
+
+
 def _elsewhere(key: str, lock: Lock) -> str:
     where = releases_declaring(key, lock.variant)
-    return f" (it is declared {describe_releases(where)})" if where else ""
+    if where:
+        return f" (it is declared {describe_releases(where)})"
+    read = releases_reading_undeclared(key, lock.variant)
+    return f" (it exists {describe_releases(read)}: verl reads it there, though no yaml declares it)" if read else ""
 
 
 _EXTRA = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][A-Za-z0-9_.\-/@]*)(?:=(.*))?\Z", re.DOTALL)
