@@ -71,10 +71,13 @@ def detect_gpus() -> int:
 
 
 # CPUs verl reserves in Ray beside its GPU workers: the job's entrypoint (the
-# bundle asks 1), the TaskRunner (`@ray.remote(num_cpus=1)` in main_ppo), and
+# bundle asks 1), the TaskRunner (`@ray.remote(num_cpus=1)` in main_ppo),
+# TransferQueue's controller and storage units in a 0.9.x v1 run (1 CPU each,
+# transfer_queue/controller.py and storage/simple_storage.py; 8 units by
+# default, transfer_queue.backend.SimpleStorage.num_data_storage_units), and
 # per GPU bundle of the worker pool its max_colocate_count in CPUs (1 in 0.5.0's
 # ResourcePoolManager, 3 in 0.9.1's, verl/single_controller/ray/base.py).
-_FIXED_CPUS = 2
+_FIXED_CPUS = 2 + 1 + 8
 _CPUS_PER_GPU = 3
 
 
@@ -83,7 +86,8 @@ def embedded_cpus(num_gpus: int) -> int:
     machine -- what verl reserves for this many GPUs. Ray's CPU count is a
     scheduling token, not a core: declaring more makes processes share cores,
     declaring fewer leaves verl's worker pool PENDING for ever (a 2-core
-    machine cannot place the entrypoint, the TaskRunner and one worker)."""
+    machine cannot place the entrypoint, the TaskRunner and one worker; a
+    verl 0.9.1 run there waited on TransferQueue's storage units)."""
     return max(os.cpu_count() or 1, _FIXED_CPUS + _CPUS_PER_GPU * max(num_gpus, 1))
 
 
