@@ -29,7 +29,7 @@ def register_compile(sub: argparse._SubParsersAction) -> None:
                    help="a spec file (TOML); several, or a quoted glob ('specs/*.toml', '**' for subfolders), "
                         "compile in one process")
     p.add_argument("--out", default="bundles", metavar="DIR", help="bundle root (default: bundles)")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", dest="set",
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
                    help="set one spec setting for this compile (actor.lr=3e-6), typed as the setting says; "
                         "recorded in the bundle's spec.toml like any value; repeatable")
     p.set_defaults(handler=_compile)

@@ -50,6 +50,13 @@ class Point(msgspec.Struct, frozen=True):
         return dict(self.values)
 
 
+def order_key(point: dict, experiment: str = "") -> tuple:
+    """Where a launch stands among its sweep's points, from its manifest's point alone (a
+    folder of bundles is listed by id, which says nothing): by each value, numbers as numbers."""
+    return tuple((k, (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v)))
+                 for k, v in point.items()) + ((experiment,),)
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "resources, reward, environment and verl release. Exit 0 when they are the same launch, "
                     "1 when they differ, 2 on error.")
     p.add_argument("old", help="a bundle folder or a spec file (with --against: the spec to compare)")
-    p.add_argument("new", nargs="?", help="a bundle folder or a spec file")
+    p.add_argument("new", nargs="*", help="a bundle folder or a spec file; several (or OLD a folder of bundles, or a "
+                                          "sweep's spec) compare a set: the settings that vary, as a matrix")
     p.add_argument("--against", metavar="REF",
                    help="compare the spec OLD as committed on git REF with the spec as it is now")
     add_format_option(p, choices=("text", "markdown", "json"),
@@ -65,8 +66,19 @@ def _diff(args) -> int:
     from tutorrl.review.render import render, use_color
     from tutorrl.review.sides import load_side, spec_side
 
+    if args.against is None and (len(args.new) > 1 or any(_is_set(w) for w in [args.old, *args.new])):
+        from tutorrl.review.matrix import load_sides, matrix, render_matrix
+
+        sides = load_sides([args.old, *args.new])
+        from tutorrl.cli import printable
+
+        for warning in (w for side in sides for w in side.warnings):
+            print(printable(f"warning: {warning}"), file=sys.stderr)
+        result = matrix(sides)
+        sys.stdout.write(render_matrix(result, args.format))
+        return 0 if result.same else 1
     if args.against is not None:
-        if args.new is not None:
+        if args.new:
             raise InputError([Problem("--against compares one spec with its committed self; "
                                       "give one spec, not two paths")])
         from tutorrl.compiler.load import read_spec_bytes
@@ -76,9 +88,10 @@ def _diff(args) -> int:
         old = spec_side(read_at_ref(args.old, args.against), f"{args.against}:{args.old}")
         new = spec_side(now, args.old)
     else:
-        if args.new is None:
-            raise InputError([Problem("give two bundles or specs to compare, or one spec and --against REF")])
-        old, new = load_side(args.old), load_side(args.new)
+        if not args.new:
+            raise InputError([Problem("give two bundles or specs to compare (or a set: several, a folder of bundles, "
+                                      "a sweep's spec), or one spec and --against REF")])
+        old, new = load_side(args.old), load_side(args.new[0])
     from tutorrl.cli import printable
 
     for warning in (*old.warnings, *new.warnings):
@@ -86,6 +99,29 @@ def _diff(args) -> int:
     result = diff_sides(old, new)
     sys.stdout.write(render(result, args.format, use_color(sys.stdout, args.color) and args.format == "text"))
     return 0 if result.same else 1
+
+
+def _is_set(word: str) -> bool:
+    """A folder of bundles, or a spec with a sweep: a set to read as a matrix."""
+    import os
+
+    from tutorrl.contract import MANIFEST
+
+    if os.path.isdir(word):
+        return not os.path.exists(os.path.join(word, MANIFEST))
+    try:
+        with open(word, "rb") as fh:
+            raw = fh.read(1 << 20)
+    except OSError:
+        return False
+    if b"sweep" not in raw:
+        return False
+    import tomllib
+
+    try:
+        return "sweep" in tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
 
 
 def _check(args) -> int:

@@ -10,6 +10,11 @@ def _run(args: argparse.Namespace) -> int:
     from tutorrl.compiler.verify import apply_trust_digests, require_bundle_folder
 
     apply_trust_digests(args)
+    if len(args.bundle) > 1 or args.max_parallel is not None or _is_folder_of_bundles(args.bundle[0]):
+        from tutorrl.runtime.runset import run_set
+
+        return run_set(args)
+    args.bundle = args.bundle[0]
     require_bundle_folder(args.bundle)  # a spec given by mistake is named as one, before Ray loads
     from tutorrl.runtime.run import run_command
 
@@ -26,7 +31,27 @@ def _runs(args: argparse.Namespace) -> int:
     return runs_command(args)
 
 
+def _is_folder_of_bundles(word: str) -> bool:
+    """A sweep's output folder (bundles, and no manifest of its own): run as a set."""
+    import os
+
+    from tutorrl.contract import MANIFEST
+
+    if not os.path.isdir(word) or os.path.exists(os.path.join(word, MANIFEST)):
+        return False
+    try:
+        return any(os.path.isfile(os.path.join(word, name, MANIFEST)) for name in os.listdir(word))
+    except OSError:
+        return False
+
+
 def _status(args: argparse.Namespace) -> int:
+    from tutorrl.runtime.runset import is_set_ref
+
+    if is_set_ref(args.run):
+        from tutorrl.runtime.runset import status_set
+
+        return status_set(args.run, args.format)
     from tutorrl.runtime.observe import status_command
 
     return status_command(args)
@@ -39,13 +64,20 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
+    from tutorrl.runtime.runset import is_set_ref
+
+    if is_set_ref(args.run):
+        from tutorrl.runtime.runset import stop_set
+
+        return stop_set(args.run)
     from tutorrl.runtime.observe import stop_command
 
     return stop_command(args)
 
 
 RUN_REF_HELP = ("a run id (tutorrl-<bundle id>-<attempt>: found under ./bundles/ or in the index of runs "
-                "started on this machine) or a run folder bundles/<id>/runs/<run-id>")
+                "started on this machine), a run folder bundles/<id>/runs/<run-id>, or a set id (set-...) "
+                "that `tutorrl run` of several bundles printed")
 
 
 def _gpu_count(text: str) -> int:
@@ -57,6 +89,18 @@ def _gpu_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if not 0 <= value <= 1024:
         raise argparse.ArgumentTypeError(f"{text} is not a GPU count from 0 to 1024")
+    return value
+
+
+def _parallel(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"{text} is not a count of runs from 1 to 256")
     return value
 
 
@@ -77,7 +121,13 @@ def register(subparsers) -> None:
             "runs verl with it); the embedded head then runs the `ray` beside it, so verl's workers run it too."
         ),
     )
-    run.add_argument("bundle", help="bundle directory (bundles/<id>)")
+    run.add_argument("bundle", nargs="+", metavar="BUNDLE",
+                     help="bundle directory (bundles/<id>); several, or a folder of bundles (a sweep's --out), "
+                          "run as a set: see --max-parallel")
+    run.add_argument("--max-parallel", type=_parallel, metavar="N",
+                     help="a set runs at most N bundles at once, on one embedded head (or the --address cluster); "
+                          "each bundle's run is a `tutorrl run` of its own, its record under the bundle; "
+                          "`tutorrl status SET` shows the set as one table (default: 1)")
     run.add_argument("--address", metavar="URL",
                      help="dashboard URL of an existing Ray cluster, e.g. http://head:8265")
     upload = run.add_mutually_exclusive_group()

@@ -1,0 +1,366 @@
+"""Running a set of bundles (a sweep's points): N at a time, on one Ray head, as one thing to watch and stop.
+
+Each bundle is run by ``tutorrl run BUNDLE --address HEAD`` in a process of
+its own, the very path a single run takes -- verify, preflight, run record,
+job, log, evidence -- so a run of a set is no different from a run by hand.
+What the set adds is only the schedule (at most ``--max-parallel`` at once,
+the next started as one ends), one embedded head they share (started here
+in the user's folder, so Ray, not each run, shares out the GPUs), and a set
+record under the state folder naming each bundle's run, which ``tutorrl
+status SET`` reads as one table and ``tutorrl stop SET`` stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+
+from tutorrl.errors import BundleError, RefusedError, TutorrlError
+from tutorrl.runtime import lifecycle, records
+from tutorrl.runtime.progress import Progress
+
+SET_PREFIX = "set-"
+STOP_TIMEOUT_S = 120.0
+_POLL_S = 0.5
+
+
+class SetRecord(msgspec.Struct, forbid_unknown_fields=False):
+    """``<state>/sets/<set-id>.json``: what a run of several bundles started and where each run is."""
+
+    set_id: str
+    started: str
+    cwd: str
+    bundles: list[str]  # absolute bundle folders, in the order they run
+    points: list[str]  # each bundle's point ("actor.lr=1e-06, rollout.n=4"), or its experiment
+    max_parallel: int
+    address: str  # the shared head's dashboard, or the --address cluster
+    address_kind: str  # "embedded" | "cluster"
+    dry_run: bool
+    runs: dict[str, str] = {}  # bundle -> its run folder, once its run has a record
+    exit_codes: dict[str, int] = {}  # bundle -> how its `tutorrl run` ended
+    owner: records.Process | None = None
+    status: str = "running"  # "running" | "succeeded" | "failed" | "stopped"
+    ended: str | None = None
+
+
+def sets_dir() -> Path:
+    from tutorrl.runtime import trust
+
+    return trust.private_dir(trust.state_home() / "sets")
+
+
+def _write(record: SetRecord) -> None:
+    folder = sets_dir()
+    tmp = folder / f".{record.set_id}.{os.getpid()}.tmp"
+    tmp.write_bytes(msgspec.json.encode(record))
+    os.replace(tmp, folder / f"{record.set_id}.json")
+
+
+def read_set(set_id: str) -> SetRecord:
+    if not set_id.startswith(SET_PREFIX) or "/" in set_id or len(set_id) > 128:
+        raise lifecycle.RunNotFound(f"{set_id}: not a set id ({SET_PREFIX}...)")
+    try:
+        return msgspec.json.decode((sets_dir() / f"{set_id}.json").read_bytes(), type=SetRecord)
+    except FileNotFoundError:
+        raise lifecycle.RunNotFound(f"{set_id}: no such set started on this machine") from None
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise lifecycle.RunNotFound(f"{set_id}: its record cannot be read ({exc})") from None
+
+
+def is_set_ref(ref: str | None) -> bool:
+    return bool(ref) and ref.startswith(SET_PREFIX)
+
+
+# -- which bundles ---------------------------------------------------------------------------------------------
+
+def expand(words: list[str]) -> list[Path]:
+    """Bundle folders from the words given: a bundle, or a folder of bundles (a sweep's --out)."""
+    from tutorrl.compiler.verify import require_bundle_folder
+    from tutorrl.contract import MANIFEST
+
+    out: list[Path] = []
+    for word in words:
+        path = Path(word)
+        if path.is_dir() and not (path / MANIFEST).exists():
+            children = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
+                              and (p / MANIFEST).is_file())
+            if children:
+                out += sorted(children, key=_point_order)
+                continue
+        out.append(require_bundle_folder(word))
+    seen, unique = set(), []
+    for p in out:
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            unique.append(p)
+    return unique
+
+
+def _point_order(bundle: Path) -> tuple:
+    """A folder's bundles in their sweep's order (their points), not their ids'."""
+    from tutorrl.compiler.sweep import order_key
+    from tutorrl.contract import MANIFEST
+
+    try:
+        doc = msgspec.json.decode((bundle / MANIFEST).read_bytes())
+        point, experiment = doc.get("point") or {}, str(doc.get("experiment", ""))
+        return order_key(point if isinstance(point, dict) else {}, experiment)
+    except (OSError, msgspec.DecodeError, AttributeError):
+        return ((bundle.name,),)
+
+
+def _label(manifest) -> str:
+    if manifest.point:
+        from tutorrl.compiler.sweep import _shown
+
+        return ", ".join(f"{k}={_shown(v)}" for k, v in manifest.point.items())
+    return manifest.experiment
+
+
+# -- running ---------------------------------------------------------------------------------------------------
+
+class _Child(msgspec.Struct):
+    bundle: Path
+    index: int
+    proc: subprocess.Popen | None = None
+    log: object = None
+    exit_code: int | None = None
+
+
+def run_set(args) -> int:
+    """``tutorrl run B1 B2 ... [--max-parallel N]``: every bundle run, N at a time; exit 0 when all succeed."""
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.runtime import cluster
+
+    progress = Progress(quiet=getattr(args, "quiet", False))
+    if getattr(args, "detach", False):
+        raise RefusedError("--detach runs one bundle; a set is followed by the `tutorrl run` that starts it "
+                           "(run it under nohup or tmux, and watch it with `tutorrl status SET`)")
+    bundles = expand(args.bundle)
+    parallel = args.max_parallel or 1
+    trust = bool(getattr(args, "trust_digests", False))
+    # Every bundle is verified before anything starts: a set with a tampered point runs none.
+    loaded = []
+    problems = []
+    for b in bundles:
+        try:
+            loaded.append(verify_bundle(b, trust_digests=trust or None))
+        except BundleError as exc:
+            problems.append(exc.render().removeprefix("error: "))
+    if problems:
+        raise BundleError("a bundle of the set does not verify; none was run:\n  " + "\n  ".join(problems))
+    digest = hashlib.sha256("\n".join(b.manifest.digest for b in loaded).encode()).hexdigest()[:12]
+    set_id = f"{SET_PREFIX}{digest}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+    record = SetRecord(set_id=set_id, started=records.utc_now(), cwd=str(Path.cwd()),
+                       bundles=[str(Path(b.path).resolve()) for b in loaded],
+                       points=[_label(b.manifest) for b in loaded], max_parallel=parallel,
+                       address=args.address or "", address_kind="cluster" if args.address else "embedded",
+                       dry_run=bool(args.dry_run), owner=lifecycle.this_process())
+    _write(record)
+    progress.note(f"{set_id}: {len(loaded)} bundles, at most {parallel} at a time"
+                  + ("" if not args.address else f", on {args.address}"))
+    progress.note(f"  its state:  tutorrl status {set_id}")
+    progress.note(f"  stop it:    tutorrl stop {set_id}")
+
+    stop = {"signum": None}
+
+    def on_signal(signum, frame):
+        stop["signum"] = signum
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    head = None
+    children = [_Child(bundle=Path(b), index=n) for n, b in enumerate(record.bundles)]
+    try:
+        env = {k: v for k, v in os.environ.items()}
+        if args.address:
+            url = cluster.normalise_address(args.address)
+        else:
+            from tutorrl.runtime import preflight
+            from tutorrl.runtime.head import EmbeddedHead
+
+            job_env = preflight.job_environment(loaded[0].job)
+            head = EmbeddedHead(run_id=set_id, workdir=Path.cwd(), num_gpus=getattr(args, "num_gpus", None),
+                                python=preflight.job_python(job_env))
+            head.start(progress, should_stop=lambda: stop["signum"] is not None)
+            url = head.url
+            env["RAY_AUTH_TOKEN"] = head.token
+            record.address = url
+            _write(record)
+        progress.note(f"Ray dashboard: {url}")
+        for name in cluster.HIJACK_VARS:
+            env.pop(name, None)
+        log_dir = sets_dir() / set_id
+        log_dir.mkdir(mode=0o700, exist_ok=True)
+        waiting = list(children)
+        running: list[_Child] = []
+        while (waiting or running) and stop["signum"] is None:
+            while waiting and len(running) < parallel and stop["signum"] is None:
+                child = waiting.pop(0)
+                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--address", url, "--quiet"]
+                if args.dry_run:
+                    argv.append("--dry-run")
+                if trust:
+                    argv.append("--trust-digests")
+                child.log = open(log_dir / f"{child.index + 1:04d}.log", "wb")
+                child.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=child.log,
+                                              stderr=subprocess.STDOUT, start_new_session=True)
+                running.append(child)
+                progress.note(f"[{child.index + 1}/{len(children)}] started: {record.points[child.index]}")
+            time.sleep(_POLL_S)
+            _note_runs(record, running)
+            for child in list(running):
+                code = child.proc.poll()
+                if code is None:
+                    continue
+                running.remove(child)
+                child.exit_code = code
+                child.log.close()
+                record.exit_codes[str(child.bundle)] = code
+                _note_runs(record, [child])
+                progress.note(f"[{child.index + 1}/{len(children)}] {'succeeded' if code == 0 else f'exit {code}'}: "
+                              f"{record.points[child.index]}")
+                _write(record)
+        if stop["signum"] is not None:
+            progress.note(f"{signal.Signals(stop['signum']).name}: stopping the set's runs")
+            for child in running:
+                child.proc.send_signal(signal.SIGTERM)  # each stops its job and closes its record
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            for child in running:
+                try:
+                    child.exit_code = child.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.proc.kill()
+                    child.exit_code = child.proc.wait()
+                child.log.close()
+                record.exit_codes[str(child.bundle)] = child.exit_code
+            _note_runs(record, running)
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if head is not None:
+            progress.status("stopping the embedded Ray head")
+            head.stop()
+        progress.clear()
+        codes = [c.exit_code for c in children]
+        record.status = ("stopped" if stop["signum"] is not None else
+                         "succeeded" if all(c == 0 for c in codes) else "failed")
+        record.ended = records.utc_now()
+        _write(record)
+    sys.stdout.write(set_table(record))
+    sys.stdout.flush()
+    if stop["signum"] is not None:
+        return lifecycle.EXIT_INTERRUPTED
+    return 0 if record.status == "succeeded" else 1
+
+
+def _note_runs(record: SetRecord, children) -> None:
+    """The run folder of each child that has claimed one (its record's owner is that child)."""
+    changed = False
+    for child in children:
+        key = str(child.bundle)
+        if key in record.runs or child.proc is None:
+            continue
+        for path, run in records.list_records(child.bundle):
+            if run is not None and run.owner is not None and run.owner.pid == child.proc.pid:
+                record.runs[key] = str(path.resolve())
+                changed = True
+                break
+    if changed:
+        _write(record)
+
+
+# -- watching and stopping --------------------------------------------------------------------------------------
+
+def set_rows(record: SetRecord) -> list[dict]:
+    """One row per bundle of the set: its point, its run's state, step k/N and last reward."""
+    from tutorrl.runtime.observe import progress_of
+
+    rows = []
+    for n, bundle in enumerate(record.bundles):
+        run_dir = record.runs.get(bundle)
+        row = {"point": record.points[n], "bundle": bundle, "run": None, "state": "waiting", "step": None,
+               "total_steps": None, "reward": None, "reward_key": None,
+               "exit_code": record.exit_codes.get(bundle)}
+        if run_dir is None:
+            if bundle in record.exit_codes:
+                row["state"] = "refused" if record.exit_codes[bundle] else "ended"
+            elif record.status != "running" or not lifecycle.alive(record.owner):
+                row["state"] = "not started"
+        else:
+            path = Path(run_dir)
+            try:
+                run = lifecycle.reconcile(path)
+            except (OSError, records.RecordError, TutorrlError):
+                run = None
+            row["run"] = path.name
+            if run is not None:
+                row["state"] = run.status + (" (dry run)" if run.dry_run else "")
+                row["exit_code"] = run.exit_code
+            p = progress_of(path, Path(bundle))
+            row.update(step=p.step, total_steps=p.total, reward=p.reward, reward_key=p.reward_key)
+        rows.append(row)
+    return rows
+
+
+def set_table(record: SetRecord, rows: list[dict] | None = None) -> str:
+    rows = set_rows(record) if rows is None else rows
+    header = ["POINT", "STATE", "STEP", "LAST REWARD", "RUN"]
+    body = []
+    for r in rows:
+        step = "-" if r["step"] is None else f"{r['step']}/{r['total_steps'] if r['total_steps'] is not None else '?'}"
+        reward = "-" if r["reward"] is None else f"{r['reward']:.4g}"
+        body.append([r["point"], r["state"], step, reward, r["run"] or "-"])
+    widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
+    lines = [f"{record.set_id}: {record.status}, {len(rows)} bundles, at most {record.max_parallel} at a time"
+             + ("" if record.address_kind == "embedded" else f", on {record.address}")]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header] + body]
+    return "\n".join(lines) + "\n"
+
+
+def status_set(set_id: str, fmt: str) -> int:
+    record = read_set(set_id)
+    if record.status == "running" and not lifecycle.alive(record.owner):
+        record.status, record.ended = "failed", records.utc_now()  # its `tutorrl run` died
+        _write(record)
+    rows = set_rows(record)
+    if fmt == "json":
+        doc = {**msgspec.to_builtins(record), "rows": rows}
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
+    else:
+        sys.stdout.write(set_table(record, rows))
+    return 0
+
+
+def stop_set(set_id: str) -> int:
+    """Stop a set: its `tutorrl run` stops each running run (its job, then its record) and the
+    shared head, and starts no more; with that process gone, each open run is stopped by itself."""
+    from tutorrl.runtime.observe import stop_run
+
+    record = read_set(set_id)
+    if lifecycle.alive(record.owner):
+        os.kill(record.owner.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while lifecycle.alive(record.owner) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if lifecycle.alive(record.owner):
+            print(f"{set_id}: its tutorrl run did not stop within {STOP_TIMEOUT_S:.0f}s", file=sys.stderr)
+            return 1
+    record = read_set(set_id)
+    left = 0
+    for bundle in record.bundles:
+        run_dir = record.runs.get(bundle)
+        if run_dir is None:
+            continue
+        done = stop_run(Path(run_dir))
+        if not done.ended:
+            left += 1
+            print(f"{done.record.submission_id}: {done.note}", file=sys.stderr)
+    print(f"{set_id}: {record.status}", file=sys.stderr)
+    return 0 if not left else 1
