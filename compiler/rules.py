@@ -95,53 +95,7 @@ def looks_secret(name: str) -> bool:
             or bool(ordered and ordered[-1] in _SECRET_LAST))
 
 
-class Effective:
-    """A setting's value as verl will see it: the spec's, else the release's default."""
-
-    def __init__(self, spec: Spec, lock: Lock):
-        self.spec = spec
-        self.lock = lock
-
-    def __call__(self, setting: str):
-        value = get_field(self.spec, setting)
-        if value is not None:
-            return value
-        target = self.lock.targets.get(setting)
-        if target is None:
-            return None
-        if target.interpolation:
-            return self.interpolate(target.interpolation)
-        return target.default
-
-    def interpolate(self, text: str):
-        """Resolve plain ``${a.b}`` references to other mapped keys (verl's defaults such as
-        ``checkpoints/${trainer.project_name}/${trainer.experiment_name}``); None when one cannot be."""
-        by_key = {t.key: name for name, t in self.lock.targets.items()}
-        failed = False
-
-        def sub(match: "re.Match") -> str:
-            nonlocal failed
-            setting = by_key.get(match.group(1))
-            value = self(setting) if setting else None
-            if value is None or isinstance(value, (dict, list)):
-                failed = True
-                return ""
-            return str(value)
-
-        whole = re.fullmatch(r"\$\{([A-Za-z0-9_.]+)\}", text)
-        if whole:
-            setting = by_key.get(whole.group(1))
-            return self(setting) if setting else None
-        out = re.sub(r"\$\{([A-Za-z0-9_.]+)\}", sub, text)
-        return None if failed or "${" in out else out
-
-
-def effective(spec: Spec) -> Effective:
-    """Values as verl will see them for a (normalised) spec, defaults from its release's lock."""
-    from tutorrl.compiler.keymap import load_lock
-    from tutorrl.compiler.settings import variant_of
-
-    return Effective(spec, load_lock(spec.experiment.verl, variant_of(spec)))
+from tutorrl.compiler.effective import Effective, effective  # noqa: E402,F401 (their home)
 
 
 def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
@@ -310,8 +264,9 @@ def _rollout_engine(spec: Spec, value: Effective, world: int) -> list[Finding]:
     # device mesh, that one engine's GPUs divide the trainer's:
     #   assert self.world_size % infer_world_size == 0   ("rollout world_size: ... is not divisible by ...")
     # with infer_world_size = tensor x data x pipeline parallel from verl 0.6.0, the
-    # tensor-parallel size alone before. So a size that does not divide is a launch
-    # verl refuses at start, not a style choice. The rollout's pipeline size is not a
+    # tensor-parallel size alone before (verl 0.2/0.3's Megatron worker excepted).
+    # So a size that does not divide is a launch verl refuses at start, not a
+    # style choice: an error, citing the code. The rollout's pipeline size is not a
     # spec field; verl's default (1) is taken.
     release = release_tuple(value.lock.release)
     tp = _int(value("rollout.tensor_parallel"))
@@ -321,6 +276,12 @@ def _rollout_engine(spec: Spec, value: Effective, world: int) -> list[Finding]:
     engine = tp * dp
     if world % engine == 0:
         return []
+    if spec.actor.strategy == "megatron" and release < (0, 4, 0):
+        # verl 0.2/0.3's Megatron worker builds its rollout without that assertion.
+        return [Finding("rollout.tensor_parallel",
+                        f"{tp} does not divide the {world} trainer GPUs, so engines cannot tile them",
+                        "verl's FSDP workers refuse this at start; its Megatron worker of this release does not check",
+                        "warning")]
     gpus = f"{world} trainer GPU" + ("" if world == 1 else "s")
     if spec.rollout.tensor_parallel is None:
         size = f"verl's default tensor_model_parallel_size {tp}"

@@ -190,7 +190,7 @@ class _Keys:
         """verl's default for a setting this side leaves unset (None: unknown or none)."""
         if self.rmap is None or setting not in self.rmap.targets:
             return None
-        from tutorrl.compiler.rules import Effective
+        from tutorrl.compiler.effective import Effective
 
         value = Effective(self.spec, self.rmap)(setting)
         return None if isinstance(value, dict) else value
@@ -299,12 +299,10 @@ def _setting_changes(ok: _Keys, nk: _Keys) -> tuple[list[SettingChange], list[Se
 
 
 def _total(k: _Keys) -> int | None:
-    """Every GPU the launch needs: verl's pool (verl's defaults where unset) plus the reward's."""
-    nodes, per_node = (k.spec.resources.nodes or k.default("resources.nodes"),
-                       k.spec.resources.trainer_gpus_per_node or k.default("resources.trainer_gpus_per_node"))
-    if not isinstance(nodes, int) or not isinstance(per_node, int):
-        return None
-    return nodes * per_node + (k.spec.resources.reward_gpus or 0)
+    """Every GPU the launch needs (compiler/effective.py: the same total the run preflight checks)."""
+    from tutorrl.compiler.effective import gpu_pool
+
+    return gpu_pool(k.spec).total
 
 
 def _resource_changes(changes: list[SettingChange], ok: _Keys, nk: _Keys) -> list[SettingChange]:

@@ -367,58 +367,34 @@ def check_passthrough(names: list[str], findings: Findings) -> None:
         )
 
 
-_POOL = ("resources.nodes", "resources.trainer_gpus_per_node")
+def _pool(spec):
+    """The GPU pool as verl will see it (compiler/effective.py); unknown is refused here."""
+    from tutorrl.compiler.effective import gpu_pool
 
-
-def _pool(spec) -> list[tuple[int, str]]:
-    """(value, where it comes from) of nodes and trainer GPUs per node: the
-    spec's, else verl's default for the target release (from its lock), else,
-    for a release this tutorrl has no lock for (a bundle compiled elsewhere),
-    the default every release it does lock agrees on."""
-    from tutorrl.compiler.keymap import load_lock, supported_releases
-    from tutorrl.compiler.settings import variant_of
-    from tutorrl.compiler.spec import get_field
-    from tutorrl.errors import SpecError
-
-    out = []
-    for setting in _POOL:
-        value = get_field(spec, setting)
-        if value is not None:
-            out.append((int(value), ""))
-            continue
-        release, variant = spec.experiment.verl, variant_of(spec)
-        try:
-            default = load_lock(release, variant).targets[setting].default
-            where = f"verl {release}'s default"
-        except (SpecError, KeyError):
-            seen = {load_lock(r, variant).targets[setting].default for r in supported_releases()
-                    if setting in load_lock(r, variant).targets}
-            default = seen.pop() if len(seen) == 1 else None
-            where = f"verl's default in every release this tutorrl knows; {release} is not one of them"
-        if not isinstance(default, int) or isinstance(default, bool):
-            raise RefusedError(f"{setting} is unset and verl {release}'s default is not known to this tutorrl; "
-                               "set it in the spec")
-        out.append((default, where))
-    return out
+    pool = gpu_pool(spec)
+    for setting, value, where in (("resources.nodes", pool.nodes, pool.nodes_from),
+                                  ("resources.trainer_gpus_per_node", pool.per_node, pool.per_node_from)):
+        if value is None:
+            raise RefusedError(f"{setting} is unset and {where}; set it in the spec")
+    return pool
 
 
 def gpu_layout(spec) -> tuple[int, int, int]:
     """(nodes, trainer GPUs per node, reward GPUs), verl's defaults where the spec says nothing."""
-    (nodes, _), (per_node, _) = _pool(spec)
-    return nodes, per_node, int(spec.resources.reward_gpus or 0)
+    pool = _pool(spec)
+    return pool.nodes, pool.per_node, pool.reward
 
 
 def needed_gpus(spec) -> int:
-    nodes, per_node, reward = gpu_layout(spec)
-    return nodes * per_node + reward
+    return _pool(spec).total
 
 
 def _layout_text(spec) -> str:
     """``resources.nodes 1 (verl 0.9.1's default) x trainer_gpus_per_node 7 + reward_gpus 1``."""
-    (nodes, n_from), (per_node, p_from) = _pool(spec)
-    reward = int(spec.resources.reward_gpus or 0)
-    return (f"resources.nodes {nodes}{f' ({n_from})' if n_from else ''} x trainer_gpus_per_node "
-            f"{per_node}{f' ({p_from})' if p_from else ''} + reward_gpus {reward}")
+    pool = _pool(spec)
+    return (f"resources.nodes {pool.nodes}{f' ({pool.nodes_from})' if pool.nodes_from else ''} x "
+            f"trainer_gpus_per_node {pool.per_node}{f' ({pool.per_node_from})' if pool.per_node_from else ''} "
+            f"+ reward_gpus {pool.reward}")
 
 
 def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, findings: Findings) -> None:

@@ -1,0 +1,120 @@
+"""What verl will see: each setting's value in a launch, and the GPU pool it asks for.
+
+One home for "the spec's value, else verl's default for the target release"
+(the defaults come from the release's lock): the compiler's rules, the run
+preflight, the review diff and the exports all ask here, so a default that
+moves between releases moves for all of them at once.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from tutorrl.compiler.keymap import Lock
+from tutorrl.compiler.spec import Spec, get_field
+
+
+class Effective:
+    """A setting's value as verl will see it: the spec's, else the release's default."""
+
+    def __init__(self, spec: Spec, lock: Lock):
+        self.spec = spec
+        self.lock = lock
+
+    def __call__(self, setting: str):
+        value = get_field(self.spec, setting)
+        if value is not None:
+            return value
+        target = self.lock.targets.get(setting)
+        if target is None:
+            return None
+        if target.interpolation:
+            return self.interpolate(target.interpolation)
+        return target.default
+
+    def interpolate(self, text: str):
+        """Resolve plain ``${a.b}`` references to other mapped keys (verl's defaults such as
+        ``checkpoints/${trainer.project_name}/${trainer.experiment_name}``); None when one cannot be."""
+        by_key = {t.key: name for name, t in self.lock.targets.items()}
+        failed = False
+
+        def sub(match: "re.Match") -> str:
+            nonlocal failed
+            setting = by_key.get(match.group(1))
+            value = self(setting) if setting else None
+            if value is None or isinstance(value, (dict, list)):
+                failed = True
+                return ""
+            return str(value)
+
+        whole = re.fullmatch(r"\$\{([A-Za-z0-9_.]+)\}", text)
+        if whole:
+            setting = by_key.get(whole.group(1))
+            return self(setting) if setting else None
+        out = re.sub(r"\$\{([A-Za-z0-9_.]+)\}", sub, text)
+        return None if failed or "${" in out else out
+
+
+def effective(spec: Spec) -> Effective:
+    """Values as verl will see them for a (normalised) spec, defaults from its release's lock."""
+    from tutorrl.compiler.keymap import load_lock
+    from tutorrl.compiler.settings import variant_of
+
+    return Effective(spec, load_lock(spec.experiment.verl, variant_of(spec)))
+
+
+class GpuPool(msgspec.Struct, frozen=True):
+    """The GPUs a launch asks for: verl's pool (nodes x trainer GPUs per node) and the reward's."""
+
+    #: None where the spec leaves it unset and the release's default is not known here.
+    nodes: int | None
+    per_node: int | None
+    reward: int
+    #: Where each came from: "" (the spec), "verl 0.9.1's default", or why it is a guess.
+    nodes_from: str
+    per_node_from: str
+
+    @property
+    def total(self) -> int | None:
+        if self.nodes is None or self.per_node is None:
+            return None
+        return self.nodes * self.per_node + self.reward
+
+
+_POOL = ("resources.nodes", "resources.trainer_gpus_per_node")
+
+
+def gpu_pool(spec: Spec) -> GpuPool:
+    """The spec's pool, verl's default for its release where unset; for a release this
+    tutorrl has no lock for (a bundle compiled elsewhere), the default every release it
+    does lock agrees on, else unknown (None)."""
+    from tutorrl.compiler.keymap import load_lock, supported_releases
+    from tutorrl.compiler.settings import variant_of
+    from tutorrl.errors import SpecError
+
+    found: list[tuple[int | None, str]] = []
+    for setting in _POOL:
+        value = get_field(spec, setting)
+        if value is not None:
+            found.append((int(value), ""))
+            continue
+        release, variant = spec.experiment.verl, variant_of(spec)
+        try:
+            lock = load_lock(release, variant)
+        except SpecError:
+            lock = None
+        if lock is not None and setting in lock.targets:
+            default = Effective(spec, lock)(setting)
+            where = f"verl {release}'s default"
+        else:
+            seen = {load_lock(r, variant).targets[setting].default for r in supported_releases()
+                    if setting in load_lock(r, variant).targets}
+            default = seen.pop() if len(seen) == 1 else None
+            where = f"verl's default in every release this tutorrl knows; {release} is not one of them"
+        if not isinstance(default, int) or isinstance(default, bool):
+            default, where = None, f"verl {release}'s default is not known to this tutorrl"
+        found.append((default, where))
+    (nodes, nodes_from), (per_node, per_node_from) = found
+    return GpuPool(nodes, per_node, int(spec.resources.reward_gpus or 0), nodes_from, per_node_from)
