@@ -53,6 +53,7 @@ ppo_micro_batch_size_per_gpu = 1
 [rollout]
 engine = "vllm"
 n = 2
+tensor_parallel = 1
 [trainer]
 total_steps = 1
 output_dir = "{root}/out"

@@ -143,6 +143,7 @@ use_kl_loss = true
 [rollout]
 engine = "sglang"
 n = 8
+tensor_parallel = 1
 [trainer]
 total_steps = 100
 [resources]
@@ -495,3 +496,16 @@ def test_committed_example_compiles_and_composes_or_is_refused_clearly(spec_path
     assert proc.returncode == 0 and argv is not None, proc.stderr
     cfg = compose(config_dirs(release), argv)
     _check_composed(cfg, _expected(spec, release, site))
+
+
+def test_megatron_rollout_size_is_refused_where_verls_megatron_worker_asserts_it():
+    # 2 does not divide the 7 trainer GPUs. verl's Megatron worker asserts the
+    # rollout size divides them from 0.4.0; 0.3's builds its rollout unchecked.
+    text = ('[experiment]\nverl = "0.9.1"\n[actor]\nstrategy = "megatron"\n[actor.megatron]\ntensor_parallel = 1\n'
+            'pipeline_parallel = 1\n[rollout]\ntensor_parallel = 2\n[resources]\ntrainer_gpus_per_node = 7\n')
+    with pytest.raises(SpecError) as err:
+        compile_bytes(_retarget(text, "0.4.0").encode(), "t.toml")
+    assert any(p.key == "rollout.tensor_parallel" and "verl/workers/megatron_workers.py" in p.message
+               for p in err.value.problems)
+    compiled = compile_bytes(_retarget(text, "0.3.0.post1").encode(), "t.toml")
+    assert any(w.key == "rollout.tensor_parallel" and "does not check" in w.hint for w in compiled.warnings)

@@ -166,7 +166,6 @@ def test_cross_field_rules(old, new, key, words):
     ("ppo_micro_batch_size_per_gpu = 2", "ppo_micro_batch_size_per_gpu = 3", "actor.ppo_micro_batch_size_per_gpu",
      "does not divide the 8 sequences"),
     ("n = 2", 'n = 1\n[algorithm]\nadv_estimator = "grpo"', "rollout.n", "takes its raw score as the advantage (no group baseline)"),
-    ('engine = "sglang"', 'engine = "sglang"\ntensor_parallel = 4', "rollout.tensor_parallel", "does not divide the 2"),
     ("total_steps = 10", "total_steps = 10\nsave_freq = 0", "trainer.save_freq", "0 means never"),
 ])
 def test_rules_verl_does_not_enforce_are_warnings(old, new, key, words):
@@ -624,3 +623,44 @@ def test_a_credential_refusal_writes_nothing(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "looks like a GitHub token" in proc.stderr and "spec.toml:" in proc.stderr
     assert not (tmp_path / "bundles").exists()
+
+
+def _rollout(layout: str, base: str = BASE) -> str:
+    return edit('engine = "sglang"', 'engine = "sglang"\n' + layout, base)
+
+
+def test_a_rollout_engine_that_does_not_divide_the_trainer_gpus_is_refused_citing_verl():
+    """verl's actor-rollout worker asserts world_size % (tp x dp x pp) == 0 when it builds the rollout."""
+    (found,) = [p for p in problems(_rollout("tensor_parallel = 3")) if p.key == "rollout.tensor_parallel"]
+    assert found.message.startswith("3 does not divide the 2 trainer GPUs; verl 0.9.1's actor-rollout worker asserts")
+    assert "verl/workers/engine_workers.py" in found.message
+    # Larger than the trainer's GPUs: past the assertion verl would build no engine at all.
+    assert "2 // 3 = 0 rollout engines (verl/workers/rollout/llm_server.py)" in found.message
+    assert found.line == 19 and found.hint == "set rollout.tensor_parallel to one of 1, 2"
+    # One that fits but does not tile 8 GPUs is refused the same way, without the zero-engine note.
+    eight = edit("trainer_gpus_per_node = 2", "trainer_gpus_per_node = 2\nnodes = 4", _rollout("tensor_parallel = 3"))
+    (found,) = [p for p in problems(eight) if p.key == "rollout.tensor_parallel"]
+    assert "3 does not divide the 8 trainer GPUs" in found.message and "llm_server" not in found.message
+    # The engine is tensor x data parallel from verl 0.6.0.
+    (found,) = [p for p in problems(_rollout("tensor_parallel = 1\ndata_parallel = 3"))
+                if p.key == "rollout.tensor_parallel"]
+    assert "tensor-parallel 1 x data-parallel 3 = 3 GPUs per engine does not divide the 2 trainer GPUs" in found.message
+
+
+def test_verls_default_rollout_size_is_named_as_verls_on_one_gpu():
+    one = edit("trainer_gpus_per_node = 2", "trainer_gpus_per_node = 1", BASE)
+    one = edit("ppo_micro_batch_size_per_gpu = 2", "ppo_micro_batch_size_per_gpu = 1", one)
+    (found,) = [p for p in problems(one) if p.key == "rollout.tensor_parallel"]
+    assert found.message.startswith("verl's default tensor_model_parallel_size 2 (rollout.tensor_parallel is not set) "
+                                    "does not divide the 1 trainer GPU;")
+    assert found.hint == "set rollout.tensor_parallel to one of 1"
+    assert compile_bytes(_rollout("tensor_parallel = 1", one).encode(), "spec.toml")
+
+
+def test_older_releases_refuse_a_rollout_size_that_does_not_divide_as_verl_does():
+    older = _rollout("tensor_parallel = 3").replace('verl = "0.9.1"', 'verl = "0.5.0"').replace(
+        'loggers = ["console", "file"]', 'loggers = ["console"]')
+    (found,) = [p for p in problems(older) if p.key == "rollout.tensor_parallel"]
+    # verl 0.5.0's FSDP worker asserts on the tensor-parallel size alone, and builds engines by a device mesh.
+    assert "verl 0.5.0's actor-rollout worker asserts" in found.message and "(verl/workers/fsdp_workers.py)" in found.message
+    assert "llm_server" not in found.message

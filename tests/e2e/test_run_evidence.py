@@ -76,6 +76,7 @@ exit "${STANDIN_EXIT}"
 def _bundle(tmp_path: Path, on_failure: str | None = None) -> Path:
     data = tomllib.loads((support.SPECS / "gsm8k_custom_reward.toml").read_text())
     data["resources"]["trainer_gpus_per_node"] = 1
+    data["rollout"]["tensor_parallel"] = 1  # one GPU: verl's default of 2 would not divide it
     data["trainer"]["output_dir"] = "ckpt"
     data["trainer"]["evidence_callback"] = True
     if on_failure is not None:

@@ -36,6 +36,8 @@ ppo_micro_batch_size_per_gpu = 1
 [rollout]
 engine = "vllm"
 n = 2
+# One GPU per engine: verl's default tensor-parallel size (2) divides no odd GPU count.
+tensor_parallel = 1
 
 [trainer]
 total_steps = 1
