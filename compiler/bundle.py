@@ -147,7 +147,7 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
     head = ["--config-name", resolved.config_name]
     if resolved.config_path is not None:
         head = ["--config-path", resolved.config_path] + head
-    module_files = [(runtime_vars[i], shlex.quote(("+" if o.append else "") + o.key), shlex.quote(str(o.value)))
+    module_files = [(runtime_vars[i], shlex.quote(o.spelled), shlex.quote(str(o.value)))
                     for i, o in enumerate(resolved.overrides) if o.runtime]
     lines = [f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text)
              for i, o in enumerate(resolved.overrides)]
@@ -221,7 +221,7 @@ def _root_lines(spec: Spec, resolved: Resolved, root_vars: dict[int, str]) -> st
     out = [render_template("roots_program.tmpl", roots_program=shlex.quote(roots.launch_program()))]
     for i, var in root_vars.items():
         o = resolved.overrides[i]
-        key = shlex.quote(("+" if o.append else "") + o.key)
+        key = shlex.quote(o.spelled)
         out.append(f'\n{var}="$("$python_bin" -c "$roots_program" {key} {shlex.quote(roots.launch_argument(o.value))})" || exit 3')
     return "".join(out)
 

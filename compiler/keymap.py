@@ -232,6 +232,19 @@ class Target(msgspec.Struct, frozen=True, omit_defaults=True):
     unread: str = ""
     unread_engines: tuple[str, ...] = ()
 
+    def written(self, entry: str | None = None) -> tuple[str, bool]:
+        """The key this setting (or one ``entry`` of its table) is written under, and whether
+        Hydra needs ``+`` for it: a key the release's config does not declare is an append.
+        The one place that rule is decided (resolve, migrate, review and errors ask here)."""
+        if entry is None:
+            return self.key, self.plus
+        return f"{self.key}.{entry}", entry not in self.declared
+
+    def spelled(self, entry: str | None = None) -> str:
+        """:meth:`written` as an override's left side: ``+key.entry`` or ``key``."""
+        key, append = self.written(entry)
+        return ("+" if append else "") + key
+
 
 class Lock(msgspec.Struct, frozen=True):
     """The key map cut down to one release and variant: all a compile needs."""

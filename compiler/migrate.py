@@ -70,16 +70,14 @@ class Migration(msgspec.Struct, frozen=True):
 
 
 def _override_texts(value: object, target: Target) -> list[str]:
-    plus = "+" if target.plus else ""
     if target.kind == "table":
-        return [f"{'+' if sub not in target.declared else ''}{target.key}.{sub}={render_value(v)}"
-                for sub, v in flatten_table(value)]
+        return [f"{target.spelled(sub)}={render_value(v)}" for sub, v in flatten_table(value)]
     if target.spelling == "module-file":
-        return [f"{plus}{target.key}=<file of module {value}, found by launch.sh with the job's Python>"]
+        return [f"{target.spelled()}=<file of module {value}, found by launch.sh with the job's Python>"]
     value = spellings.spell(value, target.spelling)
     if spellings.skipped(value):
         return []
-    return [f"{plus}{target.key}={render_value(value)}"]
+    return [f"{target.spelled()}={render_value(value)}"]
 
 
 def _place(setting: str, value: object, lock: Lock) -> Place | None:

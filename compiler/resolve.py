@@ -38,12 +38,17 @@ class Override(msgspec.Struct, frozen=True):
         return spellings.is_runtime(self.spelling)
 
     @property
+    def spelled(self) -> str:
+        """The override's left side: ``+key`` for an append, else ``key``."""
+        return ("+" if self.append else "") + self.key
+
+    @property
     def text(self) -> str:
         if self.raw is not None:
             return self.raw
         if self.runtime:
             raise ValueError(f"the value of {self.key} is only known when launch.sh runs")
-        return f"{'+' if self.append else ''}{self.key}={render_value(self.value)}"
+        return f"{self.spelled}={render_value(self.value)}"
 
 
 class Resolved(msgspec.Struct, frozen=True):
@@ -69,8 +74,7 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
             continue
         if target.kind == "table":
             for sub, item in flatten_table(value):
-                key = f"{target.key}.{sub}"
-                plus = sub not in target.declared
+                key, plus = target.written(sub)
                 if plus and not (target.passthrough or _under_open(sub, target.open)):
                     findings.append(Finding(f"{setting}.{sub}",
                                      f"verl {lock.release} ({lock.variant}) declares no '{key}', and nothing in verl "
@@ -137,11 +141,9 @@ def moved_key(key: str, lock: Lock) -> str | None:
             base = next(e.key for _, e in keymap.setting[setting].entries()
                         if e.key and key.startswith(e.key + "."))
             tail = key[len(base) + 1:]
-            plus = "+" if tail not in target.declared else ""
-            return (f"verl {lock.release} calls it '{plus}{target.key}.{tail}'; "
-                    f"set the spec's {setting}.{tail}")
+            return f"verl {lock.release} calls it '{target.spelled(tail)}'; set the spec's {setting}.{tail}"
         if target is not None:
-            return f"verl {lock.release} calls it '{('+' if target.plus else '') + target.key}'; set the spec's {setting}"
+            return f"verl {lock.release} calls it '{target.spelled()}'; set the spec's {setting}"
         where = releases_with(setting, lock.variant)
         if where:
             return f"it is the spec's '{setting}' setting, which exists {describe_releases(where)}"

@@ -174,15 +174,14 @@ class _Keys:
                 for sub, item in flatten_table(value):
                     keys: tuple[str, ...] = ()
                     if target is not None:
-                        plus = "+" if sub not in target.declared else ""
-                        keys = (f"{plus}{target.key}.{sub}",)
+                        keys = (target.spelled(sub),)
                     rows[f"{setting}.{sub}"] = _Row(item, keys, target.spelling if target else "plain", setting)
                 continue
             if target is None:
                 rows[setting] = _Row(value, ())
                 continue
             reaches = not spellings.skipped(spellings.spell(value, target.spelling))
-            keys = (("+" if target.plus else "") + target.key,) if reaches else ()
+            keys = (target.spelled(),) if reaches else ()
             rows[setting] = _Row(value, keys, target.spelling, reaches=reaches)
         return rows
 
