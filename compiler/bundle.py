@@ -231,10 +231,28 @@ def render_spec_toml(spec: Spec, lock: Lock) -> str:
     from tutorrl.compiler.settings import NOT_SETTINGS
 
     out = ["# The normalised spec this bundle was compiled from.\n", tomli_w.dumps(to_builtins(spec))]
+    unset = tuple(s for s in spec_settings() if s not in NOT_SETTINGS and not _is_set(spec, s))
+    # The defaults follow from the release and which settings are unset alone: a
+    # sweep's points (the same settings set, other values) write them once.
+    # Keyed by the lock object itself (load_lock hands out one per release), held
+    # in the entry so its id names no other lock while the entry lives.
+    key = (id(lock), unset)
+    held = _DEFAULTS.get(key)
+    if held is None or held[0] is not lock:
+        held = _DEFAULTS[key] = (lock, _defaults_text(unset, lock))
+        if len(_DEFAULTS) > 64:
+            _DEFAULTS.pop(next(iter(_DEFAULTS)))
+    out.append(held[1])
+    return "".join(out)
+
+
+_DEFAULTS: dict[tuple, tuple[Lock, str]] = {}
+
+
+def _defaults_text(unset: tuple[str, ...], lock: Lock) -> str:
+    out = []
     stated = []  # (setting, value, how)
-    for setting in spec_settings():
-        if setting in NOT_SETTINGS or _is_set(spec, setting):
-            continue
+    for setting in unset:
         target = lock.targets.get(setting)
         if target is None or target.kind == "table":
             continue

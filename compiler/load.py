@@ -550,4 +550,7 @@ def _unrepresentable(value: Any) -> str | None:
 
 def _has_control_chars(value: Any) -> bool:
     """A string holding newlines or other control characters (tab aside)."""
-    return isinstance(value, str) and any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in value)
+    # isprintable() answers the common string in C; only one it refuses (a control
+    # character, or merely a non-printing one) is walked character by character.
+    return isinstance(value, str) and not value.isprintable() and any(
+        ord(c) < 32 and c != "\t" or ord(c) == 127 for c in value)

@@ -49,6 +49,15 @@ def test_bench_many_smallest():
 
 
 @pytest.mark.slow
+def test_bench_sweep_smallest():
+    out = _bench("bench_sweep.py", "--sizes", "10", "--runs", "1")
+    for row in ("one `tutorrl compile` of one spec", "one `tutorrl compile` of a 10-point sweep",
+                "10 separate `tutorrl compile` of its points", "against the goal 2 x one compile + 2 ms/point"):
+        assert row in out, out
+    assert "launches byte-identical to the points compiled as their own specs: yes" in out, out
+
+
+@pytest.mark.slow
 def test_bench_launch_check_smallest():
     out = _bench("bench_launch_check.py", "--runs", "1")
     for row in ("python -c pass (same interpreter)", "check before: import tutorrl.evidence.callback",
