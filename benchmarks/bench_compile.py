@@ -9,7 +9,14 @@ the same run. Goal (issue "Speak all of verl"): a cold compile within 4x. A
 second baseline row, importing msgspec and tomllib and nothing else, shows the
 floor the core dependencies set on the same interpreter.
 
-    python benchmarks/bench_compile.py [--runs 21] [--verl-runs 2] [--python python3.13]
+    python benchmarks/bench_compile.py [--runs 21] [--verl-runs 2] [--python python3.13] [--no-extras]
+
+Goal (issue 26): a cold compile within 3x a bare start on a core install and
+4x with the extras installed. The extras change what compile imports in one
+way only: msgspec imports typing_extensions where it is installed (ray, torch,
+hydra and verl all bring it). So a second venv, the same wheel plus the
+typing_extensions this interpreter has (copied: no index needed), gives the
+"extras" rows, measured in the same alternating rounds; --no-extras leaves it out.
 
 The venv and every bundle live under TMPDIR: the "writes" row includes
 creating five files and a folder on that file system (0.3-5 ms on a slow
@@ -34,6 +41,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "specs" / "chess_tutor_grpo.toml"
+# A spec with [roots]: launch.sh computes the rooted values with a program
+# carrying the compiler's quoting functions by their source.
+ROOTED = REPO / "specs" / "gsm8k_custom_reward.toml"
 
 # A "cold" process is a new interpreter, as a user gets it: with bytecode
 # caches (pip writes them for installed packages). PYTHONDONTWRITEBYTECODE=1,
@@ -63,6 +73,25 @@ def install(root: Path, interpreter: str | None = None) -> Path:
     # pip installs the console script and byte-compiles, as for a user.
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
                    check=True, env=_ENV)
+    return python
+
+
+def with_typing_extensions(root: Path, interpreter: str | None = None) -> Path:
+    """:func:`install`, plus this interpreter's typing_extensions (one module file,
+    byte-compiled there as pip would); returns the venv's python."""
+    import importlib.util
+    import shutil
+
+    found = importlib.util.find_spec("typing_extensions")  # found, not imported: the benchmark needs only its file
+    if found is None or not found.origin:
+        raise SystemExit("the extras rows copy this interpreter's typing_extensions, and it has none: "
+                         "install it or pass --no-extras")
+    python = install(root, interpreter)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True, env=_ENV).stdout.strip()
+    target = Path(site) / "typing_extensions.py"
+    shutil.copyfile(found.origin, target)
+    subprocess.run([str(python), "-m", "py_compile", str(target)], check=True, env=_ENV)
     return python
 
 
@@ -96,26 +125,47 @@ def main() -> None:
     parser.add_argument("--verl-runs", type=int, default=2)
     parser.add_argument("--python", default=None, metavar="PATH",
                         help="the interpreter to measure (a venv is made with it); default: this one")
+    parser.add_argument("--no-extras", dest="extras", action="store_false",
+                        help="no second venv with typing_extensions (the extras' one effect on compile)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         python = install(root, args.python)
         tutorrl = python.parent / "tutorrl"
-        baseline, floor, cold, noop = [], [], [], []
+        extras = with_typing_extensions(root / "extras", args.python) if args.extras else None
+        baseline, floor, cold, noop, rooted, x_base, x_cold, x_before = [], [], [], [], [], [], [], []
+        # The compile as it ran before issue 26 in that venv: msgspec importing typing_extensions.
+        before = ("import sys, typing_extensions; from tutorrl.cli import entry; "
+                  "sys.argv = ['tutorrl', 'compile', sys.argv[1], '--out', sys.argv[2]]; entry()")
         _run([str(tutorrl), "compile", str(SPEC), "--out", str(root / "warm")])  # first run writes .pyc of nothing new
+        if extras is not None:
+            _run([str(extras.parent / "tutorrl"), "compile", str(SPEC), "--out", str(root / "xwarm")])
         for i in range(args.runs):
             # Alternate, so the machine's drift lands on both sides.
             baseline.append(_run([str(python), "-c", "pass"]))
             floor.append(_run([str(python), "-c", "import msgspec, tomllib"]))
             cold.append(_run([str(tutorrl), "compile", str(SPEC), "--out", str(root / f"out{i}")]))
             noop.append(_run([str(tutorrl), "compile", str(SPEC), "--out", str(root / "warm")]))
+            rooted.append(_run([str(tutorrl), "compile", str(ROOTED), "--out", str(root / f"rout{i}")]))
+            if extras is not None:
+                x_base.append(_run([str(extras), "-c", "pass"]))
+                x_cold.append(_run([str(extras.parent / "tutorrl"), "compile", str(SPEC), "--out",
+                                    str(root / f"xout{i}")]))
+                x_before.append(_run([str(extras), "-c", before, str(SPEC), str(root / f"bout{i}")]))
         rows = [("python -c pass (same interpreter)", baseline),
                 # The floor no compile goes below: the core dependency's own import
                 # (it imports typing, datetime, uuid, decimal) and the TOML reader.
                 ("python -c 'import msgspec, tomllib'", floor),
                 ("tutorrl compile (cold process, writes)", cold),
-                ("tutorrl compile (unchanged: no-op)", noop)]
+                ("tutorrl compile (unchanged: no-op)", noop),
+                ("tutorrl compile, a spec with roots", rooted)]
+        if extras is not None:
+            # Over the core venv's bare start, as the goal counts it; the extras
+            # venv's own bare start shows the interpreter is the same.
+            rows += [("extras venv: python -c pass", x_base),
+                     ("extras venv: tutorrl compile (cold, writes)", x_cold),
+                     ("extras venv: compile before (typing_ext.)", x_before)]
 
         # In the venv's own interpreter, never with the repository on sys.path:
         # its tutorrl/ folder would shadow the installed package.

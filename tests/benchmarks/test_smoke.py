@@ -28,7 +28,9 @@ def _bench(name: str, *args: str, timeout: int = 600) -> str:
 def test_bench_compile_smallest():
     out = _bench("bench_compile.py", "--runs", "1", "--verl-runs", "0")
     for row in ("python -c pass (same interpreter)", "tutorrl compile (cold process, writes)",
-                "tutorrl compile (unchanged: no-op)", "compile_bytes (in process, warm)"):
+                "tutorrl compile (unchanged: no-op)", "tutorrl compile, a spec with roots",
+                "extras venv: tutorrl compile (cold, writes)", "extras venv: compile before (typing_ext.)",
+                "compile_bytes (in process, warm)"):
         assert row in out, out
 
 

@@ -76,3 +76,14 @@ def test_verl_config_holds_the_intended_values(name, kwarg):
 def test_non_finite_numbers_are_refused():
     with pytest.raises(ValueError):
         render_value(float("inf"))
+
+
+def test_launch_programs_carry_each_function_as_inspect_reads_it():
+    """The programs launch.sh runs embed the compiler's own quoting by its source,
+    read without importing inspect (a cold compile's cost); it must be the same text."""
+    import inspect
+
+    from tutorrl.compiler import hydra, roots
+
+    for function in (hydra.omegaconf_escape, hydra.quote_string, hydra.render_value, roots.join):
+        assert hydra.function_source(function) == inspect.getsource(function), function.__name__
