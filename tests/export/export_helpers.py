@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,3 +19,15 @@ def copy_bundle(name: str, into: Path) -> Path:
 
 def export(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return support.cli("export", *args, cwd=cwd)
+
+
+# The committed example bundles, by folder name.
+BUNDLES = sorted(p.name for p in support.BUNDLES.iterdir() if (p / "manifest.json").is_file())
+
+
+def bundle_named(experiment: str) -> str:
+    """The committed bundle whose manifest names this experiment."""
+    for name in BUNDLES:
+        if json.loads((support.BUNDLES / name / "manifest.json").read_text())["experiment"] == experiment:
+            return name
+    raise AssertionError(experiment)

@@ -10,7 +10,7 @@ import pytest
 
 import support
 from export_helpers import copy_bundle, export
-from test_kuberay import _bundle_named
+from export_helpers import bundle_named as _bundle_named
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

@@ -13,10 +13,9 @@ import pytest
 import yaml
 
 import support
-from export_helpers import export
+from export_helpers import BUNDLES, bundle_named as _bundle_named, export
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "kuberay-rayjob-v1.json").read_text())
-BUNDLES = sorted(p.name for p in support.BUNDLES.iterdir() if (p / "manifest.json").is_file())
 # A Kubernetes object name (DNS-1123 label) and a label value.
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -82,13 +81,6 @@ def test_a_document_the_crd_refuses_is_refused_here():
     bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "2"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft7Validator(STRICT).validate(bad)
-
-
-def _bundle_named(experiment: str) -> str:
-    for name in BUNDLES:
-        if json.loads((support.BUNDLES / name / "manifest.json").read_text())["experiment"] == experiment:
-            return name
-    raise AssertionError(experiment)
 
 
 def test_resources_and_secrets_map_to_pods_by_name_only():

@@ -17,7 +17,7 @@ import yaml
 
 import support
 from export_helpers import export
-from test_kuberay import BUNDLES, _bundle_named
+from export_helpers import BUNDLES, bundle_named as _bundle_named
 
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "skypilot-task.json").read_text())
 

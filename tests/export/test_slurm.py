@@ -9,7 +9,7 @@ import subprocess
 
 import support
 from export_helpers import copy_bundle, export
-from test_kuberay import BUNDLES, _bundle_named
+from export_helpers import BUNDLES, bundle_named as _bundle_named
 
 
 def _script(bundle: str, cwd=support.REPO, *args: str) -> str:

@@ -12,7 +12,7 @@ import yaml
 
 import support
 from export_helpers import export
-from test_kuberay import _bundle_named
+from export_helpers import bundle_named as _bundle_named
 
 # Each line a payload of its own: a shell command, a YAML key, command
 # substitutions, a quote that would close shlex's quoting, and YAML 1.1's

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_trust import _record
+from runtime_helpers import crafted_record as _record
 
 # Enough for tutorrl status, far below what reading /dev/zero whole would take: the unbounded
 # reader fails fast with MemoryError instead of filling the machine's memory.

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from runtime_helpers import clean_env, run_tutorrl
-from test_run_embedded import _records
+from runtime_helpers import records_of as _records
 
 pytestmark = pytest.mark.slow
 

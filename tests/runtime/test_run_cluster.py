@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runtime_helpers import clean_env, run_tutorrl
-from test_run_embedded import ECHO_LAUNCH, SECRET, _records
+from runtime_helpers import ECHO_LAUNCH, SECRET, records_of as _records
 
 pytestmark = pytest.mark.slow
 

@@ -9,38 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime_helpers import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
+from runtime_helpers import ECHO_LAUNCH, SECRET, TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
+from runtime_helpers import records_of as _records
 
 pytestmark = pytest.mark.slow
-
-SECRET = "pw-4f1c9e$weird"
-
-ECHO_LAUNCH = """#!/usr/bin/env bash
-set -euo pipefail
-echo "driver A=[$A]"
-echo "driver secret=[$MY_SECRET]"
-python - <<'PY'
-import os, ray
-ray.init()
-print("worker A=[%s]" % ray.get(ray.remote(lambda: os.environ["A"]).remote()))
-# verl's TaskRunner reads data and writes checkpoints from a Ray worker.
-print("worker cwd=[%s]" % ray.get(ray.remote(lambda: os.getcwd()).remote()))
-# What verl's checkpoint callback (in a Ray actor) needs to find the bundle.
-print("worker evidence=[%s|%s]" % ray.get(ray.remote(
-    lambda: (os.environ.get("TUTORRL_BUNDLE_DIR", ""), os.environ.get("TUTORRL_RUN_ID", ""))).remote()))
-# Secrets reach workers (wandb logs from verl's TaskRunner) ...
-print("worker secret same=[%s]" % (ray.get(ray.remote(lambda: os.environ.get("MY_SECRET")).remote())
-                                   == os.environ.get("MY_SECRET")))
-# ... but not through the runtime_env Ray keeps for the job (what its Jobs API returns).
-import json
-print("job runtime_env=[%s]" % json.dumps(ray.get_runtime_context().runtime_env, sort_keys=True))
-PY
-"""
-
-
-def _records(bundle: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(bundle.glob("runs/*/run.json"))]
-
 
 def _all_bytes_under(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in path.rglob("*") if p.is_file())

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runtime_helpers import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
-from test_run_embedded import _records
+from runtime_helpers import records_of as _records
 
 pytestmark = pytest.mark.slow
 

@@ -20,20 +20,10 @@ from pathlib import Path
 import pytest
 
 import support
+from runtime_helpers import DEAD_PID, crafted_record as _record
 from tutorrl.runtime import head, lifecycle, records, trust
 
 TOKEN = "the-users-cluster-token"
-DEAD_PID = 2**22 + 12345  # above the kernel's pid_max: never a live process
-
-
-def _record(**changes) -> dict:
-    base = dict(schema=1, run_id="tutorrl-abcd-1", bundle="sha256:" + "0" * 64, submission_id="tutorrl-abcd-1",
-                attempt=1, address_kind="embedded", address="embedded", dry_run=False,
-                versions={"tutorrl": "0", "ray": "2.60.0", "python": "3.11"}, started="2026-01-01T00:00:00.000Z",
-                status="running", submitted=True,
-                owner={"host": socket.gethostname(), "pid": DEAD_PID, "start": 1})
-    base.update(changes)
-    return base
 
 
 def _bundle(tmp_path: Path, record: dict, *, seal: bool = False) -> tuple[Path, Path]:
