@@ -134,8 +134,9 @@ def _compile_many(args, done: dict | None = None) -> int:
 
     A sweep is one spec of many launches: each of its points is a line of
     output, and a table of its points and their bundles goes to stderr. A
-    spec that another spec of the set extends is its base, compiled through
-    the specs built on it rather than on its own.
+    spec that another spec of the set extends is a base: compiled like any
+    spec where it compiles on its own, and otherwise (a partial base, which
+    leaves what its children give) only through the specs built on it.
     """
     import os
     import sys
@@ -149,12 +150,8 @@ def _compile_many(args, done: dict | None = None) -> int:
     sets = getattr(args, "set", [])
     paths, problems = _spec_paths(args.specs)
     families = dict(done or {})  # path -> its launches: a spec named twice is compiled once
-    if len(paths) > 1:
-        based = _bases_in(paths, bases_of)
-        paths = [p for p in paths if os.path.realpath(p) not in based]
-        for base, count in based.items():
-            print(f"{display_path(base)}: the base of {count} {'spec' if count == 1 else 'specs'} given; "
-                  "not compiled on its own", file=sys.stderr)
+    based = _bases_in(paths, bases_of) if len(paths) > 1 else {}
+    partial = []  # bases that do not compile on their own: compiled through the specs that extend them
     failed = len(problems)  # a pattern that matches nothing counts as a failed spec
     for path in dict.fromkeys(paths):
         if path in families:
@@ -162,6 +159,12 @@ def _compile_many(args, done: dict | None = None) -> int:
         try:
             family = compile_family(path, sets=sets)
         except InputError as exc:
+            count = based.get(os.path.realpath(path))
+            if count:
+                partial.append(path)
+                print(f"{display_path(path)}: a base that does not compile on its own; compiled through the "
+                      f"{count} {'spec' if count == 1 else 'specs'} given that extend it", file=sys.stderr)
+                continue
             problems += exc.problems
             failed += 1
             continue
@@ -180,6 +183,7 @@ def _compile_many(args, done: dict | None = None) -> int:
                                           f"{'has' if failed == 1 else 'have'} problems; no bundle was written.")
     # Bundles already there first: write_bundle only compares those, and one
     # that differs is refused before any new bundle is written.
+    paths = [p for p in paths if p not in partial]
     launches = [launch for path in dict.fromkeys(paths) for launch in families[path]]
     written = {}
     for launch in sorted(launches, key=lambda c: not os.path.exists(os.path.join(args.out, c.bundle.id))):

@@ -282,13 +282,13 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
     compiled: list[tuple[str, str, CompiledBundle | None, str]] = []
     bases = _bases(tree)
     for label, raw in tree.specs():
-        if os.path.normpath(label) in bases:
-            # A base is checked through every spec built on it: a change to it
-            # is a change to each of their bundles.
-            continue
         try:
             launches = compile_raw(label, label, raw, read=bases.read)
         except TutorrlError as exc:
+            if os.path.normpath(label) in bases:
+                # A partial base (it leaves what its children give): checked only through
+                # them, where a change to it is a change to each of their bundles.
+                continue
             report.specs.append(SpecResult(label, "", "error", exc.render()))
             continue
         for launch in launches:

@@ -162,11 +162,19 @@ def test_compile_writes_a_bundle_per_point_and_prints_the_table(tmp_path, monkey
     table = captured.err[captured.err.index("a sweep of 4 points"):].splitlines()
     assert table[1].split() == ["point", "actor.lr", "rollout.n", "bundle"]
     assert table[3].split() == ["2", "1e-06", "2", paths[1]]
-    # A base and its sweep given together: the base is compiled through the sweep.
+    # A base and its sweep given together: a base that compiles is a spec like any other ...
     assert cli.main(["compile", "base.toml", "sweep.toml", "--out", "out2"]) == 0
     captured = capsys.readouterr()
-    assert captured.out.splitlines() == [p.replace("out/", "out2/") for p in paths]
-    assert "base.toml: the base of 1 spec given; not compiled on its own" in captured.err
+    [base] = compile_family("base.toml")
+    assert captured.out.splitlines() == [f"out2/{base.bundle.id}"] + [p.replace("out/", "out2/") for p in paths]
+    # ... and a partial one (it leaves its release to the sweep) is compiled only through it.
+    (tmp_path / "base.toml").write_bytes(BASE.replace(b'verl = "0.5.0"\n', b""))
+    (tmp_path / "sweep.toml").write_text((tmp_path / "sweep.toml").read_text().replace(
+        'extends = "base.toml"\n', 'extends = "base.toml"\nverl = "0.5.0"\n'))
+    assert cli.main(["compile", "base.toml", "sweep.toml", "--out", "out3"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [p.replace("out/", "out3/") for p in paths]
+    assert "base.toml: a base that does not compile on its own; compiled through the 1 spec given" in captured.err
 
 
 def test_a_failing_point_writes_no_bundle(tmp_path, monkeypatch):

@@ -19,17 +19,21 @@ def tree(tmp_path, monkeypatch, capsys):
     (tmp_path / "specs" / "sweep.toml").write_text(
         '[experiment]\nextends = "base.toml"\n\n[sweep]\ngrid = { "actor.lr" = [1e-6, 3e-6, 1e-5], '
         '"rollout.n" = [1, 2, 3, 4] }\n')
-    assert cli.main(["compile", "specs/sweep.toml"]) == 0
+    assert cli.main(["compile", "specs/base.toml", "specs/sweep.toml"]) == 0
     capsys.readouterr()
     return tmp_path
 
 
-def test_a_sweep_is_checked_point_by_point_and_its_base_only_through_it(tree):
+def _points(report):
+    return [r for r in report.specs if r.spec == "specs/sweep.toml"]
+
+
+def test_a_sweep_is_checked_point_by_point_and_a_base_that_compiles_as_a_spec(tree):
     report = run_check()
     assert report.exit_code == 0, format_report(report)
-    assert len(report.specs) == 12 and {r.spec for r in report.specs} == {"specs/sweep.toml"}
-    assert len({r.point for r in report.specs}) == 12
-    assert "1 spec (12 launches): every bundle is up to date" in format_report(report)
+    assert len(_points(report)) == 12 and len({r.point for r in _points(report)}) == 12
+    assert [r.point for r in report.specs if r.spec == "specs/base.toml"] == [""]
+    assert "2 specs (13 launches): every bundle is up to date" in format_report(report)
     assert '"point": "actor.lr=1e-06, rollout.n=1"' in report_json(report)
 
 
@@ -38,9 +42,9 @@ def test_a_base_change_that_changes_the_launch_marks_every_point_stale(tree):
     base.write_bytes(BASE.replace(b"total_steps = 2", b"total_steps = 3"))
     report = run_check()
     assert report.exit_code == 1
-    assert [r.state for r in report.specs] == ["missing"] * 12
+    assert [r.state for r in report.specs] == ["missing"] * 13
     assert all(r.diff is not None and "trainer.total_steps" in str(r.diff.experiment) for r in report.specs)
-    assert len(report.orphans) == 12
+    assert len(report.orphans) == 13
     assert report.fix.count("tutorrl compile specs/sweep.toml") == 1
 
 
@@ -48,8 +52,10 @@ def test_a_base_change_that_changes_no_launch_still_marks_the_manifests_stale(tr
     (tree / "specs" / "base.toml").write_bytes(BASE + b"\n# a comment changes no launch\n")
     report = run_check()
     assert report.exit_code == 1
-    assert [r.state for r in report.specs] == ["stale"] * 12
-    assert "base.toml changed" in report.specs[0].message and not report.orphans
+    assert [r.state for r in _points(report)] == ["stale"] * 12
+    assert "base.toml changed" in _points(report)[0].message and not report.orphans
+    # The base's own bundle has no sources to record: the same launch is simply current.
+    assert [r.state for r in report.specs if r.spec == "specs/base.toml"] == ["ok"]
     # Compiling again records the new sources in the same bundle folders.
     assert cli.main(["compile", "specs/sweep.toml"]) == 0
     assert run_check().exit_code == 0
@@ -65,5 +71,7 @@ def test_a_base_that_does_not_compile_alone_is_no_error(tree):
         'extends = "base.toml"\n', 'extends = "base.toml"\nname = "tiny-cpu-grpo"\nverl = "0.5.0"\nproject = "tiny-cpu"\n'))
     report = run_check()
     assert report.exit_code == 1, format_report(report)
+    # The partial base is no spec of its own (its old bundle is an orphan now), and no error.
+    assert {r.spec for r in report.specs} == {"specs/sweep.toml"} and len(report.orphans) == 1
     assert {r.state for r in report.specs} == {"stale"}
     assert "sweep.toml" in report.specs[0].message and "base.toml" in report.specs[0].message
