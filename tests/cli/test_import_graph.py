@@ -127,3 +127,16 @@ def test_the_contract_imports_nothing():
     tree = ast.parse(MODULES["tutorrl.contract"].read_text())
     imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert imports == []
+
+
+def test_no_test_module_imports_another():
+    """Shared test code lives in helper modules (support.py, */*_helpers.py), never in a test module:
+    importing one runs its module-level code and ties two tests' fixtures together."""
+    found = []
+    for path in sorted((support.REPO / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.relative_to(support.REPO)}:{node.lineno} {n}" for n in names
+                      if n.split(".")[-1].startswith("test_") or n.startswith("tests.")]
+    assert found == []

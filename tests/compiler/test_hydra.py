@@ -9,13 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import support
+from compiler_helpers import strings  # the issue's alphabet: quotes, $, ${, brackets, non-ASCII
 from tutorrl.compiler.hydra import omegaconf_escape, render_override, render_value
 
-# The issue's alphabet: spaces, quotes, backslashes, $, ${, commas, brackets,
-# =, #, ~, tabs and non-ASCII -- plus the pieces that make escapes interact.
-ALPHABET = [" ", "'", '"', "\\", "$", "${", "}", ",", "[", "]", "{", "=", "#", "~", "\t", "é", "日本", "→", "✓",
-            "😀", "a", "b", "x.y", ":", "/", "%", "@", "pkg://", "true", "null", "8"]
-strings = st.lists(st.sampled_from(ALPHABET), max_size=12).map("".join)
 scalars = st.one_of(
     strings,
     st.integers(min_value=-(2**63), max_value=2**63 - 1),

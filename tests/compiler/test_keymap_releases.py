@@ -10,7 +10,7 @@ from tutorrl.compiler.compile import compile_bytes
 from tutorrl.compiler.keymap import describe_releases, load_keymap
 from tutorrl.errors import SpecError
 
-from test_releases import CHESS, FSDP_CUSTOM, _retarget
+from compiler_helpers import CHESS, FSDP_CUSTOM, retarget as _retarget
 
 
 @pytest.mark.parametrize("releases,words", [

@@ -16,7 +16,7 @@ from tutorrl.compiler.resolve import resolve
 from tutorrl.compiler.settings import variant_of
 from tutorrl.compiler.keymap import load_lock
 
-from test_hydra import strings  # the alphabet
+from compiler_helpers import strings  # the alphabet
 
 EXAMPLE = support.SPECS / "gsm8k_custom_reward.toml"
 

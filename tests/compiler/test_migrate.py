@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from test_releases import CHESS, FSDP_CUSTOM, _retarget
+from compiler_helpers import CHESS, FSDP_CUSTOM, retarget as _retarget
 
 
 def _migrate(tmp_path, text, *args):

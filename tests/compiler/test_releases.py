@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
 import support
+from compiler_helpers import CHESS, FSDP_CUSTOM, retarget as _retarget
 from tutorrl.compiler import keyset_import as ki
 from tutorrl.compiler.bundle import spec_settings, write_bundle
 from tutorrl.compiler.compile import compile_bytes
@@ -125,42 +126,6 @@ def test_a_release_that_moves_nothing_needs_only_the_release_list():
 
 # -- example specs ---------------------------------------------------------
 
-CHESS = """\
-[experiment]
-name = "chess-tutor-grpo"
-verl = "0.9.1"
-project = "chess-tutor"
-[data]
-train = "/data/chess/train.parquet"
-val = "/data/chess/val.parquet"
-train_batch_size = 56
-[model]
-path = "/models/tutor-sft-merged"
-[actor]
-ppo_mini_batch_size = 28
-ppo_micro_batch_size_per_gpu = 4
-use_kl_loss = true
-[rollout]
-engine = "sglang"
-n = 8
-tensor_parallel = 1
-[trainer]
-total_steps = 100
-[resources]
-trainer_gpus_per_node = 7
-reward_gpus = 1
-[reward]
-plugin = "chess-simulator"
-[reward.options]
-table = "/data/chess/reward_table.json"
-adapter = "/models/sim/adapter"
-heads_checkpoint = "/models/sim/heads.pt"
-heads_metrics = "/models/sim/heads_metrics.json"
-device = "cuda:7"
-[env]
-set = { TOKENIZERS_PARALLELISM = "false" }
-passthrough = ["WANDB_API_KEY"]
-"""
 
 MEGATRON = CHESS.replace("[actor]\n", "[actor]\nstrategy = \"megatron\"\n") + """\
 [actor.megatron]
@@ -168,44 +133,8 @@ tensor_parallel = 1
 pipeline_parallel = 1
 """
 
-FSDP_CUSTOM = """\
-[experiment]
-name = "custom-lora"
-verl = "0.9.1"
-[data]
-train = "it's ${not} \\"here\\".parquet"
-val = "v.parquet"
-train_batch_size = 8
-seed = 7
-[model]
-path = "m"
-lora = { rank = 8, alpha = 16, target_modules = ["q_proj", "v_proj"] }
-[actor]
-ppo_mini_batch_size = 4
-strategy = "fsdp2"
-[rollout]
-engine = "vllm"
-n = 2
-[trainer]
-total_steps = 3
-resume_mode = "resume_path"
-resume_from = "/ckpt/x"
-loggers = ["console", "tensorboard"]
-[resources]
-trainer_gpus_per_node = 2
-[reward]
-module = "tutorrl_test_reward.rewards"
-function = "score"
-kwargs = { a = 1, b = "x y", c = [1, 2], d = true }
-[verl]
-extra_overrides = ["trainer.default_hdfs_dir=null"]
-"""
 
 EXAMPLES = {"chess": CHESS, "megatron": MEGATRON, "custom": FSDP_CUSTOM}
-
-
-def _retarget(text: str, release: str) -> str:
-    return re.sub(r'(?m)^verl = ".*"$', f'verl = "{release}"', text, count=1)
 
 
 def _spec(text: str):

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import support
-from test_hydra import ALPHABET
+from compiler_helpers import ALPHABET
 from tutorrl.compiler import compile_bytes, roots, write_bundle
 from tutorrl.errors import SpecError
 
