@@ -55,7 +55,7 @@ def working_dir(path: Path):
 
 
 def compose(root: Path, config_name: str, overrides: list[str], config_path: str | None = None,
-            base: Path | None = None) -> Composed:
+            base: Path | None = None, cache: Path | None = None) -> Composed:
     """verl's config for a launch, as a plain dict with interpolations kept; or Hydra's error.
 
     ``config_path`` (a launch's own ``--config-path``) is taken as Hydra takes
@@ -64,10 +64,12 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
     name verl's own config folder), unless ``base`` is given (a launch of a
     ``main_ppo.py`` file: that file's folder); verl's own configs that a custom
     one extends are found under ``root`` (the run folder).
+
+    The overrides go onto the config composed without them, kept in ``cache``
+    (default: the user's cache dir) -- the same result, without reading the
+    release's YAML tree again (``composecache``).
     """
-    from hydra import compose as hydra_compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
+    from tutorrl.importer import composecache
 
     config_dir = root / "verl" / "trainer" / "config"
     if config_path is not None:
@@ -75,6 +77,23 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
         if not custom.is_absolute():
             custom = (base or root / "verl" / "trainer") / custom
         config_dir = custom
+    folders = list(dict.fromkeys([config_dir.resolve(), (root / "verl" / "trainer" / "config").resolve()]))
+    with composecache.c_yaml():
+        if not any(composecache.names_a_group(o, folders) for o in overrides):
+            kept = composecache.base_config(lambda: _compose(root, config_dir, config_name, []).config,
+                                            config_name, folders, cache or composecache.default_cache())
+            quick = composecache.apply(kept, overrides) if kept is not None else None
+            if quick is not None:
+                return Composed(quick, None)
+        return _compose(root, config_dir, config_name, overrides)
+
+
+def _compose(root: Path, config_dir: Path, config_name: str, overrides: list[str]) -> Composed:
+    """Hydra's compose of ``config_name`` in ``config_dir``, run in ``root``."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
     GlobalHydra.instance().clear()
     try:
         with working_dir(root), initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):

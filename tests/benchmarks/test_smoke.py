@@ -67,6 +67,14 @@ def test_bench_launch_check_smallest():
         assert row in out, out
 
 
+@pytest.mark.slow
+def test_bench_import_smallest():
+    out = _bench("bench_import.py", "--runs", "1", "--scripts", "grpo_fsdp_lists")
+    for row in ("python -c pass", "import --no-check", "import, before (two whole composes)",
+                "import, now, cold (no base kept)", "import, now, warm (base kept)"):
+        assert row in out, out
+
+
 def test_bench_hash_smallest():
     out = _bench("bench_hash.py", "--size-gib", "0.01", "--repeat", "1")
     assert "tutorrl manifest" in out and "sha256sum" in out, out

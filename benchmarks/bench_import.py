@@ -1,0 +1,126 @@
+"""What `tutorrl import` of one script with its round-trip proof costs, before and now.
+
+The proof composes the original launch and the imported spec's launch with
+the release's real trainer config (Hydra) and compares them. Before issue 26
+each import ran two whole composes, each reading the release's YAML tree with
+pure-Python PyYAML; now the config composed without overrides is kept per
+release and config-file digest (importer/composecache.py), each launch's
+overrides go onto it, and YAML is parsed by libyaml. Rows, for each script
+in tests/importer/scripts, alternating in every round:
+
+  * python -c pass, and `tutorrl import --no-check` (the translation alone);
+  * before: the same import with round_trip's compose put back to the whole
+    compose with OmegaConf's own loader (the code path of 7a27be0);
+  * now, cold: a cache folder with no base kept yet (the first import of a release);
+  * now, warm: the base already kept (every later import). Goal: <= 0.3 s.
+
+Every run gets a HOME of its own whose .cache/tutorrl/configs is the user's
+(the release's extracted config; fetched once if absent), so the cold rows
+really start without a kept base and the user's cache is never touched.
+
+    python benchmarks/bench_import.py [--runs 5] [--scripts grpo_fsdp_lists,...]
+
+The suite runs it with --runs 1 --scripts grpo_fsdp_lists as a smoke test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO / "tests" / "importer" / "scripts"
+EXTRA = {"megatron_moe_dapo": ["--var", "SLURM_JOB_NUM_NODES=2"]}
+# Each script at the release it round-trips exactly at (tests/importer/golden).
+RELEASES = {"grpo_fsdp_lists": "0.9.1", "ppo_critic_rm": "0.6.1", "megatron_moe_dapo": "0.7.0"}
+
+# round_trip's compose as it was: two whole Hydra composes, OmegaConf's pure-Python YAML loader.
+BEFORE = """
+import sys
+from pathlib import Path
+import tutorrl.importer.roundtrip as r
+
+def whole(root, config_name, overrides, config_path=None, base=None, cache=None):
+    config_dir = root / "verl" / "trainer" / "config"
+    if config_path is not None:
+        custom = Path(config_path)
+        config_dir = custom if custom.is_absolute() else (base or root / "verl" / "trainer") / custom
+    return r._compose(root, config_dir, config_name, overrides)
+
+r.compose = whole
+sys.argv = ["tutorrl", *sys.argv[1:]]
+from tutorrl.cli import entry
+entry()
+"""
+
+
+def _home(root: Path, configs: Path, name: str) -> Path:
+    home = root / name
+    (home / ".cache" / "tutorrl").mkdir(parents=True)
+    (home / ".cache" / "tutorrl" / "configs").symlink_to(configs)
+    return home
+
+
+def _timed(argv: list[str], home: Path, cwd: Path) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    env["HOME"] = str(home)
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    proves = "import" in argv and "--no-check" not in argv
+    # Without the proof an import exits 1 (not shown exact); with it, 0 and "exact".
+    if done.returncode != (1 if "--no-check" in argv else 0) or (proves and "round trip: exact" not in done.stdout):
+        raise SystemExit(f"{' '.join(argv)} (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--scripts", default="grpo_fsdp_lists,ppo_critic_rm,megatron_moe_dapo")
+    args = parser.parse_args()
+    from tutorrl.importer.roundtrip import config_root
+
+    scripts = args.scripts.split(",")
+    configs = [config_root(RELEASES[s]) for s in scripts][0].parent  # the user's extracted configs (fetched once)
+    py = sys.executable
+    table = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        warm = _home(root, configs, "warm")
+        for script in scripts:
+            path = str(SCRIPTS / f"{script}.sh")
+            cmd = ["import", path, "--verl", RELEASES[script], *EXTRA.get(script, [])]
+            rows = {"python -c pass": lambda i: [py, "-c", "pass"],
+                    "import --no-check": lambda i: [py, "-m", "tutorrl", *cmd, "--no-check", "-o", f"n{i}.toml"],
+                    "import, before (two whole composes)": lambda i: [py, "-c", BEFORE, *cmd, "-o", f"b{i}.toml"],
+                    "import, now, cold (no base kept)": lambda i: [py, "-m", "tutorrl", *cmd, "-o", f"c{i}.toml"],
+                    "import, now, warm (base kept)": lambda i: [py, "-m", "tutorrl", *cmd, "-o", f"w{i}.toml"]}
+            _timed(rows["import, now, warm (base kept)"](-1), warm, root)  # keeps the base; bytecode warm
+            _timed(rows["import, before (two whole composes)"](-1), warm, root)
+            times: dict[str, list[float]] = {name: [] for name in rows}
+            for i in range(args.runs):
+                for name, argv in rows.items():
+                    home = _home(root, configs, f"cold-{script}-{i}") if "cold" in name else warm
+                    times[name].append(_timed(argv(i), home, root))
+                    if "cold" in name:
+                        shutil.rmtree(home)
+            table.append((script, times))
+    print(f"{'script':<18} {'what':<38} {'runs':>5} {'median s':>9} {'min s':>7} {'x before (pairs)':>17}")
+    for script, times in table:
+        before = times["import, before (two whole composes)"]
+        for name, seq in times.items():
+            pairs = statistics.median(t / b for t, b in zip(seq, before))
+            print(f"{script:<18} {name:<38} {len(seq):>5} {statistics.median(seq):>9.3f} {min(seq):>7.3f} "
+                  f"{pairs:>17.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The kept base config (importer/composecache.py) gives what Hydra's whole compose gives,
+against verl 0.9.1's real config: the same config for real launches, the same error where
+Hydra refuses one, a fresh base when a config file changes, and libyaml read as OmegaConf reads."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+import support
+from tutorrl.importer import composecache
+from tutorrl.importer.roundtrip import _compose, compose
+
+CONFIG = Path(support.verl_config_dir())
+ROOT = CONFIG.parents[2]  # holds verl/trainer/config, as config_root() does
+
+LAUNCHES = [
+    # tests/importer/scripts/ppo_critic_rm.sh, as verl would get it.
+    ["algorithm.adv_estimator=gae", "data.train_files=/data/gsm8k/train.parquet", "data.train_batch_size=256",
+     "data.return_raw_chat=True", "actor_rollout_ref.model.path=deepseek-ai/deepseek-llm-7b-chat",
+     "actor_rollout_ref.actor.optim.lr=1e-6", "actor_rollout_ref.rollout.name=vllm", "critic.optim.lr=1e-5",
+     "critic.model.enable_gradient_checkpointing=True", "algorithm.use_kl_in_reward=False",
+     "trainer.logger=['console','wandb']", "trainer.n_gpus_per_node=8", "trainer.total_epochs=15"],
+    # Lists, new keys, forced keys, deletion, interpolation, quoting.
+    ["data.train_files=[/a.parquet,/b.parquet]", "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+     "++trainer.project_name=x", "~trainer.experiment_name",
+     "actor_rollout_ref.rollout.n=${data.train_batch_size}", "trainer.default_local_dir='a b/${trainer.project_name}'",
+     "+new.nested.key={a:1,b:[2,3]}", "trainer.val_before_train=null"],
+    ["trainer=replaced-by-a-string"],  # Hydra takes it: a dict overwritten by a value
+    [],
+]
+
+
+def _whole(overrides):
+    return _compose(ROOT, CONFIG, "ppo_trainer", overrides)
+
+
+@pytest.mark.parametrize("overrides", LAUNCHES, ids=["ppo_critic_rm", "edge_cases", "dict_to_value", "none"])
+def test_a_launch_on_the_kept_base_is_the_whole_compose(overrides, tmp_path):
+    whole = _whole(overrides)
+    assert whole.error is None, whole.error
+    assert compose(ROOT, "ppo_trainer", overrides, cache=tmp_path) == whole
+    assert list(tmp_path.glob("*/ppo_trainer.pickle")), "no base kept"
+    (kept,) = [data for path, data in composecache._KEPT.items() if tmp_path in path.parents]
+    assert composecache.apply(kept, overrides) == whole.config  # the short path itself, not a fallback
+    composecache._KEPT.clear()  # read back from disk this time
+    assert compose(ROOT, "ppo_trainer", overrides, cache=tmp_path) == whole
+
+
+@pytest.mark.parametrize("bad", ["trainer.no_such_key=1", "+trainer.total_epochs=1", "data.train_batch_size=[1,",
+                                 "a=1,2"])
+def test_a_refused_launch_gets_hydras_own_error(bad, tmp_path):
+    whole = _whole([bad])
+    assert whole.error is not None
+    assert compose(ROOT, "ppo_trainer", [bad], cache=tmp_path) == whole
+    (kept,) = [data for path, data in composecache._KEPT.items() if tmp_path in path.parents]
+    assert composecache.apply(kept, [bad]) is None
+
+
+def test_a_group_choice_goes_the_whole_way(tmp_path):
+    folders = [CONFIG]
+    assert composecache.names_a_group("actor@actor_rollout_ref.actor=megatron_actor", folders)
+    assert composecache.names_a_group("data=legacy_data", folders)
+    assert composecache.names_a_group("+hydra.job.chdir=true", folders)
+    assert not composecache.names_a_group("data.train_batch_size=8", folders)
+    choice = ["critic=megatron_critic"]
+    assert compose(ROOT, "ppo_trainer", choice, cache=tmp_path) == _whole(choice)
+    assert not list(tmp_path.iterdir()), "a base was composed for a launch that cannot use it"
+
+
+def test_an_edited_config_gets_a_fresh_base(tmp_path):
+    root = tmp_path / "root"
+    shutil.copytree(CONFIG, root / "verl" / "trainer" / "config")
+    cache = tmp_path / "cache"
+    before = compose(root, "ppo_trainer", [], cache=cache)
+    trainer = root / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    text = trainer.read_text()
+    assert "  total_epochs: 30\n" in text
+    trainer.write_text(text.replace("  total_epochs: 30\n", "  total_epochs: 31\n"))
+    after = compose(root, "ppo_trainer", [], cache=cache)
+    assert (before.config["trainer"]["total_epochs"], after.config["trainer"]["total_epochs"]) == (30, 31)
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_an_unwritable_cache_costs_only_time(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the cache folder would be: nothing can be written under it
+    overrides = LAUNCHES[0]
+    assert compose(ROOT, "ppo_trainer", overrides, cache=blocked / "cache") == _whole(overrides)
+
+
+def test_a_kept_base_naming_anything_but_omegaconf_is_refused(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("true",))
+
+    with pytest.raises(pickle.UnpicklingError, match="not part of a kept config"):
+        composecache._OmegaConfOnly(io.BytesIO(pickle.dumps(Evil()))).load()
+    assert composecache.apply(pickle.dumps(Evil()), ["a=1"]) is None
+
+
+def test_libyaml_reads_every_config_file_as_omegaconf_does():
+    from omegaconf import _utils
+
+    loader = composecache._c_loader()
+    assert loader is not None, "PyYAML without libyaml: the test extras install it with"
+    files = sorted(CONFIG.rglob("*.yaml"))
+    assert len(files) > 20
+    for path in files:
+        text = path.read_text()
+        assert yaml.load(text, Loader=loader) == yaml.load(text, Loader=_utils.get_yaml_loader()), path
+    for text in ("a: 1\na: 2\n", "x: 1e-6\ny: 2022-01-01\nz: .inf\n"):
+        try:
+            expected = yaml.load(text, Loader=_utils.get_yaml_loader())
+        except yaml.constructor.ConstructorError as exc:
+            with pytest.raises(yaml.constructor.ConstructorError, match="found duplicate key"):
+                yaml.load(text, Loader=loader)
+            assert "duplicate key" in str(exc)
+        else:
+            assert yaml.load(text, Loader=loader) == expected
+    with composecache.c_yaml():
+        assert _utils.get_yaml_loader() is loader
+    assert _utils.get_yaml_loader() is not loader
