@@ -27,8 +27,33 @@ def test_committed_bundle_is_current(spec):
     assert loaded.manifest.experiment == compiled.manifest.experiment
 
 
+# Families of launches (docs/sweeps.md): specs that extend an example and sweep it.
+FAMILIES = sorted((support.SPECS / "families").glob("*.toml"))
+
+
+def _family_ids() -> set[str]:
+    from tutorrl.compiler.family import compile_family
+
+    return {launch.bundle.id for spec in FAMILIES for launch in compile_family(str(spec))}
+
+
+@pytest.mark.parametrize("spec", FAMILIES, ids=lambda p: p.stem)
+def test_committed_family_bundles_are_current(spec):
+    from tutorrl.compiler.family import compile_family
+
+    launches = compile_family(str(spec))
+    assert len(launches) > 1 and all(launch.point is not None for launch in launches)
+    for launch in launches:
+        committed = support.BUNDLES / launch.bundle.id
+        assert committed.is_dir(), f"{spec.name} has no committed bundle for {launch.point.label}"
+        verify_bundle(committed)
+        # Every file, the manifest (with its sources and point) included.
+        for name, data in launch.bundle.files.items():
+            assert (committed / name).read_bytes() == data, f"bundles/{launch.bundle.id}/{name} is stale"
+
+
 def test_no_orphan_bundles():
-    expected = {compile_bytes(p.read_bytes(), p.name).id for p in support.example_specs()}
+    expected = {compile_bytes(p.read_bytes(), p.name).id for p in support.example_specs()} | _family_ids()
     present = {p.name for p in support.BUNDLES.iterdir() if p.is_dir()}
     assert present == expected, f"orphans: {sorted(present - expected)}; missing: {sorted(expected - present)}"
 
