@@ -27,8 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: tutorrl-secrets)")
     p.add_argument("--accelerator", metavar="TYPE",
                    help="skypilot: the GPU type, e.g. H100 (required: a bundle says how many GPUs, not which)")
-    p.add_argument("--partition", metavar="NAME", help="slurm: #SBATCH --partition")
+    p.add_argument("--partition", metavar="NAME", help="slurm: #SBATCH --partition (default: the cluster's)")
+    p.add_argument("--account", metavar="NAME", help="slurm: #SBATCH --account (default: the user's)")
     p.add_argument("--time", metavar="LIMIT", dest="time_limit", help="slurm: #SBATCH --time")
+    p.add_argument("--cpus-per-task", metavar="N", type=int, default=None,
+                   help="slurm: CPUs of each node, given to Ray as --num-cpus (default: 64, as verl's recipe)")
+    p.add_argument("--mem", metavar="SIZE", help="slurm: memory of each node, e.g. 200G (default: 200G, as verl's recipe)")
     from tutorrl.compiler.verify import add_trust_digests_option
 
     add_trust_digests_option(p)
@@ -61,7 +65,8 @@ def _export(args) -> int:
     else:
         from tutorrl.export import slurm
 
-        text = slurm.render(bundle, partition=args.partition, time_limit=args.time_limit)
+        text = slurm.render(bundle, partition=args.partition, time_limit=args.time_limit,
+                            cpus_per_task=args.cpus_per_task, mem=args.mem, account=args.account)
     common.write_output(text, args.output)
     if args.output not in (None, "-"):
         from tutorrl._files import display_path

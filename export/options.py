@@ -8,12 +8,15 @@ from tutorrl.errors import InputError, Problem
 
 # Options that belong to one target; given to another they would be silently ignored.
 _OWN = {"image": ("kuberay", "skypilot"), "secret": ("kuberay",), "accelerator": ("skypilot",),
-        "partition": ("slurm",), "time_limit": ("slurm",)}
+        "partition": ("slurm",), "time_limit": ("slurm",), "account": ("slurm",), "cpus_per_task": ("slurm",),
+        "mem": ("slurm",)}
 _REQUIRED = {"kuberay": ("image",), "skypilot": ("accelerator",), "slurm": ()}
-_FLAG = {"time_limit": "--time"}
+_FLAG = {"time_limit": "--time", "cpus_per_task": "--cpus-per-task"}
 # A Kubernetes Secret name (DNS-1123 subdomain); the others must fit one line of their format.
 _SECRET = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]*")
+# sbatch's --mem: a whole number with an optional unit (K, M, G, T; M when none).
+_MEM = re.compile(r"[1-9][0-9]*[KMGT]?")
 
 
 def flag(name: str) -> str:
@@ -31,7 +34,12 @@ def check_options(args) -> None:
     if args.secret is not None and (len(args.secret) > 253 or not _SECRET.fullmatch(args.secret)):
         problems.append(Problem(f"--secret {args.secret!r} is not a Kubernetes Secret name "
                                 "(lower-case letters, digits, '-' and '.')"))
-    for name in ("image", "accelerator", "partition", "time_limit"):
+    if getattr(args, "cpus_per_task", None) is not None and args.cpus_per_task < 1:
+        problems.append(Problem(f"--cpus-per-task {args.cpus_per_task}: at least 1"))
+    if getattr(args, "mem", None) is not None and not _MEM.fullmatch(args.mem):
+        problems.append(Problem(f"--mem {args.mem!r} is not a Slurm memory size",
+                                hint="a whole number with an optional unit K, M, G or T, e.g. 200G"))
+    for name in ("image", "accelerator", "partition", "account", "time_limit"):
         value = getattr(args, name, None)
         if value is not None and not _WORD.fullmatch(value):
             problems.append(Problem(f"{flag(name)} {value!r}: letters, digits and _.:/@+- only"))

@@ -11,10 +11,28 @@ passes on (its default, ``--export=ALL``). As the bundle's real folder is
 there, ``TUTORRL_BUNDLE_DIR`` lets verl's checkpoint callback append evidence
 during the run.
 
-Two departures from the recipe, both for correctness: the node list is read
-one name per line (the recipe's ``("$nodes")`` is a one-element array, so its
-workers never start), and the job waits until every node has joined Ray
-instead of sleeping a fixed time.
+Departures from the recipe, all for correctness: the node list is read one
+name per line (the recipe's ``("$nodes")`` is a one-element array, so its
+workers never start); the job waits until every node has joined Ray instead of
+sleeping a fixed time; and Ray's token auth is set up by the job itself. Ray
+2.60 turns token auth on at ``ray start --head`` whenever ``~/.ray/auth_token``
+exists (any earlier local ``ray.init()`` writes it, and ``$HOME`` is shared on
+a cluster), after which a probe or driver without the token is refused and the
+job hangs. So the script never leaves it to chance: it writes a fresh token in
+a folder of its own (``mktemp -d`` in the submit folder, mode 700, on the
+shared file system so every node reads it, removed when the job ends) and
+exports ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH`` before the first
+``ray`` command, so every ``ray start``, the readiness probe and verl's own
+``ray.init()`` use that token and nothing in ``~/.ray``.
+
+Slurm's CPUs are Ray's (``--num-cpus`` from ``SLURM_CPUS_PER_TASK``): on a
+cluster that confines a job to its cores, a Ray that counted the whole machine
+would oversubscribe them. The defaults, 64 CPUs and 200G a node, are verl's
+recipe's.
+
+Arguments after the script go to verl (``launch.sh`` hands them on), so
+``sbatch THIS_FILE --cfg job`` is a dry run: the bundle checks, Ray's start
+and verl's config composition, no training.
 """
 
 from __future__ import annotations
@@ -23,10 +41,19 @@ from tutorrl.export.common import Bundle, check_script, header, sh_quote, wait_f
 from tutorrl.export.yamltext import comment_lines
 
 
-def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | None = None) -> str:
+# verl's own Ray-on-Slurm recipe asks this much of each node.
+DEFAULT_CPUS_PER_TASK = 64
+DEFAULT_MEM = "200G"
+
+
+def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | None = None,
+           cpus_per_task: int | None = None, mem: str | None = None, account: str | None = None) -> str:
     gpus = bundle.uniform_gpus_per_node
     sbatch = [f"--job-name=tutorrl-{bundle.id}", f"--nodes={bundle.nodes}", "--ntasks-per-node=1",
-              f"--gpus-per-node={gpus}", f"--output=tutorrl-{bundle.id}-%j.out"]
+              f"--gpus-per-node={gpus}", f"--cpus-per-task={cpus_per_task or DEFAULT_CPUS_PER_TASK}",
+              f"--mem={mem or DEFAULT_MEM}", f"--output=tutorrl-{bundle.id}-%j.out"]
+    if account:
+        sbatch.append(f"--account={account}")
     if partition:
         sbatch.append(f"--partition={partition}")
     if time_limit:
@@ -34,7 +61,7 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
     comments = header(bundle, "slurm") + (
         f"The nodes' Python must hold verl {bundle.verl}; the bundle folder must be on a file system every node"
         " shares.",
-        f"Submit from the folder holding {bundle.shown}: sbatch THIS_FILE",
+        f"Submit from the folder holding {bundle.shown}: sbatch THIS_FILE (a dry run: sbatch THIS_FILE --cfg job)",
     )
     secrets = ""
     if bundle.passthrough:
@@ -63,20 +90,39 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
         "source \"$bundle/bundle.env\"\n"
         "export TUTORRL_BUNDLE_DIR=\"$(cd \"$bundle\" && pwd)\"\n"
         "export TUTORRL_RUN_ID=\"slurm-${SLURM_JOB_ID:-unknown}\"\n"
+        + AUTH
         + wait_function()
         + "mapfile -t nodes < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")\n"
         "head_node=${nodes[0]}\n"
         "head_ip=$(srun --nodes=1 --ntasks=1 -w \"$head_node\" hostname --ip-address)\n"
         "head_ip=${head_ip%% *}  # the first address where a node has several\n"
         "port=${TUTORRL_RAY_PORT:-6379}\n"
-        "cpus=(${SLURM_CPUS_PER_TASK:+--num-cpus=\"$SLURM_CPUS_PER_TASK\"})\n"
         "srun --nodes=1 --ntasks=1 -w \"$head_node\" \\\n"
-        f"  ray start --head --node-ip-address=\"$head_ip\" --port=\"$port\" \"${{cpus[@]}}\" --num-gpus={gpus} --block &\n"
+        "  ray start --head --disable-usage-stats --node-ip-address=\"$head_ip\" --port=\"$port\" \\\n"
+        f"  --num-cpus=\"$SLURM_CPUS_PER_TASK\" --num-gpus={gpus} --block &\n"
         "for node in \"${nodes[@]:1}\"; do\n"
         "  srun --nodes=1 --ntasks=1 -w \"$node\" \\\n"
-        f"    ray start --address=\"$head_ip:$port\" \"${{cpus[@]}}\" --num-gpus={gpus} --block &\n"
+        "    ray start --address=\"$head_ip:$port\" --disable-usage-stats \\\n"
+        f"    --num-cpus=\"$SLURM_CPUS_PER_TASK\" --num-gpus={gpus} --block &\n"
         "done\n"
         f"tutorrl_wait_nodes \"$head_ip:$port\" {bundle.nodes}\n"
         "RAY_ADDRESS=\"$head_ip:$port\" srun --overlap --nodes=1 --ntasks=1 -w \"$head_node\" \\\n"
-        "  bash \"$bundle/launch.sh\"\n"
+        "  bash \"$bundle/launch.sh\" \"$@\"\n"
     )
+
+
+# Ray's token auth, owned by this job (see the module's docstring). The folder
+# is mktemp's (mode 700) in the submit folder, which every node shares; a
+# RAY_AUTH_TOKEN from the submitting environment would win over the file, so it
+# is dropped. The token is 32 random bytes in hex, read from /dev/urandom with
+# coreutils, so nothing but the shell runs before Ray's own checks.
+AUTH = (
+    "# Ray's token auth, set up by this job alone: a fresh token in a folder of its own (never ~/.ray),\n"
+    "# which every `ray start`, the readiness probe and verl's ray.init() read.\n"
+    "job_dir=$(mktemp -d \"$PWD/.tutorrl-slurm-${SLURM_JOB_ID:-job}.XXXXXX\")\n"
+    "trap 'rm -rf \"$job_dir\"' EXIT\n"
+    "(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > \"$job_dir/ray-token\")\n"
+    "unset RAY_AUTH_TOKEN\n"
+    "export RAY_AUTH_MODE=token\n"
+    "export RAY_AUTH_TOKEN_PATH=\"$job_dir/ray-token\"\n"
+)

@@ -20,8 +20,11 @@ _PYTHON = '''#!{python}
 import json, os, subprocess, sys
 log = os.environ["STANDIN_LOG"]
 def record(kind):
+    token = os.environ.get("RAY_AUTH_TOKEN_PATH")  # what Ray would read, at the moment it would read it
+    token = open(token).read() if token and os.path.isfile(token) else None
     with open(log, "a", encoding="utf-8") as f:
-        f.write(json.dumps({{"kind": kind, "argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}) + "\\n")
+        f.write(json.dumps({{"kind": kind, "argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ),
+                             "token": token}}) + "\\n")
 args = sys.argv[1:]
 if args[:1] == ["-c"] and "m.version(\\"verl\\")" in args[1]:
     print("{verl}")
@@ -88,10 +91,10 @@ class Cluster:
         env.update(PATH=f"{self.bin}{os.pathsep}{env['PATH']}", STANDIN_LOG=str(self.log), **extra)
         return env
 
-    def run(self, script: str | Path, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
+    def run(self, script: str | Path, cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
         if self.log.exists():
             self.log.unlink()
-        return subprocess.run(["bash", str(script)], cwd=cwd, env=self.env(**extra), capture_output=True,
+        return subprocess.run(["bash", str(script), *args], cwd=cwd, env=self.env(**extra), capture_output=True,
                               text=True, timeout=120)
 
     def calls(self, kind: str | None = None) -> list[dict]:

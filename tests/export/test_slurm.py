@@ -6,6 +6,7 @@ launch.sh ran."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import support
 from export_helpers import copy_bundle, export
@@ -34,11 +35,32 @@ def test_sbatch_header_maps_nodes_and_gpus():
     assert "#SBATCH --nodes=1" in text and "#SBATCH --gpus-per-node=8" in text
 
 
-def _submit(cluster, tmp_path, bundle: str, **env):
+def test_sbatch_header_asks_verl_recipes_cpus_and_memory_unless_told():
+    bundle = _bundle_named("chess-tutor-grpo")
+    sbatch = [line for line in _script(bundle).splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --cpus-per-task=64" in sbatch and "#SBATCH --mem=200G" in sbatch
+    assert not [line for line in sbatch if line.startswith(("#SBATCH --account", "#SBATCH --partition"))]
+    sbatch = [line for line in _script(bundle, support.REPO, "--cpus-per-task", "8", "--mem", "64G", "--account",
+                                       "rl-lab").splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --cpus-per-task=8" in sbatch and "#SBATCH --mem=64G" in sbatch
+    assert "#SBATCH --account=rl-lab" in sbatch and "#SBATCH --cpus-per-task=64" not in sbatch
+
+
+def test_slurm_sizes_are_checked_before_the_bundle_is_read():
+    bundle = f"bundles/{_bundle_named('chess-tutor-grpo')}"
+    for args, said in ((["--mem", "200GB"], "--mem '200GB' is not a Slurm memory size"),
+                       (["--cpus-per-task", "0"], "--cpus-per-task 0: at least 1")):
+        result = export(bundle, "--to", "slurm", *args, cwd=support.REPO)
+        assert result.returncode == 2 and said in result.stderr and result.stdout == "", result.stderr
+    result = export(bundle, "--to", "kuberay", "--image", "i", "--cpus-per-task", "8", cwd=support.REPO)
+    assert result.returncode == 2 and "--cpus-per-task is for --to slurm, not --to kuberay" in result.stderr
+
+
+def _submit(cluster, tmp_path, bundle: str, *args: str, **env):
     copy_bundle(bundle, tmp_path)
     script = tmp_path / "job.sbatch"
     script.write_text(_script(bundle, tmp_path))
-    return cluster.run(script, cwd=tmp_path / "bundles", SLURM_SUBMIT_DIR=str(tmp_path), SLURM_JOB_ID="77",
+    return cluster.run(script, tmp_path / "bundles", *args, SLURM_SUBMIT_DIR=str(tmp_path), SLURM_JOB_ID="77",
                        SLURM_JOB_NODELIST="gpu[1-2]", STANDIN_NODES="gpu1,gpu2", SLURM_CPUS_PER_TASK="32",
                        **env)
 
@@ -55,10 +77,11 @@ def test_job_starts_ray_head_and_workers_then_launch_on_the_head(cluster, tmp_pa
     (job,) = [s for s in steps if "bash" in s]
     assert len(steps) == 4
     assert head[head.index("-w") + 1] == "gpu1" and head[head.index("ray"):] == [
-        "ray", "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379", "--num-cpus=32", "--num-gpus=8",
-        "--block"]
+        "ray", "start", "--head", "--disable-usage-stats", "--node-ip-address=127.0.0.1", "--port=6379",
+        "--num-cpus=32", "--num-gpus=8", "--block"]
     assert worker[worker.index("-w") + 1] == "gpu2" and worker[worker.index("ray"):] == [
-        "ray", "start", "--address=127.0.0.1:6379", "--num-cpus=32", "--num-gpus=8", "--block"]
+        "ray", "start", "--address=127.0.0.1:6379", "--disable-usage-stats", "--num-cpus=32", "--num-gpus=8",
+        "--block"]
     assert "--overlap" in job and job[job.index("-w") + 1] == "gpu1" and job[-2:] == ["bash", f"bundles/{bundle}/launch.sh"]
     (wait,) = cluster.calls("wait-nodes")
     assert wait["argv"][-2:] == ["127.0.0.1:6379", "2"]
@@ -95,3 +118,32 @@ def test_job_refuses_a_bundle_changed_on_the_shared_file_system(cluster, tmp_pat
                          STANDIN_NODES="gpu1")
     assert result.returncode == 3 and "spec.toml: FAILED" in result.stderr
     assert cluster.calls("srun") == [] and cluster.calls("python") == []
+
+
+def test_ray_auth_is_the_jobs_own_token_for_every_ray_command_and_probe(cluster, tmp_path):
+    """Ray 2.60 turns token auth on at `ray start --head` when ~/.ray/auth_token exists; a
+    probe without the token then hangs the job. The job makes its own token, outside ~/.ray,
+    and every `ray start`, the readiness probe and verl's driver are pointed at it."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("left-by-an-earlier-ray-init")
+    bundle = _bundle_named("chess-tutor-megatron-tp4")
+    result = _submit(cluster, tmp_path, bundle, "--cfg", "job", HOME=str(home), RAY_AUTH_TOKEN="from-the-submitter")
+    assert result.returncode == 0, result.stderr
+    (wait,), (train,), rays = cluster.calls("wait-nodes"), cluster.calls("python"), cluster.calls("ray")
+    assert len(rays) == 2  # the head's and the worker's `ray start`
+    for call in (wait, train, *rays):
+        env = call["env"]
+        assert env["RAY_AUTH_MODE"] == "token" and "RAY_AUTH_TOKEN" not in env
+        assert env["RAY_AUTH_TOKEN_PATH"] == wait["env"]["RAY_AUTH_TOKEN_PATH"]
+    path = Path(wait["env"]["RAY_AUTH_TOKEN_PATH"])
+    # A folder of the job's own in the submit folder (shared by the nodes), gone when the job ends.
+    assert path.parent.parent == tmp_path and path.parent.name.startswith(".tutorrl-slurm-77.")
+    assert not path.parent.exists()
+    assert wait["token"] == train["token"] and len(wait["token"]) == 64 and int(wait["token"], 16) >= 0
+    assert (home / ".ray" / "auth_token").read_text() == "left-by-an-earlier-ray-init"
+    # Arguments after the script are verl's (a dry run: `sbatch THIS_FILE --cfg job`).
+    assert train["argv"][:2] == ["-m", "verl.trainer.main_ppo"] and "--cfg" in train["argv"]
+    assert train["argv"][train["argv"].index("--cfg") + 1] == "job"
+    again = _submit(cluster, tmp_path / "again", bundle)
+    assert again.returncode == 0 and cluster.calls("wait-nodes")[0]["token"] != wait["token"]  # per job

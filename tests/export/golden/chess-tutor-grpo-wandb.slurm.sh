@@ -3,6 +3,8 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=64
+#SBATCH --mem=200G
 #SBATCH --output=tutorrl-838c15f905d3e2b4-%j.out
 #SBATCH --partition=gpu
 # tutorrl export --to slurm: bundle 838c15f905d3e2b4 (sha256:838c15f905d3e2b4fbcd5fd6dbe20e25fb4a41df9f865841cddc6f226ba73fdd)
@@ -10,7 +12,7 @@
 # The job checks the sha256 of every bundle file before it starts and refuses a changed bundle.
 # Secrets, by name only: WANDB_API_KEY
 # The nodes' Python must hold verl 0.9.1; the bundle folder must be on a file system every node shares.
-# Submit from the folder holding bundles/838c15f905d3e2b4: sbatch THIS_FILE
+# Submit from the folder holding bundles/838c15f905d3e2b4: sbatch THIS_FILE (a dry run: sbatch THIS_FILE --cfg job)
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-.}"
 bundle=bundles/838c15f905d3e2b4
@@ -46,6 +48,14 @@ fi
 source "$bundle/bundle.env"
 export TUTORRL_BUNDLE_DIR="$(cd "$bundle" && pwd)"
 export TUTORRL_RUN_ID="slurm-${SLURM_JOB_ID:-unknown}"
+# Ray's token auth, set up by this job alone: a fresh token in a folder of its own (never ~/.ray),
+# which every `ray start`, the readiness probe and verl's ray.init() read.
+job_dir=$(mktemp -d "$PWD/.tutorrl-slurm-${SLURM_JOB_ID:-job}.XXXXXX")
+trap 'rm -rf "$job_dir"' EXIT
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$job_dir/ray-token")
+unset RAY_AUTH_TOKEN
+export RAY_AUTH_MODE=token
+export RAY_AUTH_TOKEN_PATH="$job_dir/ray-token"
 tutorrl_wait_nodes() {
   for _ in $(seq 1 120); do
     "$python_bin" -c "import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False); sys.exit(0 if sum(1 for n in ray.nodes() if n['Alive']) >= int(sys.argv[2]) else 1)" "$1" "$2" 2>/dev/null && return 0
@@ -59,13 +69,14 @@ head_node=${nodes[0]}
 head_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)
 head_ip=${head_ip%% *}  # the first address where a node has several
 port=${TUTORRL_RAY_PORT:-6379}
-cpus=(${SLURM_CPUS_PER_TASK:+--num-cpus="$SLURM_CPUS_PER_TASK"})
 srun --nodes=1 --ntasks=1 -w "$head_node" \
-  ray start --head --node-ip-address="$head_ip" --port="$port" "${cpus[@]}" --num-gpus=8 --block &
+  ray start --head --disable-usage-stats --node-ip-address="$head_ip" --port="$port" \
+  --num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus=8 --block &
 for node in "${nodes[@]:1}"; do
   srun --nodes=1 --ntasks=1 -w "$node" \
-    ray start --address="$head_ip:$port" "${cpus[@]}" --num-gpus=8 --block &
+    ray start --address="$head_ip:$port" --disable-usage-stats \
+    --num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus=8 --block &
 done
 tutorrl_wait_nodes "$head_ip:$port" 1
 RAY_ADDRESS="$head_ip:$port" srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \
-  bash "$bundle/launch.sh"
+  bash "$bundle/launch.sh" "$@"
