@@ -259,6 +259,29 @@ def _rollout_worker_file(release: tuple, strategy: str) -> str:
     return f"{legacy}, or verl/workers/engine_workers.py" if release >= (0, 7, 0) else legacy
 
 
+def _rollout_extra_overrides(spec: Spec) -> dict[str, int] | None:
+    """The rollout sizes ``[verl] extra_overrides`` set, by verl's key name; None when
+    one is set to what is not a whole number (an interpolation, a deletion)."""
+    if not spec.verl.extra_overrides:
+        return {}
+    from tutorrl.compiler.resolve import _EXTRA  # the one reading of an override's prefix, key and value
+
+    found: dict[str, int] = {}
+    for text in spec.verl.extra_overrides:
+        match = _EXTRA.match(text)
+        prefix = "actor_rollout_ref.rollout."
+        if not match or not match.group(2).startswith(prefix):
+            continue
+        name = match.group(2)[len(prefix):]
+        if name not in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
+            continue
+        raw = (match.group(3) or "").strip()
+        if match.group(1) == "~" or not raw.isdigit() or int(raw) < 1:
+            return None
+        found[name] = int(raw)
+    return found
+
+
 def _rollout_engine(spec: Spec, value: Effective, world: int) -> list[Finding]:
     # Every release's hybrid actor-rollout worker asserts, while it builds the rollout
     # device mesh, that one engine's GPUs divide the trainer's:
@@ -269,10 +292,15 @@ def _rollout_engine(spec: Spec, value: Effective, world: int) -> list[Finding]:
     # style choice: an error, citing the code. The rollout's pipeline size is not a
     # spec field; verl's default (1) is taken.
     release = release_tuple(value.lock.release)
-    tp = _int(value("rollout.tensor_parallel"))
+    extra = _rollout_extra_overrides(spec)
+    if extra is None:
+        return []  # an extra override sets a size this check cannot read: verl judges it
+    tp = extra.get("tensor_model_parallel_size") or _int(value("rollout.tensor_parallel"))
     if not tp:
         return []
-    dp = (_int(value("rollout.data_parallel")) or 1) if release >= (0, 6, 0) else 1
+    dp = (extra.get("data_parallel_size") or _int(value("rollout.data_parallel")) or 1) if release >= (0, 6, 0) else 1
+    if release >= (0, 6, 0):
+        dp *= extra.get("pipeline_model_parallel_size") or 1
     engine = tp * dp
     if world % engine == 0:
         return []
@@ -283,7 +311,10 @@ def _rollout_engine(spec: Spec, value: Effective, world: int) -> list[Finding]:
                         "verl's FSDP workers refuse this at start; its Megatron worker of this release does not check",
                         "warning")]
     gpus = f"{world} trainer GPU" + ("" if world == 1 else "s")
-    if spec.rollout.tensor_parallel is None:
+    if extra:
+        what = (f"the rollout engine's {engine} GPUs ({', '.join(f'{k} {v}' for k, v in sorted(extra.items()))} "
+                f"in verl.extra_overrides) do not divide the {gpus}")
+    elif spec.rollout.tensor_parallel is None:
         size = f"verl's default tensor_model_parallel_size {tp}"
         if dp > 1:
             size += f" x data-parallel {dp}"
@@ -302,7 +333,7 @@ def _rollout_engine(spec: Spec, value: Effective, world: int) -> list[Finding]:
         cite += f", and it would build {world} // {engine} = 0 rollout engines ({where})"
     divisors = [d for d in range(1, world + 1) if world % d == 0 and d % dp == 0]
     sizes = ", ".join(str(d // dp) for d in divisors[:6]) + (", ..." if len(divisors) > 6 else "")
-    return [Finding("rollout.tensor_parallel", f"{what}; {cite}",
+    return [Finding("verl.extra_overrides" if extra else "rollout.tensor_parallel", f"{what}; {cite}",
                     f"set rollout.tensor_parallel to one of {sizes}" if sizes
                     else "make rollout.tensor_parallel x rollout.data_parallel divide the trainer GPUs")]
 

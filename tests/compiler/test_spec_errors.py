@@ -664,3 +664,25 @@ def test_older_releases_refuse_a_rollout_size_that_does_not_divide_as_verl_does(
     # verl 0.5.0's FSDP worker asserts on the tensor-parallel size alone, and builds engines by a device mesh.
     assert "verl 0.5.0's actor-rollout worker asserts" in found.message and "(verl/workers/fsdp_workers.py)" in found.message
     assert "llm_server" not in found.message
+
+
+def test_rollout_sizes_set_by_extra_overrides_count_as_verl_sees_them():
+    one = edit("trainer_gpus_per_node = 2", "trainer_gpus_per_node = 1", BASE)
+    one = edit("ppo_micro_batch_size_per_gpu = 2", "ppo_micro_batch_size_per_gpu = 1", one)
+    tp1 = one + '\n[verl]\nextra_overrides = ["actor_rollout_ref.rollout.tensor_model_parallel_size=1"]\n'
+    # verl runs this (one GPU, one GPU per engine): never refused for verl's default it replaces.
+    assert not [w for w in compile_bytes(tp1.encode(), "spec.toml").warnings if "does not divide" in w.message]
+    pp3 = tp1.replace('size=1"]', 'size=1", "actor_rollout_ref.rollout.pipeline_model_parallel_size=3"]')
+    (found,) = [p for p in problems(pp3) if "do not divide" in p.message]
+    assert found.key == "verl.extra_overrides" and "pipeline_model_parallel_size 3" in found.message
+    # A size this check cannot read (an interpolation) is left to verl.
+    odd = tp1.replace('size=1"]', 'size=${oc.env:TP}"]')
+    assert not [p for p in _problems_or_none(odd) if "divide" in p.message]
+
+
+def _problems_or_none(text: str) -> list:
+    try:
+        compile_bytes(text.encode(), "spec.toml")
+    except SpecError as err:
+        return err.problems
+    return []
