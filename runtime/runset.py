@@ -209,7 +209,8 @@ def run_set(args) -> int:
                 if trust:
                     argv.append("--trust-digests")
                 child.log = open(log_dir / f"{child.index + 1:04d}.log", "wb")
-                child.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=child.log,
+                child_env = env if args.address else _rooted(env, loaded[child.index].spec)
+                child.proc = subprocess.Popen(argv, env=child_env, stdin=subprocess.DEVNULL, stdout=child.log,
                                               stderr=subprocess.STDOUT, start_new_session=True)
                 running.append(child)
                 progress.note(f"[{child.index + 1}/{len(children)}] started: {record.points[child.index]}")
@@ -258,6 +259,22 @@ def run_set(args) -> int:
     if stop["signum"] is not None:
         return lifecycle.EXIT_INTERRUPTED
     return 0 if record.status == "succeeded" else 1
+
+
+def _rooted(env: dict[str, str], spec) -> dict[str, str]:
+    """The environment of a run on the set's own head: each root the spec defaults to a
+    relative folder, and this environment leaves unset, given as that folder here.
+
+    A run given ``--address`` holds roots to a cluster's rule (absolute, since the
+    cluster's workers run elsewhere); the set's head was started in this folder, where
+    the relative default means just this path.
+    """
+    out = dict(env)
+    for name, root in spec.roots.items():
+        if not out.get(name) and root.default and "://" not in root.default \
+                and not os.path.isabs(os.path.expanduser(root.default)):
+            out[name] = os.path.join(os.getcwd(), root.default)
+    return out
 
 
 def _note_runs(record: SetRecord, children) -> None:

@@ -84,6 +84,17 @@ def test_a_tampered_bundle_runs_no_bundle_of_the_set(tmp_path):
     assert not list(folder.glob("*/runs"))
 
 
+def test_a_relative_root_default_is_this_folder_for_a_run_on_the_sets_head(tmp_path, monkeypatch):
+    from tutorrl.compiler.load import parse_spec
+    from tutorrl.runtime.runset import _rooted
+
+    monkeypatch.chdir(tmp_path)
+    # TINY_ROOT and CKPT_ROOT default to relative folders.
+    spec, _ = parse_spec((support.SPECS / "tiny_cpu_grpo.toml").read_bytes(), "tiny.toml")
+    env = _rooted({"CKPT_ROOT": "/shared/ckpt", "PATH": "/bin"}, spec)
+    assert env == {"CKPT_ROOT": "/shared/ckpt", "PATH": "/bin", "TINY_ROOT": str(tmp_path / "build" / "tiny")}
+
+
 # --- On a real embedded head.
 
 def _overlap(records: list[dict]) -> int:
