@@ -155,7 +155,11 @@ def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[Compile
     if table is None:
         return [CompiledPoint(_compile_one(composed, sources, {}, list(sets)))]
     locate = composed.locator()
-    points = sweeps.expand(table, locate)
+    try:
+        points = sweeps.expand(table, locate)
+    except SpecError as exc:
+        # The rest of the spec is told of in the same round, where no point's value could change it.
+        raise SpecError(exc.problems + _unswept_problems(composed, table)) from None
     clash = [Problem(f"{key} is swept; --set cannot also set it", file=SET_NAME, key=key)
              for key in dict.fromkeys(k for k, _ in points[0].values) if key in set_paths]
     experiment = composed.data.get("experiment")
@@ -191,6 +195,20 @@ def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[Compile
                         summary=f"{len(failures)} of {len(points)} points of the sweep have problems; "
                                 "no bundle was written.")
     return compiled
+
+
+def _unswept_problems(composed: Composed, table: Any) -> list[Problem]:
+    """The problems of the spec without its sweep, but for the settings the sweep names."""
+    from tutorrl.compiler.load import validate_data
+
+    swept = {key for part in ("grid", "zip") if isinstance(table, dict) and isinstance(table.get(part), dict)
+             for key in table[part]}
+    try:
+        validate_data(composed.data, composed.locator())
+    except SpecError as exc:
+        return [p for p in exc.problems
+                if not any(p.key == k or (p.key or "").startswith(k + ".") for k in swept)]
+    return []
 
 
 def _compile_one(composed: Composed, sources: dict, point: dict, sets: list[str]) -> CompiledBundle:

@@ -131,6 +131,15 @@ def test_a_sweep_that_names_no_points_is_refused_where_it_is_written(table, word
         assert word in text
 
 
+def test_a_bad_sweep_and_a_bad_base_are_told_in_one_round():
+    with pytest.raises(SpecError) as caught:
+        compile_chain(_sweep('grid = { "actor.lrr" = [1e-6], "rollout.n" = [0, 1] }',
+                             extra="[trainer]\ntotal_steps = 0\n[rollout]\nn = -5\n"))
+    keys = sorted(p.key for p in caught.value.problems)
+    # rollout.n is swept: what the spec says of it alone is no problem of any point.
+    assert keys == ["sweep.grid.actor.lrr", "trainer.total_steps"]
+
+
 def test_a_sweep_past_the_cap_is_refused_with_its_size():
     values = ", ".join(str(n) for n in range(1, 101))
     with pytest.raises(SpecError) as caught:
