@@ -40,8 +40,12 @@ class ContractServer:
     def __init__(self, tensors: dict[str, bytes], *, shape: str = ">=0.5.21", dp_size: int = 1,
                  weight_version: str = "default", honest: bool = True, corrupt_dp: int | None = None,
                  tp_size: int = 1, blind_reset: bool = False, shards: list[dict[str, bytes]] | None = None,
-                 draft: dict[str, bytes] | None = None, dims: dict[str, tuple[int, ...]] | None = None):
+                 draft: dict[str, bytes] | None = None, dims: dict[str, tuple[int, ...]] | None = None,
+                 release: str | None = None):
         assert shape in SHAPES, shape
+        # A release inside the shape, where it matters: 0.5.13 and 0.5.14 (tutorrl's pin) know no
+        # `allow_quant_error`, 0.5.15-0.5.20 do; without one, the shape's newest is played.
+        self.release = tuple(int(p) for p in release.split(".")) if release else None
         self.tensors, self.shape, self.dp_size = dict(tensors), shape, dp_size
         self.weight_version, self.honest, self.corrupt_dp = weight_version, honest, corrupt_dp
         # TP sharding: with `shards`, rank t serves shards[t] (what sglang's
@@ -114,7 +118,8 @@ class ContractServer:
                     req["action"] = "checksum"
                 action = req["action"]
                 # Fields a release does not know are ignored, as pydantic does.
-                known = {"action"} | ({"allow_quant_error"} if server.shape != "0.5.12" else set()) | (
+                quant = server.shape != "0.5.12" and (server.release is None or server.release >= (0, 5, 15))
+                known = {"action"} | ({"allow_quant_error"} if quant else set()) | (
                     {"skip_tensor_list", "selector"} if server.shape == ">=0.5.21" else set())
                 req = {k: v for k, v in req.items() if k in known}
                 with server.lock:
