@@ -116,6 +116,9 @@ def check(table: Any, locate) -> list[Problem]:
                 continue
             seen[key] = kind
             why = path_problem(split_path(key))
+            if key == "experiment.name":
+                why = ("each point's experiment is named after experiment.name and the point itself",
+                       "sweep the settings that differ; the names follow")
             if why is not None:
                 problems.append(locate(at, *why))
             if not isinstance(values, list) or not values:

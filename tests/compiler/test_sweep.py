@@ -120,6 +120,7 @@ def test_a_problem_of_some_points_names_each_and_one_of_all_is_said_once():
     ('grid = { "experiment.extends" = ["a.toml"] }', ["not a setting"]),
     ('grid = { "actor.lr.x" = [1] }', ["actor.lr is a setting, not a table"]),
     ('grids = { }', ["unknown key in [sweep]"]),
+    ('grid = { "experiment.name" = ["a", "b"] }', ["named after experiment.name and the point"]),
     ('', ["a sweep with no settings"]),
 ])
 def test_a_sweep_that_names_no_points_is_refused_where_it_is_written(table, words):

@@ -75,3 +75,36 @@ def test_a_base_that_does_not_compile_alone_is_no_error(tree):
     assert {r.spec for r in report.specs} == {"specs/sweep.toml"} and len(report.orphans) == 1
     assert {r.state for r in report.specs} == {"stale"}
     assert "sweep.toml" in report.specs[0].message and "base.toml" in report.specs[0].message
+
+
+def test_staged_check_reads_the_base_as_staged_not_as_on_disk(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "gitconfig"
+    config.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL=str(config), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t",
+               GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
+    root = tmp_path / "work"
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "base.toml").write_bytes(BASE)
+    (root / "specs" / "sweep.toml").write_text('[experiment]\nextends = "base.toml"\n\n[sweep]\n'
+                                               'grid = { "rollout.n" = [1, 2] }\n')
+
+    def run(*argv):
+        return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+    assert run("git", "init", "-q", "-b", "main").returncode == 0
+    assert run(sys.executable, "-m", "tutorrl", "compile", "specs/base.toml", "specs/sweep.toml").returncode == 0
+    assert run("git", "add", "specs", "bundles").returncode == 0
+    assert run(sys.executable, "-m", "tutorrl", "check", "--staged").returncode == 0
+    # Edited on disk, not staged: the commit would record the old base, whose bundles are staged.
+    (root / "specs" / "base.toml").write_bytes(BASE.replace(b"total_steps = 2", b"total_steps = 3"))
+    assert run(sys.executable, "-m", "tutorrl", "check", "--staged").returncode == 0
+    assert run(sys.executable, "-m", "tutorrl", "check").returncode == 1
+    # Staged: every launch built on it is stale in what the commit would record.
+    assert run("git", "add", "specs/base.toml").returncode == 0
+    staged = run(sys.executable, "-m", "tutorrl", "check", "--staged")
+    assert staged.returncode == 1 and staged.stdout.count("is not staged") == 3, staged.stdout
