@@ -56,7 +56,10 @@ _TAKEOVER_NAMES = frozenset({
     "PATH", "BASH_ENV", "ENV", "IFS", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "POSIXLY_CORRECT", "PS4", "PROMPT_COMMAND",
     "GCONV_PATH", "OPENSSL_CONF", "OPENSSL_ENGINES", "PERLLIB", "PERL5LIB", "PERL5OPT", "RUBYLIB", "RUBYOPT",
     "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "RAY_RUNTIME_ENV_HOOK", "PYTHON",
-    "HOME", "GLIBC_TUNABLES", "LOCPATH"})
+    "HOME", "GLIBC_TUNABLES", "LOCPATH",
+    # verl imports every module this names in every process that imports verl (verl/__init__.py,
+    # import_external_libs): a module name is code, as PYTHONPATH is.
+    "VERL_USE_EXTERNAL_MODULES"})
 # Each followed by at least one more character (PYTHON alone is in the names).
 _TAKEOVER_PREFIXES = ("BASH_", "LD_", "DYLD_", "PYTHON")
 

@@ -17,12 +17,13 @@ from tutorrl.compiler.rules import looks_secret, takes_over
 TAKEOVER = re.compile(r"^(PATH|BASH_ENV|ENV|IFS|CDPATH|GLOBIGNORE|EXECIGNORE|POSIXLY_CORRECT|PS4|PROMPT_COMMAND|"
                       r"BASH_.+|LD_.+|DYLD_.+|GCONV_PATH|OPENSSL_CONF|OPENSSL_ENGINES|PYTHON.*|PERL5?LIB|PERL5OPT|"
                       r"RUBYLIB|RUBYOPT|NODE_OPTIONS|NODE_PATH|JAVA_TOOL_OPTIONS|RAY_RUNTIME_ENV_HOOK|HOME|GLIBC_TUNABLES|"
-                      r"LOCPATH)\Z")
+                      r"LOCPATH|VERL_USE_EXTERNAL_MODULES)\Z")
 SECRET_TAIL = re.compile(r"((API|AI|ACCESS|SSH|PRIVATE|SIGNING|SESSION|MASTER|ENCRYPTION)KEY|TOKEN|PASSWD|PASSWORD|"
                          r"PASSPHRASE|SECRET|CREDENTIALS?)[0-9]*\Z")
 PIECES = ["PATH", "BASH", "_", "LD", "DYLD", "PYTHON", "PERL", "5", "LIB", "OPT", "RUBY", "NODE", "ENV", "X", "1",
           "TOKEN", "KEY", "API", "AI", "SSH", "SECRET", "CREDENTIAL", "S", "PASSWD", "PASSWORD", "PASSPHRASE", "IFS",
-          "PS4", "GCONV", "OPENSSL", "CONF", "RAY", "HOOK", "HOME", "GLIBC", "TUNABLES", "LOC", "token", "Key", "a", "0", "MONKEY", "AUTH"]
+          "PS4", "GCONV", "OPENSSL", "CONF", "RAY", "HOOK", "HOME", "GLIBC", "TUNABLES", "LOC", "VERL", "USE", "EXTERNAL",
+          "MODULES", "token", "Key", "a", "0", "MONKEY", "AUTH"]
 NAMES = st.lists(st.sampled_from(PIECES), min_size=1, max_size=5).map("".join).filter(
     lambda n: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) is not None)
 
@@ -44,6 +45,7 @@ def test_secret_tails_as_stated(name):
 
 def test_known_answers():
     assert takes_over("PYTHON") and takes_over("PYTHONPATH") and takes_over("LD_PRELOAD") and takes_over("PERL5LIB")
+    assert takes_over("VERL_USE_EXTERNAL_MODULES") and not takes_over("VERL_USE_EXTERNAL_PLUGINS")
     assert not takes_over("BASH_") and not takes_over("LD_") and not takes_over("PATHS") and not takes_over("MYPATH")
     assert looks_secret("DBPASSWORD") and looks_secret("OPENAI_API_KEY") and looks_secret("SSHKEY2")
     assert not looks_secret("MONKEY") and not looks_secret("PWD")
