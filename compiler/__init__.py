@@ -14,6 +14,7 @@ _EXPORTS = {
     "write_bundle": "bundle",
     "compile_bytes": "compile",
     "compile_spec": "compile",
+    "compile_family": "family",
     "LoadedBundle": "verify",
     "verify_bundle": "verify",
 }
@@ -39,6 +40,7 @@ __all__ = [
     "Manifest",
     "WriteResult",
     "compile_bytes",
+    "compile_family",
     "compile_spec",
     "verify_bundle",
     "write_bundle",

@@ -19,8 +19,21 @@ if TYPE_CHECKING:
 
 
 def compile_spec(path: str | Path, *, display_name: str | None = None) -> CompiledBundle:
+    """The one launch of the spec file at ``path``, its bases read beside it; a sweep (many
+    launches) is :func:`tutorrl.compiler.family.compile_family`'s."""
     name = display_name or str(path)
-    return compile_bytes(read_spec_bytes(path, name), name)
+    raw = read_spec_bytes(path, name)
+    from tutorrl.compiler.family import compile_raw, might_compose
+
+    if not might_compose(raw):
+        return compile_bytes(raw, name)
+    launches = compile_raw(str(path), name, raw)
+    if len(launches) > 1:
+        from tutorrl.errors import Problem
+
+        raise SpecError([Problem(f"is a sweep of {len(launches)} points, not one launch; compile_family() (or "
+                                 "`tutorrl compile`) gives one bundle per point", file=name)])
+    return launches[0].bundle
 
 
 def compile_bytes(raw: bytes, name: str) -> CompiledBundle:

@@ -39,6 +39,9 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     quiet: bool = False
     #: Accept a bundle this tutorrl cannot re-derive on its digests alone (with a warning).
     trust_digests: bool = False
+    #: A set (``tutorrl run B1 B2 ...``, runtime/runset.py) runs at most this many at once; one
+    #: bundle's run has no use for it (each run of a set is one RunOptions without it).
+    max_parallel: int | None = None
 
 
 class JobClient(Protocol):

@@ -215,3 +215,12 @@ def test_a_chain_compiles_to_the_bundle_of_its_merge(values):
     [launch] = compile_chain(chain)
     alone = compile_bytes(BASE.replace(b"train_batch_size = 4", f"train_batch_size = {values[-1]}".encode()), "x")
     assert launch.bundle.id == alone.id
+
+
+def test_compile_spec_reads_the_chain_and_refuses_a_sweep(family, tmp_path):
+    from tutorrl.compiler import compile_spec
+
+    assert compile_spec(family / "child.toml").id == compile_family(str(family / "child.toml"))[0].bundle.id
+    (tmp_path / "s.toml").write_text('[experiment]\nextends = "bases/base.toml"\n[sweep]\ngrid = { "rollout.n" = [1, 2] }\n')
+    with pytest.raises(SpecError, match="is a sweep of 2 points, not one launch"):
+        compile_spec(tmp_path / "s.toml")
