@@ -75,12 +75,23 @@ def _compile(args) -> int:
 
     if len(args.specs) > 1 or _is_pattern(args.specs[0]):
         return _compile_many(args)
-    from tutorrl.compiler.family import compile_family
+    from tutorrl.compiler.compose import might_compose
+    from tutorrl.compiler.load import read_spec_bytes
 
-    family = compile_family(args.specs[0], sets=getattr(args, "set", []))
-    if len(family) > 1:
-        return _compile_many(args, {args.specs[0]: family})
-    compiled = family[0].bundle
+    path, sets = args.specs[0], getattr(args, "set", [])
+    raw = read_spec_bytes(path, path)
+    if sets or might_compose(raw):
+        # Only a spec that may extend a base or sweep loads the composition (a cold compile's time).
+        from tutorrl.compiler.family import compile_raw
+
+        family = compile_raw(path, path, raw, sets=sets)
+        if len(family) > 1:
+            return _compile_many(args, {path: family})
+        compiled = family[0].bundle
+    else:
+        from tutorrl.compiler import compile_bytes
+
+        compiled = compile_bytes(raw, path)
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.
         from tutorrl.cli import printable

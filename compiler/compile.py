@@ -23,10 +23,12 @@ def compile_spec(path: str | Path, *, display_name: str | None = None) -> Compil
     launches) is :func:`tutorrl.compiler.family.compile_family`'s."""
     name = display_name or str(path)
     raw = read_spec_bytes(path, name)
-    from tutorrl.compiler.family import compile_raw, might_compose
+    from tutorrl.compiler.compose import might_compose
 
     if not might_compose(raw):
         return compile_bytes(raw, name)
+    from tutorrl.compiler.family import compile_raw
+
     launches = compile_raw(str(path), name, raw)
     if len(launches) > 1:
         from tutorrl.errors import Problem

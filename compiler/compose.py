@@ -18,6 +18,12 @@ from typing import Any
 from tutorrl.compiler.load import KeyPath, Locator, _close, _struct_in, _struct_info, _unwrap
 from tutorrl.errors import Problem
 
+def might_compose(raw: bytes) -> bool:
+    """Whether spec bytes may extend a base or hold a sweep: a substring test that keeps
+    a plain spec's compile off the composition path (TOML decides for those that pass)."""
+    return b"extends" in raw or b"sweep" in raw
+
+
 # Keys that shape the composition itself; none of them reaches the spec.
 EXTENDS = ("experiment", "extends")
 SWEEP = "sweep"

@@ -22,7 +22,8 @@ import msgspec
 
 from tutorrl.compiler.bundle import CompiledBundle, sha256, with_provenance
 from tutorrl.compiler.compose import (
-    EXTENDS, SET_NAME, SWEEP, Composed, Layer, WrittenAt, field_type, path_problem, put, split_path, typed_value,
+    EXTENDS, SET_NAME, SWEEP, Composed, Layer, WrittenAt, field_type, might_compose, path_problem, put, split_path,
+    typed_value,
 )
 from tutorrl.compiler.load import parse_toml, read_spec_bytes
 from tutorrl.compiler.sweep import Point
@@ -43,12 +44,6 @@ class Source(msgspec.Struct, frozen=True):
 class CompiledPoint(msgspec.Struct, frozen=True):
     bundle: CompiledBundle
     point: Point | None = None
-
-
-def might_compose(raw: bytes) -> bool:
-    """Whether spec bytes may extend a base or hold a sweep: a substring test that keeps
-    a plain spec's compile free of the composition path (TOML decides for those that pass)."""
-    return b"extends" in raw or b"sweep" in raw
 
 
 def read_chain(path: str, name: str, raw: bytes | None = None,
