@@ -182,6 +182,66 @@ def _ray_executable(python: str | None = None) -> str:
     return found
 
 
+# What a dry run's head leaves out. A dry run is one Ray job whose entrypoint
+# (launch.sh --cfg all) composes verl's config and exits without ray.init, so
+# the head needs what the Jobs API needs and nothing more:
+#   * dashboard modules: JobHead (submit, status, logs, stop), NodeHead (which
+#     JobHead asks for the node's agent to run the job on) and StateHead (the
+#     /api/v0/nodes that readiness and the resource check read); not the
+#     Metrics, Report, Train, Data, Serve and Event heads, one ~90 MiB process
+#     each, nothing of which a dry run shows;
+#   * no autoscaler monitor: one fixed node scales nothing;
+#   * no Ray Client server: tutorrl speaks HTTP to the Jobs API and verl's
+#     driver connects to the GCS, never through Ray Client;
+#   * no log monitor: it streams Ray workers' output to their driver, and a dry
+#     run starts no worker (a real run keeps it: verl's TaskRunner prints its
+#     metrics through it);
+#   * no prestarted workers: the raylet starts idle Python workers (~80 MiB
+#     each) for the first driver -- the dashboard's job manager here -- and a
+#     dry run's only worker, the job's supervisor, is started for it anyway.
+# `ray start` has no flag for the first and third, so the head is `ray start`
+# run by a small program that narrows them through Ray's own process
+# launcher. A Ray other than the one it was written for (2.60) lacks those
+# names: the program then starts the full head, as `ray start` alone would.
+LEAN_MODULES = ("JobHead", "NodeHead", "StateHead")
+_LEAN_START = """
+import sys
+modules = sys.argv.pop(1)
+try:
+    import ray._private.node as node
+    import ray._private.services as services
+    from ray._private.ray_constants import PROCESS_TYPE_DASHBOARD
+
+    start = services.start_ray_process
+
+    def start_ray_process(command, process_type, *args, **kwargs):
+        if process_type == PROCESS_TYPE_DASHBOARD and not any(c.startswith("--modules-to-load") for c in command):
+            command = [*command, "--modules-to-load=" + modules]
+        return start(command, process_type, *args, **kwargs)
+
+    services.start_ray_process = start_ray_process
+    node.Node.start_ray_client_server = lambda self: None
+except (ImportError, AttributeError) as exc:
+    print(f"tutorrl: the full Ray head starts ({exc})", file=sys.stderr)
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+sys.exit(main())
+"""
+
+
+def _script_python(script: str) -> str | None:
+    """The interpreter a console script (``ray``) runs with: its ``#!`` line."""
+    try:
+        with open(script, "rb") as fh:
+            first = fh.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!") or " " in first[2:].strip():
+        return None
+    python = first[2:].strip()
+    return python if os.path.isfile(python) and os.access(python, os.X_OK) else None
+
+
 def _child_setup(parent_pid: int):
     def setup() -> None:
         os.setsid()
@@ -199,8 +259,10 @@ class EmbeddedHead:
 
     def __init__(self, *, run_id: str, num_gpus: int | None = None, num_cpus: int | None = None,
                  job_start_timeout_s: int = JOB_START_TIMEOUT_S, workdir: Path | None = None,
-                 python: str | None = None):
+                 python: str | None = None, lean: bool = False):
         self.run_id = run_id
+        # Only what one dry-run job needs (LEAN_MODULES and the comment above them).
+        self.lean = lean
         # Ray workers (verl's TaskRunner and its actors) start in the raylet's
         # folder, not the driver's: starting the head where the user works
         # keeps relative spec paths meaning the same in every process.
@@ -268,6 +330,9 @@ class EmbeddedHead:
         env = self.environment()
         env["AUTOSCALER_METRIC_PORT"] = str(m1)
         env["DASHBOARD_METRIC_PORT"] = str(m2)
+        if self.lean:
+            env["RAY_prestart_worker_first_driver"] = "0"
+            env["RAY_enable_worker_prestart"] = "0"
         argv = [
             self.ray, "start", "--head", "--block",
             f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
@@ -276,6 +341,11 @@ class EmbeddedHead:
             f"--temp-dir={self.run_dir / 'ray'}", f"--num-gpus={self.num_gpus}",
         ]
         argv.append(f"--num-cpus={self.num_cpus if self.num_cpus is not None else embedded_cpus(self.num_gpus)}")
+        if self.lean:
+            python = _script_python(self.ray)
+            if python is not None:
+                argv = [python, "-c", _LEAN_START, ",".join(LEAN_MODULES), *argv[1:],
+                        "--no-monitor", "--include-log-monitor=false"]
         if progress:
             progress.status(f"starting embedded Ray head (dashboard 127.0.0.1:{dash}, {self.num_gpus} GPU)")
         self._log = open(self.log_path, "wb")

@@ -78,6 +78,13 @@ def _nothing_before():
     return Before()
 
 
+def _import_job_client() -> None:
+    try:
+        import ray.job_submission  # noqa: F401
+    except ImportError:  # said when the client is made (jobs_api.client)
+        pass
+
+
 class RunSession:
     """One run. ``args`` is a :class:`~tutorrl.runtime.options.RunOptions` (or the CLI's
     Namespace with the same names); ``jobs`` is where the job goes (Ray's Jobs API by default)."""
@@ -147,6 +154,7 @@ class RunSession:
         bundle_id = bundle.manifest.id
         job, spec = bundle.job, bundle.spec
         self.release = bundle.manifest.verl
+        self.bundle = bundle  # a dry run's summary says what its launch checked
         # The environment launch.sh sees on a head started here; TUTORRL_PYTHON in it is the job's Python.
         self.job_env = preflight.job_environment(job)
         self.cwd = Path.cwd()
@@ -306,9 +314,12 @@ class RunSession:
             else:
                 from tutorrl.runtime.head import EmbeddedHead
 
+                # Ray's job client takes seconds to import; it loads while the head starts.
+                threading.Thread(target=_import_job_client, name="tutorrl-import-ray", daemon=True).start()
                 self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd,
                                          num_gpus=getattr(self.args, "num_gpus", None),
-                                         python=preflight.job_python(self.job_env))
+                                         python=preflight.job_python(self.job_env),
+                                         lean=bool(self.args.dry_run))
                 self.head.started = lambda head: self._save(
                     head=lifecycle.this_process(head.proc.pid), head_dir=str(head.run_dir))
                 self.head.start(progress, should_stop=interrupts)
@@ -434,7 +445,9 @@ class RunSession:
         self._save(status=state, exit_code=code, ended=records.utc_now(), message=msg)
         progress.clear()
         if summary is not None:
-            self.summary = summary  # printed once the head is stopped: the last thing the user reads
+            # Said as soon as it is known: stopping the head (seconds) follows, and changes nothing.
+            for line in summary:
+                progress.note(line)
             return code
         progress.note(f"{sid}: {status} (exit code {code}); log: {self.run_dir / records.LOG_FILE}")
         if msg and state != "succeeded":
@@ -442,7 +455,8 @@ class RunSession:
         return code
 
     def _dry_run_summary(self) -> list[str]:
-        """Three lines for a successful dry run, in place of verl's printed config."""
+        """The lines of a successful dry run, in place of verl's printed config: what it
+        composed, what it proved and what it did not, where the config and the log are."""
         from tutorrl._files import display_path
 
         log = self.run_dir / records.LOG_FILE
@@ -454,8 +468,17 @@ class RunSession:
         release = self.release
         accepted = (f"accepted all {count} overrides" if count is not None
                     else "accepted every override (their number is not in its output)")
+        spec, job = self.bundle.spec, self.bundle.job
+        try:
+            hook = "tutorrl.evidence.hook_check" in (Path(self.bundle.path) / "launch.sh").read_text()
+        except OSError:
+            hook = False
+        proof = dryrun.proof_lines(release=release, overrides=count, roots=sorted(spec.roots),
+                                   passthrough=submit.passthrough_names(job), evidence_hook=hook,
+                                   gpus=preflight.needed_gpus(spec), uploaded=self.upload)
         return [
             f"dry run succeeded: verl {release} (the bundle's target release) composed its config and {accepted}",
+            *proof,
             f"full composed config: {display_path(config)}",
             f"job log: {display_path(log)}",
         ]

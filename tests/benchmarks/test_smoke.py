@@ -75,6 +75,14 @@ def test_bench_import_smallest():
         assert row in out, out
 
 
+@pytest.mark.slow
+def test_bench_dryrun_smallest():
+    out = _bench("bench_dryrun.py", "--repeat", "1")
+    for row in ("verl's own --cfg job (baseline)", "tutorrl run --dry-run: result printed",
+                "tutorrl run --dry-run: exited", "tutorrl run --dry-run (whole tree)", "Ray PSS"):
+        assert row in out, out
+
+
 def test_bench_hash_smallest():
     out = _bench("bench_hash.py", "--size-gib", "0.01", "--repeat", "1")
     assert "tutorrl manifest" in out and "sha256sum" in out, out

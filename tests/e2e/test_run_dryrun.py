@@ -76,7 +76,13 @@ def _summary(proc, bundle: Path, record: dict, standin_python, cwd: Path, env: d
     run_dir = bundle / "runs" / record["run_id"]
     assert (f"dry run succeeded: verl 0.9.1 (the bundle's target release) composed its config and "
             f"accepted all {len(overrides)} overrides") in proc.stderr
-    shown = dict(line.removeprefix("tutorrl: ").split(": ", 1) for line in proc.stderr.splitlines()[-2:])
+    lines = proc.stderr.splitlines()
+    (first,) = [i for i, line in enumerate(lines) if "dry run succeeded" in line]
+    # Then what it proved and what it did not, the config's path and the log's; an embedded
+    # head is stopped after all of it is said.
+    assert lines[first + 1].startswith("tutorrl: proved: ") and lines[first + 2].startswith("tutorrl: not proved")
+    assert f"composed its config with all {len(overrides)} overrides" in lines[first + 1]
+    shown = dict(line.removeprefix("tutorrl: ").split(": ", 1) for line in lines[first + 3:first + 5])
     assert (cwd / shown["full composed config"]).resolve() == (run_dir / "verl-config.yaml").resolve()
     assert (cwd / shown["job log"]).resolve() == (run_dir / "job.log").resolve()
     # verl's config is in the record, not on the terminal.

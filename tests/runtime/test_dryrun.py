@@ -65,3 +65,33 @@ def test_summarise_writes_verl_config_into_the_run_record(tmp_path):
     # An uploaded bundle ran elsewhere: its output is in the log only.
     (tmp_path / "job.log").write_text("Running entrypoint\n" + CFG_ALL)
     assert dryrun.summarise(tmp_path, tmp_path / "job.log", in_log=True) == (4, tmp_path / "job.log")
+
+
+def _proof(**kw):
+    args = dict(release="0.9.1", overrides=25, roots=["DATA_ROOT"], passthrough=[], evidence_hook=False, gpus=8,
+                uploaded=False)
+    args.update(kw)
+    proved, not_proved = dryrun.proof_lines(**args)
+    return proved, not_proved
+
+
+def test_a_dry_run_says_what_it_proved_and_what_it_did_not():
+    proved, not_proved = _proof()
+    assert proved.startswith("proved: the bundle's files match its manifest; ")
+    assert "launch.sh found verl 0.9.1 in the job's Python" in proved
+    assert "the roots resolved (DATA_ROOT)" in proved
+    assert "composed its config with all 25 overrides" in proved
+    # What a dry run never touches is said as not proved, never as a pass.
+    assert not_proved.startswith("not proved")
+    for words in ("verl's own checks of that config at start", "the 8 GPU(s) it needs", "fits their memory",
+                  "the training stack imports", "the data, the model and the reward function",
+                  "the rollout engine starts"):
+        assert words in not_proved and words not in proved, words
+
+
+def test_the_proof_follows_what_the_launch_checked():
+    proved, _ = _proof(roots=[], passthrough=["WANDB_API_KEY"], evidence_hook=True, overrides=None, uploaded=True)
+    assert "roots" not in proved
+    assert "the passthrough variables reached the job (WANDB_API_KEY)" in proved
+    assert "tutorrl's evidence hook" in proved
+    assert "with every override" in proved and "from Ray's copy of the bundle" in proved
