@@ -71,6 +71,7 @@ import hashlib
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import msgspec
@@ -285,9 +286,14 @@ class _Watch:
     """State kept on the trainer's checkpoint manager between pushes."""
 
     def __init__(self, trainer_mode: str, manager, original: Callable, engines: list[Engine], timeout: float, *,
-                 lora: bool = False, bootstrap: Bootstrap | None = None, no_bootstrap: str | None = None):
+                 lora: bool = False, bootstrap: Bootstrap | None = None, no_bootstrap: str | None = None,
+                 model: str | None = None):
         self.trainer_mode, self.manager, self.original, self.timeout = trainer_mode, manager, original, timeout
         self.lora, self.bootstrap = lora, bootstrap
+        # The seed's compare right after the first update: verl's first sync pushes the actor as it
+        # was loaded, so the engines must then serve the model path's weights (full weights only).
+        self.model = model
+        self.first_sync: Check | None = None
         # Why the bootstrap checksums are not there, for the checks that need them.
         self.no_bootstrap = no_bootstrap or (bootstrap.error if bootstrap is not None else None)
         self.baseline = bootstrap.versions if bootstrap is not None else [read_versions(e, timeout) for e in engines]
@@ -339,6 +345,11 @@ class _Watch:
         self.pushes += 1
         self.last = after
         if pending is None:
+            if not self.lora and self.first_sync is None:
+                self.first_sync = first_sync_check([read_engine(e.url, timeout=self.timeout) for e in engines],
+                                                   global_steps, self.model)
+                if self.first_sync.status == "fail":
+                    _warn(f"after verl's first sync: {self.first_sync.id} failed: {self.first_sync.detail[:500]}")
             if self.lora and self.base_ref is None and self.base_ref_why is None:
                 # verl's first sync of a LoRA run: the base, then the adapter (engine_workers.py:795-805).
                 first = [read_engine(e.url, timeout=self.timeout) for e in engines]
@@ -358,6 +369,11 @@ class _Watch:
         roster = _roster_digest(maps) if maps else None
         changed = None
         checks.append(self._lora_base_check(step, maps, answered) if self.lora else self._bootstrap_check(maps, answered))
+        if not self.lora and self.previous is None:
+            # Recorded with the first publication this run reads: verl's first sync has no checkpoint
+            # of its own to carry a record, so a failure there fails (and, with "stop", stops at) this one.
+            checks.append(self.first_sync or Check(id=FIRST_SYNC, status="skipped", detail=(
+                "verl's first sync was not watched (the watch began at the first save, after it)")))
         if not answered:
             for cid in ("publication.roster_stable", "publication.changed_since_previous"):
                 checks.append(Check(id=cid, status="skipped", detail="an engine did not answer the checksum reading"))
@@ -539,6 +555,50 @@ class _Watch:
         return ctl, Check(id="publication.control", status="pass" if ok else "fail", detail=detail[:2000])
 
 
+FIRST_SYNC = "publication.first_sync_matches_model"
+
+
+def first_sync_check(readings, global_steps: int | None, model: str | None) -> Check:
+    """verl's first sync, checked as the seed's compare after its first update: the engines serve
+    the model path's weights, rebuilt from its safetensors as the engine loads them."""
+    from tutorrl.evidence.safetensors import SafetensorsError
+    from tutorrl.evidence.sglang import _compare, _target_shards, safetensors_sglang_hashes
+
+    bad = [f"{r.observation.url}: {r.observation.error}" for r in readings if r.observation.error]
+    if bad:
+        return Check(id=FIRST_SYNC, status="skipped",
+                     detail=("an engine did not answer after verl's first sync: " + "; ".join(bad))[:2000])
+    if global_steps not in (None, 0):
+        return Check(id=FIRST_SYNC, status="skipped", detail=(
+            f"verl's first sync pushed step {global_steps} (a resumed run): the actor serves the resumed "
+            "checkpoint's weights, not the model path's"))
+    folder = Path(model) if model else None
+    files = sorted(folder.glob("*.safetensors")) if folder is not None and folder.is_dir() else []
+    if not files:
+        return Check(id=FIRST_SYNC, status="skipped", detail=(
+            f"the model path {model!r} is not a local folder of safetensors here: nothing to rebuild the "
+            "served weights from"))
+    shards = _target_shards(readings)
+    if not shards:
+        return Check(id=FIRST_SYNC, status="skipped", detail="no target rank answered with checksums")
+    try:
+        reference = safetensors_sglang_hashes(files)
+    except (SafetensorsError, OSError) as exc:
+        return Check(id=FIRST_SYNC, status="skipped", detail=f"the model path's safetensors cannot be read: {exc}")
+    found, cover = _compare("model path", shards, reference)
+    if found.compared == 0:
+        return Check(id=FIRST_SYNC, status="skipped", detail=(
+            f"no served tensor could be rebuilt from the model path ({reference.layout}); {cover.summary()}"))
+    if found.different:
+        return Check(id=FIRST_SYNC, status="fail", detail=(
+            f"after verl's first sync {found.compared - found.equal} of {found.compared} served shards differ from "
+            f"the model path's weights rebuilt as the engine loads them ({reference.layout}), e.g. "
+            f"{found.different[0]}: the push did not deliver the actor as it was loaded"))
+    return Check(id=FIRST_SYNC, status="pass", detail=(
+        f"after verl's first sync all {found.compared} compared served shards equal the model path's weights "
+        f"({reference.layout})" + (f"; {cover.summary()}" if cover.not_compared else "")))
+
+
 def _control_refusal(readings) -> str | None:
     """Why the control may not run on these engines' sglang release (None: it may)."""
     from tutorrl.evidence.sglang import SNAPSHOT_HELD, snapshot_is_freed
@@ -592,7 +652,8 @@ def _install(manager, watch: _Watch) -> None:
     manager.update_weights = update_weights
 
 
-def watch_from_bootstrap(manager, *, trainer_mode: str, lora: bool, timeout: float = TIMEOUT) -> str | None:
+def watch_from_bootstrap(manager, *, trainer_mode: str, lora: bool, timeout: float = TIMEOUT,
+                         model: str | None = None) -> str | None:
     """Read every engine of ``manager`` now (before verl's first push) and watch its pushes from here on.
 
     None when watched; else why not (the watch is then installed at the first save, without a bootstrap).
@@ -609,7 +670,7 @@ def watch_from_bootstrap(manager, *, trainer_mode: str, lora: bool, timeout: flo
     if boot.error:
         _warn(f"the engines' bootstrap reading failed: {boot.error}")
     _install(manager, _Watch(trainer_mode, manager, manager.update_weights, engines, timeout, lora=lora,
-                             bootstrap=boot))
+                             bootstrap=boot, model=model))
     return None
 
 
@@ -632,7 +693,8 @@ def arm(config, *, timeout: float = TIMEOUT) -> str | None:
         from verl.checkpoint_engine.base import CheckpointEngineManager
     except ImportError as exc:
         return f"verl's CheckpointEngineManager is not importable: {exc}"
-    _ARMED = {"trainer_mode": mode, "lora": lora_adapter_only(config), "timeout": timeout}
+    _ARMED = {"trainer_mode": mode, "lora": lora_adapter_only(config), "timeout": timeout,
+              "model": _path(config, "actor_rollout_ref", "model", "path")}
     if not getattr(CheckpointEngineManager.sleep_replicas, _PATCHED, False):
         original = CheckpointEngineManager.sleep_replicas
 

@@ -30,7 +30,7 @@ import types
 import pytest
 
 from evidence_contract_server import ContractServer
-from evidence_helpers import make_bundle, make_fsdp_step, model_tensors
+from evidence_helpers import make_bundle, make_fsdp_step, model_tensors, write_safetensors
 from tutorrl.evidence import publication
 from tutorrl.evidence.bundle import load_bundle
 from tutorrl.evidence.record import read_records, record_checkpoint
@@ -297,14 +297,14 @@ def test_tutorrl_callback_records_after_the_push(verl_parts, tmp_path, monkeypat
 
 # -- The bootstrap, LoRA, stop at the push, release-dependent refusals ---------------------------------------------
 
-def verl_config(*, rollout="sglang", lora_rank=0, mode="sync"):
+def verl_config(*, rollout="sglang", lora_rank=0, mode="sync", model=None):
     """The slice of verl 0.9.1's trainer config (`_generated_ppo_trainer.yaml`) publication reads."""
     from omegaconf import OmegaConf
 
     return OmegaConf.create({
         "trainer": {"use_v1": True, "v1": {"trainer_mode": mode}},
         "actor_rollout_ref": {"rollout": {"name": rollout},
-                              "model": {"lora_rank": lora_rank, "lora": {"merge": False, "rank": 0}}}})
+                              "model": {"path": model, "lora_rank": lora_rank, "lora": {"merge": False, "rank": 0}}}})
 
 
 @pytest.fixture
@@ -343,6 +343,51 @@ def test_the_first_publication_is_checked_against_the_bootstrap(verl_parts, arme
     assert checks["publication.changed_from_bootstrap"].status == "fail" and a.url in checks[
         "publication.changed_from_bootstrap"].detail
     assert s.predicate.verdict.status == "fail"
+
+
+def _model_folder(path, scale):
+    """A model path as verl loads it: its safetensors (the engine serves them as bf16)."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    write_safetensors(path / "model.safetensors", model_tensors(scale))
+    return path
+
+
+def test_the_first_sync_must_deliver_the_model_path_as_the_seeds_compare_does(verl_parts, armed, tmp_path):
+    """verl's first sync (on_init_end, global_steps 0) pushes the actor as loaded: the engines must then
+    serve the model path's weights, rebuilt as the engine loads them. Recorded with the first publication."""
+    cid = publication.FIRST_SYNC
+    model = _model_folder(tmp_path / "model", 0)
+
+    def first_record(tensors_for, config, start=0, tag="a"):
+        bundle = make_bundle(tmp_path / f"bundles-{tag}")
+        rec = Recorder(bundle, tmp_path / tag)
+        with ContractServer(served(0)) as a:
+            assert armed(config) is None
+            trainer, _ = verl_parts([a], tensors_for, config=config, bootstrap=True)
+            trainer.global_steps = start
+            on_step_end(trainer)  # verl's first sync
+            run_steps(trainer, rec, [start + 1])
+            run_steps(trainer, rec, [start + 2])
+        records = [s for _, s in read_records(bundle)]
+        return [{c.id: c for c in s.predicate.verdict.checks} for s in records], records
+
+    (first, second), records = first_record(served, verl_config(model=str(model)))
+    assert first[cid].status == "pass", first[cid]
+    assert "equal the model path's weights" in first[cid].detail
+    assert cid not in second  # checked once, with the first publication
+
+    # A first sync that delivers other weights than the actor was loaded with fails, and so does its record.
+    (first, _), records = first_record(lambda step: served(7 if step == 0 else step), verl_config(model=str(model)),
+                                      tag="b")
+    assert first[cid].status == "fail" and "did not deliver the actor as it was loaded" in first[cid].detail
+    assert records[0].predicate.verdict.status == "fail"
+
+    # Nothing local to rebuild from, or a resumed run (the first sync pushes the resumed weights): said, not judged.
+    (first, _), _ = first_record(served, verl_config(model="Qwen/Qwen2.5-0.5B-Instruct"), tag="c")
+    assert first[cid].status == "skipped" and "not a local folder of safetensors" in first[cid].detail
+    (first, _), _ = first_record(served, verl_config(model=str(model)), start=3, tag="d")
+    assert first[cid].status == "skipped" and "resumed" in first[cid].detail
 
 
 def test_without_the_bootstrap_the_check_says_why(verl_parts, tmp_path):
