@@ -68,10 +68,12 @@ mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 head_node=${nodes[0]}
 head_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)
 head_ip=${head_ip%% *}  # the first address where a node has several
+# A node shared with other jobs: TUTORRL_RAY_PORT and TUTORRL_RAY_HEAD_OPTIONS (e.g. --dashboard-port=N)
+# move the head off Ray's default ports.
 port=${TUTORRL_RAY_PORT:-6379}
 srun --nodes=1 --ntasks=1 -w "$head_node" \
   ray start --head --disable-usage-stats --node-ip-address="$head_ip" --port="$port" \
-  --num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus=8 --block &
+  --num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus=8 ${TUTORRL_RAY_HEAD_OPTIONS:-} --block &
 for node in "${nodes[@]:1}"; do
   srun --nodes=1 --ntasks=1 -w "$node" \
     ray start --address="$head_ip:$port" --disable-usage-stats \

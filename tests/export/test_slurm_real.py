@@ -1,0 +1,227 @@
+"""`tutorrl export --to slurm` under a real Slurm: slurmctld, slurmd and munged
+from the distribution's packages (Debian's slurm-wlm 22.05), one node on
+loopback with 8 fake GPUs, and the exported script submitted with `sbatch`.
+
+The job is a dry run (`sbatch job.sbatch --cfg job`): it checks the bundle's
+sha256 and re-derives it, writes its own Ray token, starts Ray's head in a
+`srun` step, waits for it with the token and runs launch.sh, whose verl
+(0.9.1, the CPU install in this venv) composes its config and exits. The job's
+HOME holds a stale ``~/.ray/auth_token``, which is what made the export before
+this one hang: Ray 2.60 turns token auth on when that file exists.
+
+Installing needs root and apt-get (CI runs as root on Debian); without them
+the test is skipped with that reason. Every daemon, and every process the job
+started, carries a marker in its environment, and the fixture's finalizer
+ends each of them by id, on failure too. About 25 s here once Slurm is
+installed (the daemons' start ~3 s, the job ~20 s).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import support
+from export_helpers import bundle_named, copy_bundle, export
+
+pytestmark = pytest.mark.slow
+
+NEEDED = ("munged", "slurmctld", "slurmd", "sbatch")
+GPUS = 8  # the chess bundle's 7 trainer GPUs + 1 reward GPU
+MARKER = "TUTORRL_TEST_SLURM"
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _install_or_skip() -> None:
+    if all(shutil.which(d) for d in NEEDED):
+        if os.geteuid() != 0:
+            pytest.skip("slurmd and munged are installed but starting them (and fake GPU devices) needs root")
+        return
+    if os.geteuid() != 0:
+        pytest.skip("Slurm is not installed, and installing slurm-wlm and munge with apt-get needs root")
+    if shutil.which("apt-get") is None:
+        pytest.skip("Slurm is not installed, and there is no apt-get to install slurm-wlm and munge with")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    done = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "slurm-wlm", "munge"], env=env,
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0 or not all(shutil.which(d) for d in NEEDED):
+        pytest.skip(f"apt-get install slurm-wlm munge failed (exit {done.returncode}): {done.stderr[-500:]}")
+
+
+def _marked(marker: str) -> list[int]:
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+class Slurm:
+    def __init__(self, root: Path):
+        self.root = root
+        self.conf = root / "slurm.conf"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_", "TUTORRL_"))}
+        self.env.update(SLURM_CONF=str(self.conf), **{MARKER: str(root)})
+        self.procs: list[subprocess.Popen] = []
+
+    def cmd(self, *argv: str, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60, **kw)
+
+    def start(self) -> None:
+        r, host = self.root, socket.gethostname().split(".")[0]
+        for d in ("munge", "state", "spool", "log", "dev"):
+            (r / d).mkdir(mode=0o700)
+        (r / "munge" / "key").write_bytes(os.urandom(1024))
+        (r / "munge" / "key").chmod(0o600)
+        for i in range(GPUS):  # character devices like /dev/null: slurmd wants a device for each GPU
+            os.mknod(r / "dev" / f"gpu{i}", 0o600 | 0o020000, os.makedev(1, 3))
+        ctld, slurmd = _free_ports(2)
+        self.conf.write_text("\n".join([
+            "ClusterName=tutorrl-test", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={ctld}",
+            f"SlurmdPort={slurmd}", "AuthType=auth/munge", "CredType=cred/munge",
+            f"AuthInfo=socket={r}/munge/socket", "SlurmUser=root", "SlurmdUser=root",
+            f"StateSaveLocation={r}/state", f"SlurmdSpoolDir={r}/spool", f"SlurmctldPidFile={r}/slurmctld.pid",
+            f"SlurmdPidFile={r}/slurmd.pid", f"SlurmctldLogFile={r}/log/slurmctld.log",
+            f"SlurmdLogFile={r}/log/slurmd.log", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory", "MpiDefault=none",
+            "ReturnToService=2", "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
+            "JobAcctGatherType=jobacct_gather/none", "KillWait=5", "GresTypes=gpu",
+            f"NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory=2000 Gres=gpu:{GPUS} State=UNKNOWN",
+            f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP", ""]))
+        # gres.conf sits beside slurm.conf; AutoDetect off: the devices are the fakes above.
+        (r / "gres.conf").write_text(f"AutoDetect=off\nNodeName={host} Name=gpu File={r}/dev/gpu[0-{GPUS - 1}]\n")
+        self._daemon("munged", "-F", "-f", f"--socket={r}/munge/socket", f"--key-file={r}/munge/key",
+                     f"--log-file={r}/log/munged.log", f"--pid-file={r}/munge/pid", f"--seed-file={r}/munge/seed")
+        self._wait(lambda: (r / "munge" / "socket").exists(), 30, "munged's socket")
+        self._daemon("slurmctld", "-D", "-f", str(self.conf))
+        self._wait(lambda: self.cmd("scontrol", "ping").returncode == 0, 60, "slurmctld")
+        self._daemon("slurmd", "-D", "-f", str(self.conf))
+        self._wait(lambda: self.cmd("sinfo", "-h", "-o", "%T").stdout.strip() == "idle", 60, "the node to be idle")
+
+    def _daemon(self, *argv: str) -> None:
+        log = open(self.root / "log" / f"{argv[0]}.stdout", "wb")
+        self.procs.append(subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+                                           stderr=subprocess.STDOUT, start_new_session=True))
+
+    def _wait(self, ready, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            for proc in self.procs:
+                assert proc.poll() is None, f"{proc.args[0]} exited {proc.returncode} before {what}: {self.logs()}"
+            assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}: {self.logs()}"
+            time.sleep(0.2)
+
+    def logs(self) -> str:
+        return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-2000:]}"
+                         for p in sorted((self.root / "log").iterdir()))
+
+    def job(self, job_id: str) -> dict[str, str]:
+        text = self.cmd("scontrol", "-o", "show", "job", job_id).stdout
+        return dict(f.split("=", 1) for f in text.split() if "=" in f)
+
+    def stop(self) -> None:
+        import pwd
+
+        if self.conf.exists():  # the cluster is this test's own: every job on it is the test's
+            self.cmd("scancel", f"--user={pwd.getpwuid(os.getuid()).pw_name}")
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
+        # What the daemons left: job steps (slurmstepd) and the job's Ray, each marked by its environment.
+        for pid in _marked(str(self.root)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    _install_or_skip()
+    # Short: munge's socket and Ray's session folder are AF_UNIX paths (107 bytes at most).
+    root = Path(tempfile.mkdtemp(prefix="trs-", dir="/tmp"))
+    cluster = Slurm(root)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        assert _marked(str(root)) == [], "processes of the test's Slurm are still running"
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_exported_job_starts_ray_and_verl_under_a_real_slurmctld(slurm, tmp_path):
+    bundle = bundle_named("chess-tutor-grpo")
+    copy_bundle(bundle, tmp_path)
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("left-by-an-earlier-ray-init")
+    result = export(f"bundles/{bundle}", "--to", "slurm", "--cpus-per-task", "1", "--mem", "500M", "-o",
+                    "job.sbatch", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    ray_port, *head_ports = _free_ports(5)
+    env = dict(slurm.env, HOME=str(home), TMPDIR=str(slurm.root),  # Ray's session folder: short, the test's own
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{slurm.env['PATH']}", TUTORRL_PYTHON=sys.executable,
+               TUTORRL_RAY_PORT=str(ray_port),
+               TUTORRL_RAY_HEAD_OPTIONS=" ".join(f"--{name}={port}" for name, port in zip(
+                   ("dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port", "metrics-export-port"),
+                   head_ports)))
+    started = time.monotonic()
+    submitted = subprocess.run(["sbatch", "--parsable", "job.sbatch", "--cfg", "job"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    job = slurm.job(job_id)
+    assert job["NumCPUs"] == "1" and "mem=500M" in job["TRES"] and job["TresPerNode"] == f"gres:gpu:{GPUS}", job
+    # COMPLETING: the batch script has ended (its exit code is the job's) and Slurm is ending its
+    # steps -- Ray's head, which drains for up to 30 s; the fixture's finalizer ends what remains.
+    done = ("COMPLETING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+    slurm._wait(lambda: slurm.job(job_id).get("JobState") in done, 300, f"job {job_id} to end")
+    job, elapsed = slurm.job(job_id), time.monotonic() - started
+    out = (tmp_path / f"tutorrl-{bundle}-{job_id}.out").read_text(errors="replace")
+    assert job["JobState"] in ("COMPLETING", "COMPLETED") and job["ExitCode"] == "0:0", \
+        f"{job}\n{out[-3000:]}\n{slurm.logs()}"
+    # The bundle check, re-derivation included, ran inside the job before anything else.
+    assert out.startswith(f"ok: bundles/{bundle} is bundle sha256:{bundle}") and "re-derived from its spec" in out
+    # Ray's head came up in its srun step; the token-carrying probe saw it (no InvalidAuthToken hang).
+    assert "Ray runtime started." in out and "InvalidAuthToken" not in out
+    # verl's own Hydra composed the bundle's config (--cfg job) and printed it.
+    assert "experiment_name: chess-tutor-grpo\n" in out and "\nray_kwargs:\n" in out
+    # The job's token folder is gone; the stale file in ~/.ray was neither used nor touched.
+    assert not list(tmp_path.glob(".tutorrl-slurm-*"))
+    assert (home / ".ray" / "auth_token").read_text() == "left-by-an-earlier-ray-init"
+    print(f"slurm job {job_id}: submitted to {job['JobState']} in {elapsed:.1f} s")
