@@ -13,7 +13,7 @@ _EXPORTS = {
     "WriteResult": "bundle",
     "write_bundle": "bundle",
     "compile_bytes": "compile",
-    "compile_spec": "compile",
+    "compile_spec": "family",
     "compile_family": "family",
     "LoadedBundle": "verify",
     "verify_bundle": "verify",

@@ -1,41 +1,17 @@
-"""Spec file -> :class:`CompiledBundle`: the whole compiler as one pure function."""
+"""Spec bytes -> :class:`CompiledBundle`: the whole compiler as one pure function (a spec file,
+with its bases and sweep, is compiler/family.py's)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from tutorrl.compiler import roots
 from tutorrl.compiler.bundle import CompiledBundle, assemble
 from tutorrl.compiler.keymap import load_lock
-from tutorrl.compiler.load import parse_spec, read_spec_bytes
+from tutorrl.compiler.load import parse_spec
 from tutorrl.compiler.normalize import normalize
 from tutorrl.compiler.resolve import resolve
 from tutorrl.compiler.rules import check_rules
 from tutorrl.compiler.settings import variant_of
 from tutorrl.errors import Finding, SpecError
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-
-def compile_spec(path: str | Path, *, display_name: str | None = None) -> CompiledBundle:
-    """The one launch of the spec file at ``path``, its bases read beside it; a sweep (many
-    launches) is :func:`tutorrl.compiler.family.compile_family`'s."""
-    name = display_name or str(path)
-    raw = read_spec_bytes(path, name)
-    from tutorrl.compiler.compose import might_compose
-
-    if not might_compose(raw):
-        return compile_bytes(raw, name)
-    from tutorrl.compiler.family import compile_raw
-
-    launches = compile_raw(str(path), name, raw)
-    if len(launches) > 1:
-        from tutorrl.errors import Problem
-
-        raise SpecError([Problem(f"is a sweep of {len(launches)} points, not one launch; compile_family() (or "
-                                 "`tutorrl compile`) gives one bundle per point", file=name)])
-    return launches[0].bundle
 
 
 def compile_bytes(raw: bytes, name: str) -> CompiledBundle:

@@ -260,3 +260,15 @@ def bases_of(path: str, raw: bytes, read: Callable[[str, str], bytes] = read_spe
         return [s.name for s in read_chain(path, path, raw, read)[1:]]
     except SpecError:
         return []
+
+
+def compile_spec(path, *, display_name: str | None = None,
+                 read: Callable[[str, str], bytes] = read_spec_bytes) -> CompiledBundle:
+    """The one launch of the spec file at ``path``, its bases read beside it; a sweep
+    (many launches) is refused, naming :func:`compile_family`."""
+    name = display_name or str(path)
+    launches = compile_family(str(path), display_name=name, read=read)
+    if len(launches) > 1:
+        raise SpecError([Problem(f"is a sweep of {len(launches)} points, not one launch; compile_family() (or "
+                                 "`tutorrl compile`) gives one bundle per point", file=name)])
+    return launches[0].bundle
