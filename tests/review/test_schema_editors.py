@@ -86,7 +86,7 @@ def test_the_schema_directive_at_a_specs_top_attaches_it_without_a_config(projec
     directive = _readme_block("as the first line of a spec").strip()
     assert directive == "#:schema ../tutorrl.schema.json"
     spec = project / "specs" / "gsm8k_custom_reward.toml"
-    spec.write_text(f"{directive}\n{spec.read_text()}")
+    spec.write_text(f"{directive}\n\n{spec.read_text()}")  # tombi reads a directive only above a blank line
     assert _lint(project, "specs/gsm8k_custom_reward.toml").returncode == 0
     spec.write_text(spec.read_text().replace('engine = "vllm"', 'engine = "sglangg"', 1))
     result = _lint(project, "specs/gsm8k_custom_reward.toml")
