@@ -38,7 +38,7 @@ import tomllib
 from pathlib import Path
 
 import tomli_w
-from bench_compile import _ENV, install
+from bench_compile import install
 from bench_many import _timed
 
 SPEC = Path(__file__).resolve().parent.parent / "specs" / "chess_tutor_grpo.toml"
