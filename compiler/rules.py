@@ -150,6 +150,14 @@ def _evidence(spec: Spec) -> list[Finding]:
             "so reset_tensors would leave the engines serving random base weights that no re-push restores",
             "remove publication_control; a LoRA run's record checks that the served base is unchanged and says the "
             "adapter is not verifiable"))
+    elif (spec.trainer.evidence_callback is True and lora is not None and (lora.rank or 0) > 0
+          and spec.rollout.engine == "sglang"):
+        # Said before the run, so the record's "adapter not verifiable" is expected, not a surprise.
+        out.append(Finding(
+            "model.lora.rank",
+            "the in-run publication check of this LoRA run proves the served base unchanged, not the adapter: sglang "
+            "keeps LoRA adapter weights as plain tensor attributes (srt/lora/layers.py), which /weights_checker does "
+            "not hash, so every record says \"adapter not verifiable\"", None, "warning"))
     return out
 
 

@@ -659,6 +659,25 @@ def test_publication_control_with_lora_is_refused_at_compile_time():
     compile_bytes(tomli_w.dumps(doc).encode(), "full.toml")
 
 
+def test_a_lora_run_on_sglang_is_told_at_compile_time_that_its_adapter_is_not_verifiable():
+    import tomllib
+
+    import tomli_w
+
+    from evidence_helpers import EXAMPLE_SPEC
+    from tutorrl.compiler import compile_bytes
+
+    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
+    doc["model"]["lora"] = {"rank": 8, "alpha": 16}
+    doc.setdefault("trainer", {})["evidence_callback"] = True
+    doc.setdefault("rollout", {})["engine"] = "sglang"
+    warned = [w.render() for w in compile_bytes(tomli_w.dumps(doc).encode(), "lora.toml").warnings]
+    assert any("model.lora.rank" in w and "adapter not verifiable" in w for w in warned), warned
+    doc["model"]["lora"]["rank"] = 0  # the full model: every pushed tensor is checked, nothing to say
+    warned = [w.render() for w in compile_bytes(tomli_w.dumps(doc).encode(), "full.toml").warnings]
+    assert not any("adapter" in w for w in warned), warned
+
+
 def test_publication_control_is_warned_about_the_sglang_releases_that_keep_the_snapshot():
     import tomllib
 
