@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _diff(args) -> int:
+    import os
     import sys
 
     from tutorrl.compiler.verify import apply_trust_digests
@@ -91,7 +92,20 @@ def _diff(args) -> int:
         if not args.new:
             raise InputError([Problem("give two bundles or specs to compare (or a set: several, a folder of bundles, "
                                       "a sweep's spec), or one spec and --against REF")])
-        old, new = load_side(args.old), load_side(args.new[0])
+        from tutorrl.errors import SpecError
+
+        try:
+            old = load_side(args.old)
+        except SpecError:
+            from tutorrl.review import layers
+
+            # A partial base of the other spec: what that spec writes over it, as written.
+            if not os.path.isfile(args.new[0]) or not layers.extends(args.old, args.new[0]):
+                raise
+            result = layers.layer_diff(args.old, args.new[0])
+            sys.stdout.write(layers.render_layers(result, args.format))
+            return 1 if result.changes else 0
+        new = load_side(args.new[0])
     from tutorrl.cli import printable
 
     for warning in (*old.warnings, *new.warnings):

@@ -57,3 +57,19 @@ def test_text_and_markdown_have_a_row_per_varying_setting(sweep, capsys):
 def test_the_same_launch_named_twice_is_no_difference(sweep, capsys):
     assert cli.main(["diff", sweep[0], sweep[0], sweep[0]]) == 0
     assert "0 settings vary" in capsys.readouterr().out
+
+
+def test_a_partial_base_and_its_child_are_compared_as_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "base.toml").write_bytes(BASE.replace(b'verl = "0.5.0"\n', b""))  # no release: no launch alone
+    (tmp_path / "child.toml").write_text('[experiment]\nextends = "base.toml"\nverl = "0.5.0"\n'
+                                         '[actor]\nlr = 3e-6\n[trainer]\nloggers = ["console", "tensorboard"]\n')
+    assert cli.main(["diff", "base.toml", "child.toml", "--format", "json"]) == 1
+    changes = {c["setting"]: (c["base"], c["spec"]) for c in json.loads(capsys.readouterr().out)["changes"]}
+    assert changes == {"experiment.verl": (None, "0.5.0"), "actor.lr": (None, 3e-6),
+                       "trainer.loggers": (["console"], ["console", "tensorboard"])}
+    assert cli.main(["diff", "base.toml", "child.toml"]) == 1
+    assert "~ trainer.loggers: [\"console\"] -> [\"console\", \"tensorboard\"]" in capsys.readouterr().out
+    # A spec that does not compile and extends nothing it is compared with is still its error.
+    (tmp_path / "other.toml").write_bytes(BASE)
+    assert cli.main(["diff", "base.toml", "other.toml"]) == 2
