@@ -125,7 +125,9 @@ def check(table: Any, locate) -> list[Problem]:
                 problems.append(locate(at, "expected a non-empty array of the values the setting takes"))
                 continue
             if kind == "zip":
+                # Zipped values go together: only a repeated combination is one launch twice.
                 lengths[key] = len(values)
+                continue
             dupes = [v for i, v in enumerate(values) if v in values[:i] and not isinstance(v, (dict, list))]
             if dupes:
                 problems.append(locate(at, f"the value {_shown(dupes[0])} is given twice",
@@ -135,6 +137,16 @@ def check(table: Any, locate) -> list[Problem]:
         for key in lengths:
             problems.append(locate((SWEEP, "zip", key), f"zip's arrays take their values together and must "
                                                         f"have equal lengths: {said}"))
+    elif lengths:
+        import json
+
+        rows = [json.dumps([table["zip"][k][i] for k in lengths], sort_keys=True, default=str)
+                for i in range(next(iter(lengths.values())))]
+        twice = next((i for i, row in enumerate(rows) if row in rows[:i]), None)
+        if twice is not None:
+            problems.append(locate((SWEEP, "zip", next(iter(lengths)), str(twice)),
+                                   f"zip's values at position {twice + 1} repeat an earlier combination",
+                                   "each point of a sweep is a different launch"))
     if not problems and not seen:
         problems.append(locate((SWEEP,), "a sweep with no settings", "give grid = { ... } or zip = { ... }"))
     if not problems:

@@ -79,13 +79,23 @@ GRIDS = st.fixed_dictionaries({}, optional={
 }).filter(bool)
 
 
+@st.composite
+def zips(draw):
+    n = draw(st.integers(0, 3))
+    if not n:
+        return {}
+    return {"data.seed": draw(st.lists(st.integers(0, 2**31), min_size=n, max_size=n, unique=True)),
+            "trainer.save_freq": draw(st.lists(st.integers(1, 50), min_size=n, max_size=n))}
+
+
 @settings(max_examples=25, deadline=None)
-@given(GRIDS)
-def test_a_sweeps_bundles_are_the_bundles_of_its_points_written_out(grid):
-    child = tomli_w.dumps({"experiment": {"extends": "base.toml"}, "sweep": {"grid": grid}}).encode()
+@given(GRIDS, zips())
+def test_a_sweeps_bundles_are_the_bundles_of_its_points_written_out(grid, zipped):
+    sweep = {"grid": grid, **({"zip": zipped} if zipped else {})}
+    child = tomli_w.dumps({"experiment": {"extends": "base.toml"}, "sweep": sweep}).encode()
     launches = compile_chain([Source(name="sweep.toml", rel="sweep.toml", raw=child),
                               Source(name="base.toml", rel="base.toml", raw=BASE)])
-    count = 1
+    count = len(next(iter(zipped.values()))) if zipped else 1
     for values in grid.values():
         count *= len(values)
     assert len(launches) == count
@@ -115,6 +125,7 @@ def test_a_problem_of_some_points_names_each_and_one_of_all_is_said_once():
     ('grid = { "actor.lr" = [] }', ["non-empty array"]),
     ('grid = { "actor.lr" = 1e-6 }', ["non-empty array"]),
     ('grid = { "rollout.n" = [1, 1] }', ["given twice"]),
+    ('zip = { "rollout.n" = [1, 2, 1], "actor.lr" = [1e-6, 1e-6, 1e-6] }', ["repeat an earlier combination"]),
     ('zip = { "rollout.n" = [1, 2], "actor.lr" = [1e-6] }', ["equal lengths", "rollout.n has 2", "actor.lr has 1"]),
     ('grid = { "rollout.n" = [1] }\nzip = { "rollout.n" = [2] }', ["swept in both"]),
     ('grid = { "experiment.extends" = ["a.toml"] }', ["not a setting"]),
