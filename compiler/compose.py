@@ -152,7 +152,7 @@ class ComposedLocator(Locator):
         last = layers[chain[-1]]
         if probe == path and len(chain) > 1:
             earlier = [_at(layers[i], path) for i in dict.fromkeys(chain[:-1])]
-            message += f" (set in {', then '.join(earlier)}; overridden in {_at(last, path)})"
+            message += f" (set in {', then '.join(earlier)}, overridden in {_at(last, path)})"
         where = last.where(path)
         line, column = where if where is not None else (None, None)
         return Problem(message, file=last.name, line=line, column=column, key=".".join(path) or None, hint=hint)

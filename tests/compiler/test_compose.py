@@ -85,7 +85,7 @@ def test_a_value_overridden_is_placed_in_the_child_and_names_the_base(family):
     base_line = _line_of(BASE.decode(), "train_batch_size")
     assert (problem.file, problem.line, problem.key) == (str(child), _line_of(child.read_text(), "train_batch_size"),
                                                          "data.train_batch_size")
-    assert f"set in {family / 'bases' / 'base.toml'}:{base_line}; overridden in {child}:" in problem.message
+    assert f"set in {family / 'bases' / 'base.toml'}:{base_line}, overridden in {child}:" in problem.message
 
 
 def test_a_value_the_child_leaves_alone_is_placed_in_the_base(tmp_path):
@@ -195,7 +195,7 @@ def test_the_last_layer_that_writes_a_key_decides_and_is_named(docs):
         earlier = list(dict.fromkeys(writers[:-1]))
         if earlier:
             named = problem.message.split("(set in ", 1)[1]
-            assert [w.split(":")[0] for w in named.split("; overridden in ")[0].split(", then ")] == [
+            assert [w.split(":")[0] for w in named.split(", overridden in ")[0].split(", then ")] == [
                 f"l{n}.toml" for n in earlier]
         else:
             assert problem.message == "wrong"
