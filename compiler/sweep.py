@@ -63,9 +63,9 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value) if not re.fullmatch(r"[A-Za-z0-9._/:+-]+", value) else value
     if isinstance(value, (dict, list)):
-        import tomli_w
+        import json
 
-        return tomli_w.dumps({"v": value}).split(" = ", 1)[1].strip() if isinstance(value, list) else str(value)
+        return json.dumps(value, default=str)  # one line: a label or a table cell
     return repr(value)
 
 
