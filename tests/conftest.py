@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -27,3 +28,15 @@ def standin_python(tmp_path_factory):
 @pytest.fixture(scope="session")
 def example_specs() -> list[Path]:
     return support.example_specs()
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test ends with the environment it began with. Commands run in-process (`cli.main`)
+    may set variables for the processes they start (`--trust-digests` sets TUTORRL_TRUST_DIGESTS
+    for a detached supervisor); left set, one made the next test's bundle check pass or fail by order."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
