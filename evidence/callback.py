@@ -74,6 +74,8 @@ ON_FAILURE = ("record", "stop")
 # Snapshots waiting behind the one being hashed (see the module docstring).
 MAX_WAITING = 2
 # Hashing threads beside training: the trainer process also feeds the GPUs.
+# They run at the lowest priority (hashing.hash_jobs(background=True)), so
+# on a host with few cores they take what training leaves, not half of it.
 HASH_THREADS = 4
 
 # verl 0.9.1 calls on_save right after writing the tracker, before on_step_end
@@ -255,7 +257,8 @@ class EvidenceCallback(_Base):
         from tutorrl.evidence.statement import decode_record
 
         bundle = load_bundle(Path(self.bundle_dir))
-        inspection = task.snapshot.hash(workers=min(HASH_THREADS, default_workers()), progress=False)
+        inspection = task.snapshot.hash(workers=min(HASH_THREADS, default_workers()), progress=False,
+                                        background=True)
         path = append_record(bundle, self.run_id, inspection, source="callback", finished=None,
                              publication_skip_reason=task.skip_reason, observed=task.observed)
         # The record's own verdict: file checks and, where read, publication checks.

@@ -119,12 +119,51 @@ def _run(job: Job, progress: Progress | None) -> dict[str, str]:
     return out
 
 
+# The nice value of hashing threads beside training (`hash_jobs(background=True)`):
+# the lowest priority. A nice-0 trainer thread sharing a core with one gets
+# 1024/(1024+15) of it from CFS; where nothing else runs the threads still get
+# every core. The cost: beside other busy processes too (a loaded host) the
+# hash waits for them, ~1.5% of a core per competitor -- on the shared 2-core
+# test box at load 8, 36 s for 1.25 GiB against 11 s at nice 10 and 3 s at 0,
+# while the trainer kept 92% of its rate against 72% and 33%
+# (benchmarks/bench_hash_beside.py). A record that slow makes the next save
+# wait for a queue slot (the callback's MAX_WAITING): training slows, no record
+# is lost. Nice 10 (`nice`'s default) kept too little of the trainer's rate.
+BACKGROUND_NICE = 19
+
+
+def lower_this_thread() -> bool:
+    """The lowest CPU priority (BACKGROUND_NICE) for the calling thread; False where not for it alone.
+
+    Linux keeps a nice value per thread (``setpriority`` of a thread id), so
+    only the hashing thread yields: the trainer's threads keep theirs. POSIX
+    says the call is process-wide, and elsewhere (macOS) it is, so it is made
+    on Linux only. A nice value cannot be lowered again without privilege, so
+    only threads that end with the hash (the pool's) are ever given one.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BACKGROUND_NICE))
+    except OSError:
+        return False
+    return True
+
+
 def hash_jobs(jobs: list[Job], *, workers: int | None = None, progress: Progress | None = None,
-              errors: dict[str, OSError] | None = None) -> dict[str, str]:
+              errors: dict[str, OSError] | None = None, background: bool = False) -> dict[str, str]:
     """sha256 hex of every range key in `jobs`, computed in parallel.
 
     A job that cannot be read raises its OSError, unless `errors` is given:
     then every range key of that job maps to the error there and the rest go on.
+
+    `background`: the hash runs beside other work in this process (the
+    in-run callback beside verl's trainer). Its threads take the lowest
+    priority (:func:`lower_this_thread`): on a small host they no longer take
+    the cores from a CPU-bound trainer (with both cores hashing, a trainer
+    thread kept 23% of its idle rate, issue 26), and where nothing else runs
+    they still get every core, so an idle host hashes at full speed.
     """
     workers = workers or default_workers()
     ordered = sorted(jobs, key=lambda j: j.nbytes, reverse=True)
@@ -139,11 +178,13 @@ def hash_jobs(jobs: list[Job], *, workers: int | None = None, progress: Progress
             return {}
 
     results: dict[str, str] = {}
-    if workers == 1 or len(ordered) <= 1:
+    if (workers == 1 or len(ordered) <= 1) and not background:
         for job in ordered:
             results.update(one(job))
         return results
-    with ThreadPoolExecutor(max_workers=min(workers, len(ordered)), thread_name_prefix="tutorrl-hash") as pool:
+    # In the background even one job gets a pool thread: the caller's own thread keeps its priority.
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(ordered))), thread_name_prefix="tutorrl-hash",
+                            initializer=lower_this_thread if background else None) as pool:
         for part in pool.map(one, ordered):
             results.update(part)
     return results

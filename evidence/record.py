@@ -223,11 +223,14 @@ class Snapshot:
                        f"e.g. {moved[0]}")
         return Check(id="files.stable", status="pass", detail=detail)
 
-    def hash(self, *, workers: int | None = None, progress: bool | None = None) -> Inspection:
-        """The slow half: hash every file and tensor, then judge stability and build the inspection."""
+    def hash(self, *, workers: int | None = None, progress: bool | None = None,
+             background: bool = False) -> Inspection:
+        """The slow half: hash every file and tensor, then judge stability and build the inspection
+        (``background``: at the lowest CPU priority, beside training; see ``hash_jobs``)."""
         bar = Progress(self.nbytes, label=f"hashing {self.step_dir.name}", enabled=progress)
         try:
-            digests = hash_jobs(self.jobs, workers=workers or default_workers(), progress=bar)
+            digests = hash_jobs(self.jobs, workers=workers or default_workers(), progress=bar,
+                                background=background)
         except OSError as exc:
             raise CheckpointError(f"{self.step_dir}: {exc}") from None
         finally:

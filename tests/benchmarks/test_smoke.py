@@ -83,6 +83,12 @@ def test_bench_dryrun_smallest():
         assert row in out, out
 
 
+def test_bench_hash_beside_smallest():
+    out = _bench("bench_hash_beside.py", "--size-gib", "0.02", "--rounds", "1", "--idle-s", "0.2")
+    for row in ("before: normal priority", "now: lowest priority (nice 19)", "compare: nice 10", "hashlib bound"):
+        assert row in out, out
+
+
 def test_bench_hash_smallest():
     out = _bench("bench_hash.py", "--size-gib", "0.01", "--repeat", "1")
     assert "tutorrl manifest" in out and "sha256sum" in out, out

@@ -65,3 +65,37 @@ def test_a_name_that_is_not_utf8_is_reported_not_hashed(tmp_path):
     files, links = list_files(tmp_path)
     assert [f[0] for f in files] == ["ok.bin"] and links == ["w\\xff.bin (name not UTF-8)"]
     assert all(s.encode("utf-8") for s in links)  # every entry can go into the record
+
+
+class _PriorityProbe(Progress):
+    """A progress counter that notes the nice value of each thread that reports bytes."""
+
+    def __init__(self, total):
+        super().__init__(total, enabled=False)
+        self.seen = {}
+
+    def add(self, n):
+        import threading
+
+        tid = threading.get_native_id()
+        self.seen[tid] = os.getpriority(os.PRIO_PROCESS, tid)
+        super().add(n)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_background_hashing_lowers_its_own_threads_only(tmp_path, workers):
+    """On Linux (a nice value per thread; the suite runs there): the pool's threads yield, the caller does not."""
+    import threading
+
+    from tutorrl.evidence import hashing
+
+    sizes = _tree(tmp_path)
+    files, _ = list_files(tmp_path)
+    jobs = [Job(p, ((rel, 0, n),)) for rel, p, n in files]
+    me = threading.get_native_id()
+    mine = os.getpriority(os.PRIO_PROCESS, me)
+    probe = _PriorityProbe(sum(sizes.values()))
+    assert hash_jobs(jobs, workers=workers, background=True, progress=probe) == hash_jobs(jobs, workers=workers)
+    assert probe.seen and me not in probe.seen  # hashed in pool threads, even with one worker
+    assert set(probe.seen.values()) == {max(mine, hashing.BACKGROUND_NICE)}
+    assert os.getpriority(os.PRIO_PROCESS, me) == mine  # the caller (the trainer's thread) keeps its own
