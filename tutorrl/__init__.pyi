@@ -3,6 +3,7 @@
 from tutorrl.api import Run as Run
 from tutorrl.api import Verification as Verification
 from tutorrl.api import compile as compile
+from tutorrl.api import compile_family as compile_family
 from tutorrl.api import diff as diff
 from tutorrl.api import load as load
 from tutorrl.api import run as run

@@ -29,13 +29,14 @@ import msgspec
 
 if TYPE_CHECKING:
     from tutorrl.compiler.bundle import CompiledBundle, WriteResult
+    from tutorrl.compiler.family import CompiledPoint
     from tutorrl.compiler.verify import LoadedBundle
     from tutorrl.review.model import Diff
     from tutorrl.runtime.observe import Stopped
     from tutorrl.runtime.options import Jobs, RunOptions
     from tutorrl.runtime.records import RunRecord
 
-__all__ = ["Run", "Verification", "compile", "diff", "load", "run", "verify", "write"]
+__all__ = ["Run", "Verification", "compile", "compile_family", "diff", "load", "run", "verify", "write"]
 
 
 def compile(spec: str | os.PathLike | bytes, *, name: str | None = None) -> CompiledBundle:  # noqa: A001
@@ -49,6 +50,20 @@ def compile(spec: str | os.PathLike | bytes, *, name: str | None = None) -> Comp
     if isinstance(spec, (bytes, bytearray, memoryview)):
         return compile_bytes(bytes(spec), name or "<spec>")
     return compile_spec(spec, display_name=name)
+
+
+def compile_family(spec: str | os.PathLike, *, sets: list[str] | tuple[str, ...] = ()) -> list[CompiledPoint]:
+    """A spec file with its bases (``extends``) and its ``[sweep]``: one compiled bundle per point.
+
+    Each :class:`~tutorrl.compiler.family.CompiledPoint` has ``bundle`` and
+    ``point`` (None for a spec without a sweep). ``sets`` are ``--set``
+    assignments (``"actor.lr=3e-6"``), typed as the setting says. Nothing is
+    written: :func:`write` each ``bundle``. Raises :class:`~tutorrl.errors.SpecError`
+    with every problem of every point, each named.
+    """
+    from tutorrl.compiler import compile_family as family
+
+    return family(str(spec), sets=tuple(sets))
 
 
 def write(compiled: CompiledBundle, out: str | os.PathLike = "bundles") -> WriteResult:

@@ -20,6 +20,7 @@ import tutorrl
 
 SURFACE = {
     "compile": "(spec: 'str | os.PathLike | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
+    "compile_family": "(spec: 'str | os.PathLike', *, sets: 'list[str] | tuple[str, ...]' = ()) -> 'list[CompiledPoint]'",
     "write": "(compiled: 'CompiledBundle', out: 'str | os.PathLike' = 'bundles') -> 'WriteResult'",
     "load": "(bundle: 'str | os.PathLike', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
     "verify": "(bundle: 'str | os.PathLike', *, rehash: 'bool' = False, jobs: 'int | None' = None, "
@@ -32,7 +33,8 @@ SURFACE = {
 
 
 def test_the_surface_is_what_it_was():
-    assert tutorrl.__all__ == ["Run", "RunOptions", "Verification", "compile", "diff", "load", "run", "verify", "write"]
+    assert tutorrl.__all__ == ["Run", "RunOptions", "Verification", "compile", "compile_family", "diff", "load", "run",
+                               "verify", "write"]
     assert {name: str(inspect.signature(getattr(tutorrl, name))) for name in SURFACE} == SURFACE
     assert [m for m in ("logs", "state", "stop", "evidence") if callable(getattr(tutorrl.Run, m))] == [
         "logs", "state", "stop", "evidence"]
@@ -94,3 +96,13 @@ def test_compile_write_load_verify_diff(tmp_path):
     assert json.dumps(msgspec.to_builtins(changes))  # typed, and plain data once converted
     same = tutorrl.diff(spec, spec)
     assert same.same and not same.explained
+
+
+def test_compile_family_gives_one_bundle_per_point():
+    family = support.REPO / "specs" / "families" / "chess_tutor_lr_sweep.toml"
+    points = tutorrl.compile_family(family)
+    assert len(points) == 12 and all(p.point is not None for p in points)
+    assert len({p.bundle.manifest.digest for p in points}) == 12
+    one = tutorrl.compile_family(support.REPO / "specs" / "tiny_cpu_grpo.toml", sets=["actor.lr=3e-6"])
+    assert len(one) == 1 and one[0].point is None
+    assert one[0].bundle.manifest.digest != tutorrl.compile(support.REPO / "specs" / "tiny_cpu_grpo.toml").manifest.digest
