@@ -13,8 +13,8 @@ and the standard library (no hydra, omegaconf or verl).
 from __future__ import annotations
 
 import functools
+import os
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -94,10 +94,10 @@ class KeySet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return difflib.get_close_matches(key, sorted(self.keys), n=n, cutoff=0.6)
 
 
-def _data_dir() -> Path:
+def _data_dir() -> str:
     # The folder beside this module, as templates are found: importlib.resources
     # (~5-12 ms to import) cost every compile of a spec with extra_overrides (issue 26).
-    return Path(__file__).with_name("keysets")
+    return os.path.join(os.path.dirname(__file__), "keysets")
 
 
 def available_keysets() -> list[tuple[str, str]]:
@@ -108,8 +108,8 @@ def available_keysets() -> list[tuple[str, str]]:
 @functools.cache
 def _available() -> tuple[tuple[str, str], ...]:
     found = []
-    for entry in _data_dir().iterdir():
-        match = _FILE_RE.match(entry.name)
+    for name in os.listdir(_data_dir()):
+        match = _FILE_RE.match(name)
         if match:
             found.append((match["release"], match["variant"]))
     return tuple(sorted(found, key=lambda rv: (release_sort_key(rv[0]), rv[1])))
@@ -135,9 +135,10 @@ def load_keyset(release: str, variant: str) -> KeySet:
         raise InputError(
             [Problem(f"unknown verl variant {variant!r}", hint=f"expected one of {', '.join(VARIANTS)}")]
         )
-    entry = _data_dir().joinpath(f"verl-{release}-{variant}.json")
+    name = f"verl-{release}-{variant}.json"
     try:
-        data = entry.read_bytes()
+        with open(os.path.join(_data_dir(), name), "rb") as fh:
+            data = fh.read()
     except (FileNotFoundError, IsADirectoryError):
         have = available_keysets()
         listing = ", ".join(f"{r} ({v})" for r, v in have) or "none"
@@ -154,7 +155,7 @@ def load_keyset(release: str, variant: str) -> KeySet:
         raise InputError(
             [
                 Problem(
-                    f"packaged key set {entry.name} is inconsistent: schema {keyset.schema!r}, "
+                    f"packaged key set {name} is inconsistent: schema {keyset.schema!r}, "
                     f"release {keyset.release!r}, variant {keyset.variant!r}",
                     hint="re-run `tutorrl keys import`",
                 )
