@@ -81,9 +81,18 @@ class Cluster:
                                                  name="scontrol", body=_SCONTROL_BODY))
         self._write("ray", _RECORDER.format(python=sys.executable, what="Ray's `ray start`", name="ray", body=""))
 
-    def _write(self, name: str, text: str) -> None:
-        (self.bin / name).write_text(text)
-        (self.bin / name).chmod(0o755)
+    def _write(self, name: str, text: str, folder: Path | None = None) -> None:
+        path = (folder or self.bin) / name
+        path.write_text(text)
+        path.chmod(0o755)
+
+    def sky_template(self, home: Path) -> None:
+        """SkyPilot's Ray template, ~/sky_templates/ray/start_cluster, on a node whose HOME is ``home``:
+        records the environment it is steered by (RAY_HEAD_PORT, RAY_DASHBOARD_AGENT_LISTEN_PORT, ...)."""
+        folder = home / "sky_templates" / "ray"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._write("start_cluster", _RECORDER.format(python=sys.executable, what="SkyPilot's Ray template",
+                                                      name="start_cluster", body=""), folder)
 
     def env(self, **extra: str) -> dict:
         env = {k: v for k, v in os.environ.items()

@@ -1,7 +1,15 @@
 """`tutorrl export --to skypilot`: valid against SkyPilot's own task and
 resources schemas (tools/export_schemas.py records them from the skypilot
 package), and the `run:` script, run with real bash on each rank, checks the
-bundle, starts Ray and runs launch.sh on rank 0 only."""
+bundle, has SkyPilot's Ray template start Ray with token auth and runs
+launch.sh on rank 0 only.
+
+The template (``~/sky_templates/ray/start_cluster``, which SkyPilot puts on
+its nodes) is not run here: it is tested against its documented contract --
+the environment variables it reads (RAY_HEAD_PORT,
+RAY_DASHBOARD_AGENT_LISTEN_PORT; SKYPILOT_NODE_RANK and the others from
+SkyPilot) -- by a stand-in that records them. SkyPilot itself is not a test
+dependency (its install pulls a web server, a database layer and cloud SDKs)."""
 
 from __future__ import annotations
 
@@ -54,46 +62,60 @@ def test_the_schema_refuses_what_skypilot_refuses():
 def test_nodes_gpus_and_secrets_map_to_skypilot_fields():
     task = _task(_bundle_named("chess-tutor-grpo-wandb"))  # 1 x (7 + 1 reward), WANDB_API_KEY
     assert task["num_nodes"] == 1 and task["resources"]["accelerators"] == "H100:8"
-    assert task["secrets"] == {"WANDB_API_KEY": None}  # a name, never a value
+    assert task["secrets"] == {"RAY_AUTH_TOKEN": None, "WANDB_API_KEY": None}  # names, never values
     task = _task(_bundle_named("chess-tutor-megatron-tp4"))
-    assert task["num_nodes"] == 2 and task["resources"]["accelerators"] == "H100:8" and "secrets" not in task
+    assert task["num_nodes"] == 2 and task["resources"]["accelerators"] == "H100:8"
+    assert task["secrets"] == {"RAY_AUTH_TOKEN": None}
 
 
-def test_run_script_starts_ray_on_every_rank_and_trains_on_rank_0_only(cluster, tmp_path):
+def test_run_script_starts_ray_with_skypilots_template_and_trains_on_rank_0_only(cluster, tmp_path):
+    """SkyPilot's ~/sky_templates/ray/start_cluster starts Ray (head on rank 0, a worker elsewhere,
+    nothing where the user's Ray already runs); here it is a stand-in that records the environment
+    the template's documented variables are read from (RAY_HEAD_PORT,
+    RAY_DASHBOARD_AGENT_LISTEN_PORT) -- the template itself is SkyPilot's, on its nodes."""
     bundle = _bundle_named("chess-tutor-grpo-wandb")
     task = _task(bundle)
     home = tmp_path / "home"
     shutil.copytree(support.BUNDLES / bundle, home / "tutorrl-bundles" / bundle)  # what file_mounts does
+    cluster.sky_template(home)
     script = tmp_path / "run.sh"
     script.write_text(task["run"])
     env = dict(HOME=str(home), SKYPILOT_NODE_IPS="10.0.0.1\n10.0.0.2", SKYPILOT_NUM_NODES="2",
-               WANDB_API_KEY="k-123456")
+               WANDB_API_KEY="k-123456", RAY_AUTH_TOKEN="t-cluster")
 
-    result = cluster.run(script, cwd=tmp_path, SKYPILOT_NODE_RANK="0", **env)
-    assert result.returncode == 0, result.stderr
-    (head,) = cluster.calls("ray")
-    assert head["argv"][:2] == ["start", "--head"] and "--num-gpus=8" in head["argv"]
-    assert head["env"]["WANDB_API_KEY"] == "k-123456"
-    (wait,) = cluster.calls("wait-nodes")
-    assert wait["argv"][-2:] == ["10.0.0.1:6379", "2"]
-    (train,) = cluster.calls("python")
-    assert train["argv"][:2] == ["-m", "verl.trainer.main_ppo"] and train["env"]["RAY_ADDRESS"] == "10.0.0.1:6379"
+    for rank, trains in (("0", True), ("1", False)):
+        result = cluster.run(script, tmp_path, SKYPILOT_NODE_RANK=rank, RAY_AUTH_TOKEN_PATH="/elsewhere", **env)
+        assert result.returncode == 0, result.stderr
+        (start,) = cluster.calls("start_cluster")
+        assert cluster.calls("ray") == []  # no `ray start` of the task's own
+        # SkyPilot's agent holds 52365; the user's Ray takes the template's other port. Token auth on, by the secret.
+        assert start["env"]["RAY_HEAD_PORT"] == "6379" and start["env"]["RAY_DASHBOARD_AGENT_LISTEN_PORT"] == "52366"
+        assert start["env"]["RAY_AUTH_MODE"] == "token" and start["env"]["RAY_AUTH_TOKEN"] == "t-cluster"
+        assert "RAY_AUTH_TOKEN_PATH" not in start["env"]
+        assert start["env"]["WANDB_API_KEY"] == "k-123456"  # the bundle's environment reaches Ray's raylets
+        if trains:
+            (wait,) = cluster.calls("wait-nodes")
+            assert wait["argv"][-2:] == ["10.0.0.1:6379", "2"] and wait["env"]["RAY_AUTH_MODE"] == "token"
+            (train,) = cluster.calls("python")
+            assert train["argv"][:2] == ["-m", "verl.trainer.main_ppo"]
+            assert train["env"]["RAY_ADDRESS"] == "10.0.0.1:6379" and train["env"]["RAY_AUTH_TOKEN"] == "t-cluster"
+        else:
+            assert cluster.calls("wait-nodes") == [] and cluster.calls("python") == []
 
-    # A worker rank joins the head and trains nothing. (The head is reached on
-    # the address SkyPilot gives; here it is a loopback listener.)
-    import socket
 
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        port = listener.getsockname()[1]
-        worker_script = tmp_path / "run-worker.sh"
-        worker_script.write_text(task["run"].replace("6379", str(port)))
-        result = cluster.run(worker_script, cwd=tmp_path, SKYPILOT_NODE_RANK="1",
-                             **{**env, "SKYPILOT_NODE_IPS": "127.0.0.1\n10.0.0.2"})
-    assert result.returncode == 0, result.stderr
-    (join,) = cluster.calls("ray")
-    assert join["argv"][:2] == ["start", f"--address=127.0.0.1:{port}"] and cluster.calls("python") == []
+def test_run_script_needs_the_clusters_ray_token(cluster, tmp_path):
+    bundle = _bundle_named("chess-tutor-grpo")
+    task = _task(bundle)
+    assert task["secrets"] == {"RAY_AUTH_TOKEN": None}  # a name: SkyPilot asks for it at launch
+    home = tmp_path / "home"
+    shutil.copytree(support.BUNDLES / bundle, home / "tutorrl-bundles" / bundle)
+    cluster.sky_template(home)
+    script = tmp_path / "run.sh"
+    script.write_text(task["run"])
+    result = cluster.run(script, tmp_path, HOME=str(home), SKYPILOT_NODE_RANK="0", SKYPILOT_NODE_IPS="10.0.0.1",
+                         SKYPILOT_NUM_NODES="1")
+    assert result.returncode != 0 and "RAY_AUTH_TOKEN: is the Ray token of this cluster" in result.stderr
+    assert cluster.calls("start_cluster") == [] and cluster.calls("python") == []
 
 
 def test_run_script_refuses_a_changed_bundle_on_the_node(cluster, tmp_path):

@@ -54,7 +54,8 @@ def test_skypilot_task_of_a_bundle_in_a_folder_named_with_payloads_has_no_extra_
     result = export(shown, "--to", "skypilot", "--accelerator", "H100", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     task = yaml.safe_load(result.stdout)
-    assert sorted(task) == ["file_mounts", "name", "num_nodes", "resources", "run"]
+    assert sorted(task) == ["file_mounts", "name", "num_nodes", "resources", "run", "secrets"]
+    assert task["secrets"] == {"RAY_AUTH_TOKEN": None}
     assert task["file_mounts"] == {f"~/tutorrl-bundles/{bundle}": shown}
     assert "touch" not in task["run"]
     # Every line before the task is one comment line.
