@@ -299,3 +299,17 @@ def test_array_element_from_empty_output_gets_a_last_round_without_set_u(tmp_pat
     assert cap.unset == {"SLURM_JOB_NODELIST": "__UNSET_SLURM_JOB_NODELIST__"}
     assert cap.unresolved == ["nodes_array[0]"]
     assert only_launch(cap).overrides == ["+ray_kwargs.ray_init.address=:6379"]
+
+
+def test_the_exit_waiter_says_when_the_script_is_done():
+    """capture waits for its jail through a pidfd: False while the process runs, True once it exited."""
+    import subprocess
+
+    from tutorrl.importer.capture import _exit_waiter
+
+    proc = subprocess.Popen(["bash", "-c", "read -r _"], stdin=subprocess.PIPE)
+    waited = _exit_waiter(proc)
+    assert waited(0.01) is False and proc.returncode is None
+    proc.stdin.close()  # bash's read sees EOF and the process ends
+    assert waited(60) is True and proc.returncode is not None
+    assert waited(0.01) is True
