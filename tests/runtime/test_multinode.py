@@ -1,0 +1,182 @@
+"""`tutorrl run --address` against a real two-node Ray cluster on this machine:
+a head and a worker node (`ray start --address`), each with its own temp
+folder and ports, on loopback only, token auth as a cluster would have it, and
+1 GPU declared on each (`--num-gpus=1`; nothing here uses a GPU). A spec of
+`resources.nodes = 2` x 1 trainer GPU fits exactly; one asking 2 GPUs a node
+does not, and is refused with the numbers before anything is submitted.
+
+Placement is proved, not assumed: the job (a stand-in launch.sh, as verl's
+trainer would) reserves one GPU on each of two nodes in a STRICT_SPREAD
+placement group, as verl's resource pools do per node, runs a task in each
+and prints the node each ran on; the test compares those ids with the two
+nodes Ray's state API lists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from runtime_helpers import clean_env, procs_with_env, records_of, run_tutorrl, wait_for
+
+pytestmark = pytest.mark.slow
+
+MARKER = "TUTORRL_TEST_MULTINODE"
+
+PLACE_LAUNCH = """#!/usr/bin/env bash
+set -euo pipefail
+python - <<'PY'
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+ray.init()
+pg = placement_group([{"GPU": 1, "CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=120)
+
+@ray.remote(num_gpus=1, num_cpus=1)
+def where():
+    return ray.get_runtime_context().get_node_id()
+
+ids = ray.get([where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+    placement_group=pg, placement_group_bundle_index=i)).remote() for i in range(2)])
+print("placed on nodes=[%s]" % ",".join(ids))
+PY
+"""
+
+
+def _start(argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A head and a worker node, like the runtime conftest's ray_cluster head (token
+    auth, a loopback dashboard), plus a second raylet joining it."""
+    from tutorrl.runtime import cluster
+    from tutorrl.runtime.head import free_ports
+
+    root = Path(tempfile.mkdtemp(prefix="tmn-", dir="/tmp"))  # short: Ray's AF_UNIX paths live below it
+    token = secrets.token_hex(16)
+    (root / "token").write_text(token)
+    gcs, dash, client, agent, m1, m2, mexp, w_agent, w_mexp = free_ports(9)
+    env = clean_env(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(root / "token"),
+                    TMPDIR=str(root), AUTOSCALER_METRIC_PORT=str(m1), DASHBOARD_METRIC_PORT=str(m2),
+                    PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+                    **{MARKER: str(root)})
+    ray = str(Path(sys.executable).parent / "ray")
+    procs = []
+    url = f"http://127.0.0.1:{dash}"
+    headers = cluster.auth_headers(token)
+    try:
+        (root / "head").mkdir()
+        procs.append(_start(
+            [ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--dashboard-agent-listen-port={agent}",
+             f"--ray-client-server-port={client}", f"--metrics-export-port={mexp}", "--include-dashboard=true",
+             "--disable-usage-stats", f"--temp-dir={root}/head", "--num-gpus=1", "--num-cpus=2"],
+            env, root / "head.log"))
+
+        def alive(n):
+            def check():
+                for proc in procs:
+                    assert proc.poll() is None, (root / "head.log").read_text()[-3000:]
+                try:
+                    return cluster.cluster_resources(url, headers).alive_nodes >= n
+                except Exception:
+                    return False
+            return check
+
+        wait_for(alive(1), 120, "the head node")
+        (root / "worker").mkdir()
+        procs.append(_start(
+            [ray, "start", "--block", f"--address=127.0.0.1:{gcs}", "--node-ip-address=127.0.0.1",
+             f"--dashboard-agent-listen-port={w_agent}", f"--metrics-export-port={w_mexp}", "--disable-usage-stats",
+             f"--temp-dir={root}/worker", "--num-gpus=1", "--num-cpus=2"],
+            env, root / "worker.log"))
+        wait_for(alive(2), 120, "the worker node to join")
+        yield {"url": url, "token": token, "headers": headers}
+    finally:
+        for proc in reversed(procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in procs_with_env(MARKER, str(root)):  # what left the process groups (Ray's workers)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _absolute(make_bundle, workdir, **kw) -> Path:
+    return make_bundle(train=str(workdir / "data/train.parquet"), val=str(workdir / "data/val.parquet"),
+                       output_dir=str(workdir / "out"), **kw)
+
+
+def _state_nodes(two_nodes) -> list[dict]:
+    req = urllib.request.Request(f"{two_nodes['url']}/api/v0/nodes?detail=1", headers=two_nodes["headers"])
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return [n for n in json.load(resp)["data"]["result"]["result"] if n["state"] == "ALIVE"]
+
+
+def test_preflight_counts_both_nodes_and_the_job_spans_them(two_nodes, make_bundle, workdir):
+    nodes = _state_nodes(two_nodes)
+    assert len(nodes) == 2 and {n["resources_total"].get("GPU") for n in nodes} == {1.0}
+    env = clean_env(RAY_AUTH_TOKEN=two_nodes["token"])
+
+    # A dry run of the real launch.sh (verl composes its config): the GPUs it would need are 2,
+    # and the cluster's 2 are the sum over both nodes.
+    dry = run_tutorrl(["run", str(_absolute(make_bundle, workdir, nodes=2, gpus=1)), "--address",
+                       two_nodes["url"], "--dry-run"], workdir, env, timeout=400)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert f"a real run needs 2 GPU, {two_nodes['url']} has 2" in dry.stderr
+
+    # A real run of 2 nodes x 1 GPU passes preflight on those numbers, and its job's
+    # placement (one GPU bundle per node, STRICT_SPREAD) lands on both nodes.
+    bundle = _absolute(make_bundle, workdir, launch=PLACE_LAUNCH, nodes=2, gpus=1)
+    real = run_tutorrl(["run", str(bundle), "--address", two_nodes["url"]], workdir, env, timeout=400)
+    assert real.returncode == 0, real.stderr[-3000:]
+    (record,) = records_of(bundle)
+    assert record["status"] == "succeeded", record
+    log = (bundle / "runs" / record["run_id"] / "job.log").read_text()
+    (line,) = [s for s in log.splitlines() if s.startswith("placed on nodes=[")]
+    placed = line[len("placed on nodes=["):-1].split(",")
+    assert sorted(placed) == sorted(n["node_id"] for n in nodes)
+
+
+def test_a_spec_needing_more_than_both_nodes_is_refused_before_submission(two_nodes, make_bundle, workdir):
+    bundle = _absolute(make_bundle, workdir, launch=PLACE_LAUNCH, nodes=2, gpus=2)
+    before = _jobs(two_nodes)
+    proc = run_tutorrl(["run", str(bundle), "--address", two_nodes["url"]], workdir,
+                       clean_env(RAY_AUTH_TOKEN=two_nodes["token"]))
+    assert proc.returncode == 2, proc.stderr
+    assert (f"the spec needs 4 GPU (resources.nodes 2 x trainer_gpus_per_node 2 + reward_gpus 0), "
+            f"but {two_nodes['url']} has 2 GPU over 2 ALIVE node(s)") in proc.stderr
+    assert records_of(bundle)[0]["status"] == "refused"
+    assert _jobs(two_nodes) == before  # nothing reached the cluster
+
+
+def _jobs(two_nodes) -> list[str]:
+    req = urllib.request.Request(f"{two_nodes['url']}/api/jobs/", headers=two_nodes["headers"])
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return sorted(j.get("submission_id") or j.get("job_id") or "" for j in json.load(resp))
