@@ -186,8 +186,9 @@ def run_set(args) -> int:
             from tutorrl.runtime.head import EmbeddedHead
 
             job_env = preflight.job_environment(loaded[0].job)
+            # A set of dry runs gets the lean head a single dry run gets (head.py: only the job API's parts).
             head = EmbeddedHead(run_id=set_id, workdir=Path.cwd(), num_gpus=getattr(args, "num_gpus", None),
-                                python=preflight.job_python(job_env))
+                                python=preflight.job_python(job_env), lean=bool(args.dry_run))
             head.start(progress, should_stop=lambda: stop["signum"] is not None)
             url = head.url
             env["RAY_AUTH_TOKEN"] = head.token
