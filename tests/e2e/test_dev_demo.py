@@ -48,6 +48,14 @@ def test_demo_trains_records_evidence_verifies_and_says_what_next(tmp_path):
     # Short: verl's own output is in train.log, not on the terminal.
     assert "actor_rollout_ref" not in proc.stdout
     assert len(out) + len(err) < 50, proc.stdout + proc.stderr
+    # What a healthy run shows: no warnings from Ray or verl, no "missing" notes about the demo's own
+    # files, no line a terminal has to wrap several times (one of 733 characters once).
+    shown = out + err
+    assert not [line for line in shown if "WARNING" in line or " missing" in line or "Hugging Face Hub id" in line], (
+        proc.stdout + proc.stderr)
+    # (The demo's folder is spelled out in full on its last lines; it counts as one word.)
+    longest = max((line.replace(str(tmp_path / "demo"), "DEMO") for line in shown), key=len)
+    assert len(longest) < 300, longest
     # It ends saying what the bundle is, where it is, and what to do next.
     what, where, nxt = out[-3:]
     assert what.startswith("The bundle is the launch, sealed: launch.sh")
