@@ -5,7 +5,8 @@ bundle, has SkyPilot's Ray template start Ray with token auth and runs
 launch.sh on rank 0 only.
 
 The template (``~/sky_templates/ray/start_cluster``, which SkyPilot puts on
-its nodes) is not run here: it is tested against its documented contract --
+its nodes) is not run here (test_skypilot_template.py runs the real one, from
+SkyPilot's wheel, with real Ray): here it is tested against its documented contract --
 the environment variables it reads (RAY_HEAD_PORT,
 RAY_DASHBOARD_AGENT_LISTEN_PORT; SKYPILOT_NODE_RANK and the others from
 SkyPilot) -- by a stand-in that records them. SkyPilot itself is not a test
