@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -129,6 +130,14 @@ def prepare(cap, source: str, script_dir: Path, home: str | None = None,
     places = [(cap.home, home, "HOME"), (cap.workdir, str(script_dir), workdir_root)]
     # The longer sandbox folder first: one may lie inside the other.
     places.sort(key=lambda p: -len(p[0] or ""))
+    roots = [(name, actual) for _, actual, name in places if actual]
+    taken = {name for name, _ in roots}
+    for name, folder in _defaulted_folders(cap.script):
+        if name not in taken and name not in cap.unset:
+            roots.append((name, folder))
+            taken.add(name)
+    # rootify takes the longest folder first: a variable's folder may lie under the home.
+    roots.sort(key=lambda r: -len(r[1]))
 
     def real(text: str) -> str:
         for sandbox, actual, _ in places:
@@ -144,9 +153,32 @@ def prepare(cap, source: str, script_dir: Path, home: str | None = None,
     out = []
     for launch in cap.launches:
         out.append(Prepared(source, launch.config_name, _config_path(launch, real),
-                            [real(o) for o in launch.overrides], dict(cap.unset), others,
-                            [(name, actual) for _, actual, name in places if actual], clock))
+                            [real(o) for o in launch.overrides], dict(cap.unset), others, list(roots), clock))
     return out
+
+
+#: ``${NAME:-/abs/folder}`` (or ``${NAME-...}``) in a script: a folder the author let the environment choose.
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?-(/[^\s$`\"'{}()|;&<>*?]*)\}")
+
+
+def _defaulted_folders(script: str) -> list[tuple[str, str]]:
+    """(variable, folder) for each ``${NAME:-/folder}`` the script's own text reads.
+
+    The author wrote the folder as a default the environment may replace: a
+    machine-specific place, which a spec names by a root of that name with
+    that default. Only an absolute folder below ``/`` counts; a name given two
+    different folders counts for neither.
+    """
+    try:
+        text = Path(script).read_text(errors="replace")
+    except OSError:
+        return []
+    found: dict[str, set[str]] = {}
+    for name, folder in _DEFAULTED.findall(text):
+        folder = folder.rstrip("/")
+        if folder and name != "HOME":
+            found.setdefault(name, set()).add(folder)
+    return [(name, next(iter(folders))) for name, folders in found.items() if len(folders) == 1]
 
 
 def _clock_answer(argv: list[str], epoch: int) -> str:

@@ -169,3 +169,27 @@ def test_default_release_is_one_where_the_launch_as_written_composes(tmp_path):
     assert report["release"] == "0.3.0.post1", report["release_reason"]
     assert "where the launch as written composes" in report["release_reason"]
     assert report["exact"] is True, report["not_checked"]
+
+
+def test_a_folder_the_environment_may_replace_becomes_a_root(tmp_path):
+    # ${NAME:-/folder}: the author let the environment choose the folder; the spec names it by a root.
+    script = _script(tmp_path, "MODEL=${MODEL_PATH:-/opt/models/Qwen2.5-0.5B}\n"
+                     "data_dir=${data_dir:-/mnt/shared/data}\nCKPT=${CKPT:-./ckpt}\n" + LAUNCH + COMMON
+                     + "    actor_rollout_ref.model.path=$MODEL \\\n"
+                     "    data.train_files=$data_dir/gsm8k/train.parquet \\\n"
+                     "    data.val_files=/mnt/shared/data/gsm8k/test.parquet \\\n"
+                     "    trainer.default_local_dir=$CKPT \\\n    trainer.total_epochs=2\n")
+    out = tmp_path / "spec.toml"
+    proc = _import(str(script), "--verl", "0.9.1", "-o", str(out), "--format", "json", cwd=tmp_path)
+    report = _json(proc)
+    assert report["exact"] is True, report
+    spec = tomllib.loads(out.read_text())
+    assert spec["model"]["path"] == "$MODEL_PATH"
+    # The same folder written out is the same place: it is named by the root too.
+    assert spec["data"]["train"] == "$data_dir/gsm8k/train.parquet"
+    assert spec["data"]["val"] == "$data_dir/gsm8k/test.parquet"
+    assert spec["roots"]["MODEL_PATH"] == {"default": "/opt/models/Qwen2.5-0.5B"}
+    assert spec["roots"]["data_dir"] == {"default": "/mnt/shared/data"}
+    assert "CKPT" not in spec["roots"]  # a relative default is where the job runs, not this machine's
+    assert report["roots"]["MODEL_PATH"] == "/opt/models/Qwen2.5-0.5B"
+    assert support.cli("compile", str(out), "--out", str(tmp_path / "b")).returncode == 0
