@@ -2,7 +2,7 @@
 # Set up a virtualenv and run tutorrl's main job or its whole test suite.
 #
 #   bash tools/dev.sh demo   # set up, train a tiny model for real with verl 0.5.0 on the CPU, verify its checkpoints' evidence
-#   bash tools/dev.sh test   # set up (verl + torch for the CPU, and the two training environments), then every test and the staleness gate
+#   bash tools/dev.sh test   # set up (verl + torch for the CPU, the two training environments and a CPU sglang server's), then every test and the staleness gate
 #
 # Needs Python >= 3.11 (PYTHON=python3.12 to choose one); the virtualenv is
 # .venv (TUTORRL_VENV to choose another). Set-up prints one line per phase;
@@ -159,6 +159,45 @@ setup_training_091() {
   fi
 }
 
+# The test command's real sglang server (tests/evidence/test_sglang_cpu_real.py):
+# sglang 0.5.14 serving the tiny model on the CPU, so tutorrl's publication
+# checks read a real /weights_checker. sglang pins torch 2.11 and CUDA-only
+# kernels, so the CPU torch goes in first, then the pure-Python packages its
+# server needs (tools/cpu_training/sglang-0.5.14-cpu.txt, as pip's
+# constraints), then sglang itself with --no-deps. The patches it needs on the
+# CPU are post-import hooks on the server's PYTHONPATH
+# (tools/cpu_training/sglang_cpu); no installed file is edited.
+sglang_venv="${TUTORRL_SGLANG_CPU_VENV:-.venv-sglang-cpu}"
+sglang_stack="tools/cpu_training/sglang-0.5.14-cpu.txt"
+
+setup_sglang_cpu() {
+  local started=$SECONDS stamp="$sglang_venv/.tutorrl-sglang-setup" want
+  # The package list below is part of what the stamp covers: a changed list sets up again.
+  want="$(cat "$sglang_stack"; declare -f setup_sglang_cpu; echo "$torch_pin"; python_version "$python")"
+  if [ -x "$sglang_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "setup: $sglang_venv is up to date with $sglang_stack; nothing to install"
+  elif [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$sglang_venv/bin/python" ]; then
+    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $sglang_venv as it is"
+  else
+    mkdir -p "$(dirname "$log")"
+    if [ ! -x "$sglang_venv/bin/python" ]; then
+      phase "creating the CPU sglang virtualenv $sglang_venv" "$python" -m venv "$sglang_venv"
+    fi
+    local pip=("$sglang_venv/bin/python" -m pip install --progress-bar off)
+    phase "upgrading pip in $sglang_venv" "${pip[@]}" --upgrade pip
+    phase "installing $torch_pin (CPU build) in $sglang_venv" "${pip[@]}" "$torch_pin"
+    phase "installing sglang 0.5.14's serving requirements (none of its CUDA ones) in $sglang_venv" \
+      "${pip[@]}" -c "$sglang_stack" "$torch_pin" "transformers==5.8.1" "openai==2.6.1" "soundfile==0.13.1" \
+      fastapi uvicorn uvloop pyzmq aiohttp requests tqdm numpy psutil pydantic orjson pybase64 msgspec packaging \
+      prometheus-client python-multipart pillow einops partial_json_parser sentencepiece setproctitle triton IPython \
+      dill compressed-tensors gguf jsonschema
+    phase "installing sglang 0.5.14 itself (--no-deps) in $sglang_venv" "${pip[@]}" -c "$sglang_stack" --no-deps \
+      "sglang==0.5.14"
+    printf '%s' "$want" >"$stamp"
+    echo "setup: CPU sglang environment ready in $((SECONDS - started))s"
+  fi
+}
+
 command="${1:-}"
 case "$command" in
   demo)
@@ -205,9 +244,11 @@ case "$command" in
     setup "test"
     setup_training
     setup_training_091
+    setup_sglang_cpu
     TUTORRL_TRAIN_PYTHON="$(absolute "$train_venv")/bin/python" TUTORRL_TINY_DIR="$(absolute "$tiny")"
     TUTORRL_TRAIN091_PYTHON="$(absolute "$train091_venv")/bin/python"
-    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON
+    TUTORRL_SGLANG_CPU_PYTHON="$(absolute "$sglang_venv")/bin/python"
+    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON TUTORRL_SGLANG_CPU_PYTHON
     "$venv/bin/tutorrl" check
     "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 "${@:2}"
     ;;
