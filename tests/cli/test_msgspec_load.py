@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import support
 
 PROBE = """
@@ -27,7 +26,6 @@ print(json.dumps({"code": code, "loaded": loaded, "later": typing_extensions.__n
 
 
 def test_compile_runs_without_typing_extensions_and_leaves_it_importable(tmp_path):
-    pytest.importorskip("typing_extensions")  # installed with the test extras; the point is moot without it
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-c", PROBE, str(support.SPECS / "chess_tutor_grpo.toml"),
                            str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=120)
