@@ -88,7 +88,8 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
         + check_script(bundle)
         + "# Exported before `ray start`: Ray's workers inherit the environment of the node's raylet.\n"
         "source \"$bundle/bundle.env\"\n"
-        "export TUTORRL_BUNDLE_DIR=\"$(cd \"$bundle\" && pwd)\"\n"
+        "TUTORRL_BUNDLE_DIR=\"$(cd \"$bundle\" && pwd)\"  # apart from `export`, so a failing cd stops the job\n"
+        "export TUTORRL_BUNDLE_DIR\n"
         "export TUTORRL_RUN_ID=\"slurm-${SLURM_JOB_ID:-unknown}\"\n"
         + AUTH
         + wait_function()

@@ -46,7 +46,8 @@ else
 fi
 # Exported before `ray start`: Ray's workers inherit the environment of the node's raylet.
 source "$bundle/bundle.env"
-export TUTORRL_BUNDLE_DIR="$(cd "$bundle" && pwd)"
+TUTORRL_BUNDLE_DIR="$(cd "$bundle" && pwd)"  # apart from `export`, so a failing cd stops the job
+export TUTORRL_BUNDLE_DIR
 export TUTORRL_RUN_ID="slurm-${SLURM_JOB_ID:-unknown}"
 # Ray's token auth, set up by this job alone: a fresh token in a folder of its own (never ~/.ray),
 # which every `ray start`, the readiness probe and verl's ray.init() read.
