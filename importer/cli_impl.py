@@ -173,10 +173,16 @@ def _defaulted_folders(script: str) -> list[tuple[str, str]]:
         text = Path(script).read_text(errors="replace")
     except OSError:
         return []
+    from tutorrl.compiler import rules
+
     found: dict[str, set[str]] = {}
     for name, folder in _DEFAULTED.findall(text):
         folder = folder.rstrip("/")
-        if folder and name != "HOME":
+        # A name the compiler refuses as a root (bash's own, one that takes the launch over, a
+        # secret's, tutorrl's) keeps its literal value: the spec must still compile.
+        if folder and name != "HOME" and not (rules.bash_changes(name) or rules.takes_over(name)
+                                              or rules.looks_secret(name)
+                                              or name.startswith(rules.RESERVED_ENV_PREFIX)):
             found.setdefault(name, set()).add(folder)
     return [(name, next(iter(folders))) for name, folders in found.items() if len(folders) == 1]
 

@@ -174,10 +174,11 @@ def test_default_release_is_one_where_the_launch_as_written_composes(tmp_path):
 def test_a_folder_the_environment_may_replace_becomes_a_root(tmp_path):
     # ${NAME:-/folder}: the author let the environment choose the folder; the spec names it by a root.
     script = _script(tmp_path, "MODEL=${MODEL_PATH:-/opt/models/Qwen2.5-0.5B}\n"
-                     "data_dir=${data_dir:-/mnt/shared/data}\nCKPT=${CKPT:-./ckpt}\n" + LAUNCH + COMMON
+                     "data_dir=${data_dir:-/mnt/shared/data}\nCKPT=${CKPT:-./ckpt}\n"
+                     "LIB=${PYTHONPATH:-/opt/lib}\n" + LAUNCH + COMMON
                      + "    actor_rollout_ref.model.path=$MODEL \\\n"
-                     "    data.train_files=$data_dir/gsm8k/train.parquet \\\n"
-                     "    data.val_files=/mnt/shared/data/gsm8k/test.parquet \\\n"
+                     "    data.train_files=\"['$data_dir/gsm8k/train.parquet','/mnt/shared/data/more.parquet']\" \\\n"
+                     "    data.val_files=$LIB/test.parquet \\\n"
                      "    trainer.default_local_dir=$CKPT \\\n    trainer.total_epochs=2\n")
     out = tmp_path / "spec.toml"
     proc = _import(str(script), "--verl", "0.9.1", "-o", str(out), "--format", "json", cwd=tmp_path)
@@ -186,10 +187,12 @@ def test_a_folder_the_environment_may_replace_becomes_a_root(tmp_path):
     spec = tomllib.loads(out.read_text())
     assert spec["model"]["path"] == "$MODEL_PATH"
     # The same folder written out is the same place: it is named by the root too.
-    assert spec["data"]["train"] == "$data_dir/gsm8k/train.parquet"
-    assert spec["data"]["val"] == "$data_dir/gsm8k/test.parquet"
+    assert spec["data"]["train"] == ["$data_dir/gsm8k/train.parquet", "$data_dir/more.parquet"]
+    # A name that takes the launch over cannot name a folder: its value stays literal.
+    assert spec["data"]["val"] == "/opt/lib/test.parquet"
     assert spec["roots"]["MODEL_PATH"] == {"default": "/opt/models/Qwen2.5-0.5B"}
     assert spec["roots"]["data_dir"] == {"default": "/mnt/shared/data"}
     assert "CKPT" not in spec["roots"]  # a relative default is where the job runs, not this machine's
+    assert "PYTHONPATH" not in spec["roots"]
     assert report["roots"]["MODEL_PATH"] == "/opt/models/Qwen2.5-0.5B"
     assert support.cli("compile", str(out), "--out", str(tmp_path / "b")).returncode == 0
