@@ -12,8 +12,8 @@ this one hang: Ray 2.60 turns token auth on when that file exists.
 Installing needs root and apt-get (CI runs as root on Debian); without them
 the test is skipped with that reason. Every daemon, and every process the job
 started, carries a marker in its environment, and the fixture's finalizer
-ends each of them by id, on failure too. About 25 s here once Slurm is
-installed (the daemons' start ~3 s, the job ~20 s).
+ends each of them by id, on failure too. 35 to 55 s on the 2-core development
+machine once Slurm is installed (the job, submit to end, ~30 s of it).
 """
 
 from __future__ import annotations
