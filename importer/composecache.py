@@ -95,15 +95,25 @@ def c_yaml():
         del _ORIGINAL[get_yaml_loader]
 
 
-def config_digest(label: str, folders: list[Path]) -> str:
-    """sha256 over ``label`` and every YAML file (relative path and bytes) under ``folders``."""
+# A config folder is a few dozen files; one with more (a launch's --config-path
+# naming a big tree) is composed the whole way rather than walked and read.
+MAX_FILES = 2000
+
+
+def config_digest(label: str, folders: list[Path]) -> str | None:
+    """sha256 over ``label`` and every YAML file (relative path and bytes) under
+    ``folders``; None for folders holding more than MAX_FILES files in all."""
     h = hashlib.sha256(_FORMAT + label.encode() + b"\0")
+    seen = 0
     for folder in folders:
         h.update(str(folder).encode() + b"\0")
         if not folder.is_dir():
             continue
         for dirpath, dirnames, filenames in os.walk(folder):
             dirnames.sort()
+            seen += len(filenames) + len(dirnames)
+            if seen > MAX_FILES:
+                return None
             for name in sorted(filenames):
                 if name.endswith((".yaml", ".yml")):
                     path = Path(dirpath) / name
@@ -122,7 +132,8 @@ def names_a_group(override: str, folders: list[Path]) -> bool:
 
 def base_config(compose_whole, config_name: str, folders: list[Path], cache: Path) -> bytes | None:
     """The base (``config_name`` composed with no overrides, as a plain dict by
-    ``compose_whole()``, the first time), pickled; None where it does not compose.
+    ``compose_whole()``, the first time), pickled; None where it does not compose or
+    its folders are too big to digest (MAX_FILES).
     Kept in ``cache`` and in this process; a cache folder that cannot be written
     costs the next process one compose, never the import."""
     import hydra
@@ -132,7 +143,10 @@ def base_config(compose_whole, config_name: str, folders: list[Path], cache: Pat
     name = config_name.removesuffix(".yaml")
     # The pickle is OmegaConf's, the overrides' reading Hydra's: a new release of either is a new key.
     versions = f"{name}\0omegaconf {omegaconf.__version__}\0hydra {hydra.__version__}"
-    target = cache / config_digest(versions, folders) / f"{name}.pickle"
+    digest = config_digest(versions, folders)
+    if digest is None:
+        return None
+    target = cache / digest / f"{name}.pickle"
     if target in _KEPT:
         return _KEPT[target]
     try:

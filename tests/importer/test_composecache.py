@@ -127,3 +127,10 @@ def test_libyaml_reads_every_config_file_as_omegaconf_does():
     with composecache.c_yaml():
         assert _utils.get_yaml_loader() is loader
     assert _utils.get_yaml_loader() is not loader
+
+
+def test_a_config_folder_too_big_to_digest_composes_the_whole_way(tmp_path, monkeypatch):
+    monkeypatch.setattr(composecache, "MAX_FILES", 5)  # verl's config folder holds more than 5 files
+    overrides = LAUNCHES[0]
+    assert compose(ROOT, "ppo_trainer", overrides, cache=tmp_path) == _whole(overrides)
+    assert not list(tmp_path.iterdir()), "a base was kept for a folder it did not digest"
