@@ -3,6 +3,13 @@
     python tools/corpus.py tags --verl-git GITDIR
     python tools/corpus.py run --verl-git GITDIR --tag v0.7.0 --tag v0.5.0 [--target 0.7.1]
                            [--cache DIR] [--out docs/corpus] [--wheel-cache DIR]
+    python tools/corpus.py thirdparty --mirror-root DIR [--sources docs/corpus/thirdparty-sources.json]
+
+``thirdparty`` measures launch scripts of public repositories that use verl
+(the sources list names repository, commit and paths; ``DIR`` holds their bare
+git dirs as ``owner+name``): the same capture and ``import_launch`` round trip
+as below, each launch imported at the newest supported release where it
+composes as written and reads every key it sets (see :func:`run_thirdparty`).
 
 ``GITDIR`` is a bare git directory of volcengine/verl (the project's ``fetch``
 tool gives one). For each release tag this
@@ -50,6 +57,7 @@ from pathlib import Path
 import msgspec
 
 SCHEMA = "tutorrl.corpus/1"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "corpus"
 STANDARD_CONFIG_DIR = "verl/trainer/config"
 Class = str  # "spec" | "extra" | "dropped" | "refused"
 
@@ -512,6 +520,421 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
 
 
 # ---------------------------------------------------------------------------
+# Third-party launches: scripts from public repositories that use verl
+
+
+class Source(msgspec.Struct):
+    repo: str
+    commit: str
+    scripts: list[str]
+
+
+class Sources(msgspec.Struct):
+    schema: str
+    repositories: list[Source]
+
+
+def load_sources(path: Path) -> list[Source]:
+    """The committed list of third-party scripts (repository, commit, paths): never their text."""
+    try:
+        sources = msgspec.json.decode(path.read_bytes(), type=Sources)
+    except (OSError, msgspec.DecodeError) as exc:
+        raise SystemExit(f"{path}: not a sources list ({exc})") from None
+    seen = set()
+    for s in sources.repositories:
+        if not re.fullmatch(r"[0-9a-f]{40}", s.commit):
+            raise SystemExit(f"{path}: {s.repo}: commit {s.commit!r} is not a full git hash")
+        if s.repo in seen:
+            raise SystemExit(f"{path}: {s.repo} listed twice")
+        seen.add(s.repo)
+    return list(sources.repositories)
+
+
+def mirror_of(mirror_root: Path, repo: str) -> Path | None:
+    """The bare git dir of ``repo`` under ``mirror_root`` (``owner+name/repo`` as fetched, or ``owner+name``)."""
+    for candidate in (mirror_root / repo.replace("/", "+", 1) / "repo", mirror_root / repo.replace("/", "+", 1)):
+        if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
+            return candidate
+    return None
+
+
+#: Files of a repository the capture's sandbox gets: what scripts read and source, configs they name.
+_TEXT_SUFFIXES = (".sh", ".bash", ".env", ".yaml", ".yml", ".json", ".toml", ".cfg", ".txt", ".ini", ".conf")
+
+
+def export_text_tree(gitdir: Path, commit: str, dest: Path, most_bytes: int = 1 << 20) -> None:
+    """The repository's scripts and configs at ``commit`` under ``dest`` (no code, no data, nothing large)."""
+    listing = git(gitdir, "ls-tree", "-r", "-l", "-z", commit).decode(errors="replace").split("\0")
+    wanted = []
+    for line in listing:
+        if not line:
+            continue
+        meta, path = line.split("\t", 1)
+        mode, kind, blob, size = meta.split()
+        if kind == "blob" and mode in ("100644", "100755") and size.isdigit() and int(size) <= most_bytes \
+                and path.lower().endswith(_TEXT_SUFFIXES) and ".." not in Path(path).parts:
+            wanted.append((blob, path, mode))
+    if not wanted:
+        return
+    proc = subprocess.run(["git", f"--git-dir={gitdir}", "cat-file", "--batch"], check=True, capture_output=True,
+                          input="".join(f"{b}\n" for b, _, _ in wanted).encode())
+    out, at = proc.stdout, 0
+    for blob, path, mode in wanted:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        data = out[header_end + 1: header_end + 1 + size]
+        at = header_end + 1 + size + 1
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if mode == "100755":
+            target.chmod(0o755)
+
+
+_VERL_PIN = re.compile(r"""\bverl\s*(?:\[[^\]]*\])?\s*==\s*([0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?)""")
+
+
+def written_for(gitdir: Path, commit: str) -> tuple[str | None, str]:
+    """The verl release a repository's scripts were written for, and how that was told (None: it cannot be)."""
+    def show(path: str) -> str | None:
+        try:
+            return git(gitdir, "show", f"{commit}:{path}").decode(errors="replace")
+        except subprocess.CalledProcessError:
+            return None
+
+    version = show("verl/version/version")
+    if version and re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?(\.dev[0-9]*)?", version.strip()):
+        return version.strip(), "verl/version/version of the repository's own verl"
+    for path in ("requirements.txt", "pyproject.toml", "setup.py", "environment.yml"):
+        text = show(path)
+        match = _VERL_PIN.search(text or "")
+        if match:
+            return match.group(1), f"verl=={match.group(1)} in {path}"
+    return None, "no verl version in the repository"
+
+
+def is_verl_main(launch) -> bool:
+    """``-m verl.trainer.main_ppo`` or verl's own ``verl/trainer/main_ppo.py`` (not a repository's own trainer)."""
+    if launch.entry_kind == "module":
+        return True
+    return os.path.normpath(launch.entry).endswith("verl/trainer/main_ppo.py")
+
+
+def newest_composing(prep, releases: Sequence[str], default_name) -> tuple[str | None, str, str]:
+    """The launch's target: (release, why, "") or (None, "", the newest release's error).
+
+    The newest supported release whose real config composes the launch as
+    written and reads every key it sets (by `tutorrl import`'s own
+    translation: nothing dropped as declared-and-never-read); where no release
+    that composes reads them all, the newest that composes.
+    """
+    from tutorrl.importer.roundtrip import compose, config_root
+    from tutorrl.importer.translate import translate, validate, variant_of as launch_variant
+
+    variant = launch_variant(prep.config_name, prep.overrides)
+    newest_error = ""
+    composing = []
+    for release in reversed(releases):
+        name = prep.config_name or default_name(release, variant)
+        result = compose(config_root(release), name, list(prep.overrides), prep.config_path)
+        if result.error is None:
+            composing.append(release)
+        else:
+            newest_error = newest_error or result.error
+    if not composing:
+        return None, "", newest_error
+    for release in composing:
+        mapped = validate(translate(list(prep.overrides), release, config_name=prep.config_name,
+                                    config_path=prep.config_path, variant=variant)).mapped
+        if not any(m.how == "dropped" for m in mapped):
+            return release, ("the newest that composes it" if release == composing[0] else
+                             "the newest that composes it and reads every key it sets"), ""
+    return composing[0], "the newest that composes it (none that composes it reads every key it sets)", ""
+
+
+class ThirdPartyLaunch(msgspec.Struct):
+    repo: str
+    script: str
+    index: int
+    entry: str
+    verl_main: bool
+    variant: str = ""
+    placeholders: int = 0
+    overrides: list[OverrideResult] = []
+    # The newest supported release where the launch as written composes ("" none), else Hydra's error there.
+    target: str = ""
+    target_why: str = ""
+    no_target: str = ""
+    # The key Hydra names in that error (a key of the repository's own verl, mostly).
+    no_target_key: str = ""
+    # `tutorrl import --verl TARGET`: its round trip ("exact", "differs: ...", "not checked: ...").
+    round_trip: str = ""
+    differing_keys: list[str] = []
+    # `tutorrl import` without --verl: the release it chose and its round trip.
+    default_release: str = ""
+    default_round_trip: str = ""
+    # `--verl` the release the repository was written for (nearest supported), when that can be told.
+    written_release: str = ""
+    written_round_trip: str = ""
+
+
+class ThirdPartyScript(msgspec.Struct):
+    repo: str
+    script: str
+    launches: int
+    unset: list[str]
+    timed_out: bool
+    error: str = ""
+
+
+def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
+                   progress=print) -> tuple[list[ThirdPartyScript], list[ThirdPartyLaunch], list[dict], list[str]]:
+    """Every listed script through the same capture -> import -> compile -> compose -> compare as `run`.
+
+    Each script is captured as `tutorrl import SCRIPT` captures it (its own
+    folder the working folder); each launch is composed at every supported
+    release to find its target (:func:`newest_composing`), imported with
+    ``--verl`` that release, without ``--verl``, and with ``--verl`` the release
+    the repository was written for. Returns (scripts, launches, per-repository
+    facts, repositories with no mirror).
+    """
+    from tutorrl.errors import CaptureError
+    from tutorrl.importer.capture import capture
+    from tutorrl.importer.cli_impl import _default_config, import_launch, prepare
+
+    releases = supported_releases()
+    scripts: list[ThirdPartyScript] = []
+    launches: list[ThirdPartyLaunch] = []
+    repos: list[dict] = []
+    missing: list[str] = []
+    for n, source in enumerate(sources, 1):
+        gitdir = mirror_of(mirror_root, source.repo)
+        if gitdir is None:
+            missing.append(source.repo)
+            continue
+        written, told = written_for(gitdir, source.commit)
+        written_target = choose_target(written, releases)[0] if written else ""
+        repos.append({"repo": source.repo, "commit": source.commit, "written_for": written, "told_by": told,
+                      "written_target": written_target})
+        with tempfile.TemporaryDirectory(prefix="tutorrl-thirdparty-") as tmp:
+            tree = Path(os.path.realpath(tmp)) / "repo"
+            tree.mkdir()
+            export_text_tree(gitdir, source.commit, tree)
+            for rel in source.scripts:
+                path = tree / rel
+                if not path.is_file():
+                    scripts.append(ThirdPartyScript(source.repo, rel, 0, [], False, "not in the repository at the commit"))
+                    continue
+                try:
+                    cap = capture(path, vars={}, timeout=timeout)
+                except CaptureError as exc:
+                    scripts.append(ThirdPartyScript(source.repo, rel, 0, [], False, first_line(str(exc))))
+                    continue
+                scripts.append(ThirdPartyScript(source.repo, rel, len(cap.launches), sorted(cap.unset), cap.timed_out))
+                preps = prepare(cap, rel, path.parent, home=CORPUS_HOME) if cap.launches else []
+                for index, (launch, prep) in enumerate(zip(cap.launches, preps)):
+                    result = ThirdPartyLaunch(source.repo, rel, index, launch.entry, is_verl_main(launch))
+                    launches.append(result)
+                    if not result.verl_main:
+                        continue
+                    result.variant = variant_of(prep.config_name, prep.overrides)
+                    result.placeholders = sum(1 for o in prep.overrides if "__UNSET_" in o)
+                    target, result.target_why, result.no_target = newest_composing(prep, releases,
+                                                                                   _default_config)
+                    result.target = target or ""
+                    if not result.target:
+                        quoted = re.search(r"'([A-Za-z_][\w.]*)'", result.no_target)
+                        result.no_target_key = quoted.group(1) if quoted else ""
+                        result.no_target = reason_group(result.no_target)
+                        continue
+                    for text in prep.overrides:
+                        cls, reason = classify(text, result.target, result.variant)
+                        result.overrides.append(OverrideResult("", override_key(text), None, cls, reason))
+                    _, report = import_launch(prep, result.target)
+                    result.round_trip = trip_reason(report)
+                    result.differing_keys = [d.key for d in report.differences]
+                    _, report = import_launch(prep, None)
+                    result.default_release, result.default_round_trip = report.release, trip_reason(report)
+                    if written_target:
+                        if written_target == result.target:
+                            result.written_release, result.written_round_trip = written_target, result.round_trip
+                        else:
+                            _, report = import_launch(prep, written_target)
+                            result.written_release, result.written_round_trip = written_target, trip_reason(report)
+        progress(f"  {n}/{len(sources)} {source.repo}: {len(source.scripts)} scripts")
+    return scripts, launches, repos, missing
+
+
+_COMPILE_PROBLEM = re.compile(r"imported\.toml:\d+:\d+: ([\w.]+): ([^;]*)")
+_PARENTHESIS = re.compile(r"\s*\([^()]*\)")
+
+
+def trip_group(reason: str) -> str:
+    """A round trip's reason as the third-party numbers group it: the spec fields and rules, not the values."""
+    head = "not checked: the imported spec does not compile: "
+    if reason.startswith(head):
+        problems = set()
+        for field, why in _COMPILE_PROBLEM.findall(reason):
+            while _PARENTHESIS.search(why):  # hints and values in parentheses, innermost first
+                why = _PARENTHESIS.sub("", why)
+            field = re.sub(r"\.[0-9]+$", ".N", field)
+            problems.add(f"{field}: {re.sub(r'[0-9]+', 'N', _QUOTED.sub(chr(39) + '…' + chr(39), why.strip()))}")
+        problems = sorted(problems)
+        return head + "; ".join(problems) if problems else reason_group(reason)
+    return reason_group(reason) if reason.startswith("not checked") else reason
+
+
+def _by_reason(values: Iterable[str]) -> list[dict]:
+    counts = collections.Counter(trip_group(v) for v in values)
+    return [{"reason": r, "launches": n} for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def aggregate_thirdparty(scripts: Sequence[ThirdPartyScript], launches: Sequence[ThirdPartyLaunch],
+                         repos: Sequence[dict], missing: Sequence[str]) -> dict:
+    """The derived numbers of the third-party corpus: counts and grouped reasons, no script text."""
+    verl_main = [l for l in launches if l.verl_main]
+    targeted = [l for l in verl_main if l.target]
+    exact = [l for l in targeted if l.round_trip == "exact"]
+    default = [l for l in targeted if l.default_release]
+    written = [l for l in targeted if l.written_release]
+    occurrences = [o for l in targeted for o in l.overrides]
+    by_class = collections.Counter(o.cls for o in occurrences)
+    differing: dict[str, set] = collections.defaultdict(set)
+    for l in targeted:
+        for k in l.differing_keys:
+            differing[k].add((l.repo, l.script, l.index))
+    launching = [s for s in scripts if s.launches]
+
+    def pct(n: int, d: int) -> float:
+        return round(100.0 * n / d, 1) if d else 0.0
+
+    return {
+        "schema": SCHEMA,
+        "corpus": "thirdparty",
+        "repositories": len(repos),
+        "repositories_missing": sorted(missing),
+        "repositories_launching": len({s.repo for s in launching}),
+        "scripts": len(scripts),
+        "scripts_launching_main_ppo": len(launching),
+        "scripts_not_captured": _by_reason(s.error or ("timed out" if s.timed_out else "") for s in scripts
+                                           if s.error or s.timed_out),
+        "scripts_with_several_launches": sum(1 for s in scripts if s.launches > 1),
+        "scripts_with_unset_variables": sum(1 for s in launching if s.unset),
+        "launches": len(verl_main),
+        "launches_other_entry": len(launches) - len(verl_main),
+        "launches_megatron": sum(1 for l in verl_main if l.variant == "megatron"),
+        "launches_with_placeholders": sum(1 for l in verl_main if l.placeholders),
+        "no_target": _by_reason(l.no_target for l in verl_main if not l.target),
+        "no_target_keys": [{"key": k, "launches": n} for k, n in sorted(
+            collections.Counter(l.no_target_key for l in verl_main if not l.target and l.no_target_key).items(),
+            key=lambda kv: (-kv[1], kv[0]))],
+        "targets": dict(sorted(collections.Counter(l.target for l in targeted).items())),
+        "targets_why": dict(sorted(collections.Counter(l.target_why for l in targeted).items())),
+        "classification": {k: {"overrides": by_class[k], "percent": pct(by_class[k], len(occurrences))}
+                           for k in ("spec", "extra", "dropped", "refused")},
+        # `tutorrl import --verl TARGET` (TARGET: the newest supported release where the launch composes).
+        "round_trip": {
+            "with_target": len(targeted),
+            "exact": len(exact),
+            "percent_exact": pct(len(exact), len(targeted)),
+            "not_exact_by_reason": _by_reason(l.round_trip for l in targeted if l.round_trip != "exact"),
+            "differing_keys": [{"key": k, "launches": len(v)} for k, v in
+                               sorted(differing.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
+        },
+        "default_release": {
+            "launches": len(default),
+            "by_release": dict(sorted(collections.Counter(l.default_release for l in default).items())),
+            "exact": sum(1 for l in default if l.default_round_trip == "exact"),
+            "percent_exact": pct(sum(1 for l in default if l.default_round_trip == "exact"), len(default)),
+            "not_exact_by_reason": _by_reason(l.default_round_trip for l in default
+                                              if l.default_round_trip != "exact"),
+        },
+        "written_for": {
+            "repositories_told": sum(1 for r in repos if r["written_for"]),
+            "launches": len(written),
+            "by_release": dict(sorted(collections.Counter(l.written_release for l in written).items())),
+            "exact": sum(1 for l in written if l.written_round_trip == "exact"),
+            "not_exact_by_reason": _by_reason(l.written_round_trip for l in written
+                                              if l.written_round_trip != "exact"),
+        },
+        "per_repository": [
+            {"repo": r["repo"], "written_for": r["written_for"],
+             "launches": sum(1 for l in verl_main if l.repo == r["repo"]),
+             "with_target": sum(1 for l in targeted if l.repo == r["repo"]),
+             "exact": sum(1 for l in exact if l.repo == r["repo"])} for r in repos],
+    }
+
+
+def render_thirdparty(s: dict, command: str) -> str:
+    """The README section of the third-party corpus."""
+    trip, default, written = s["round_trip"], s["default_release"], s["written_for"]
+    lines = [
+        "## Third-party launch scripts",
+        "",
+        "Scripts from public research repositories that use verl (listed, with their commits, in",
+        "`thirdparty-sources.json`): of each repository's `.sh` files at its commit that name",
+        "`verl.trainer.main_ppo`, those not byte-identical to any file in verl's own history, at most six",
+        "per repository, evenly spaced in path order.",
+        "Each is captured as `tutorrl import SCRIPT` captures it (its own folder the working folder);",
+        "each launch of `verl.trainer.main_ppo` is composed with the real config of every supported",
+        "release, and imported with `--verl` its *target*: the newest release where the launch as written",
+        "composes and every key it sets is read (else the newest where it composes), through the same",
+        "`import_launch` round trip as above. Numbers in `thirdparty.json`.",
+        "",
+        "| repositories | scripts | launching main_ppo | launches | megatron | with placeholders | with a target | exact | without --verl: exact | --verl written-for: exact |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {s['repositories']} | {s['scripts']} | {s['scripts_launching_main_ppo']} | {s['launches']} "
+        f"| {s['launches_megatron']} | {s['launches_with_placeholders']} | {trip['with_target']} "
+        f"| {trip['exact']}/{trip['with_target']} ({trip['percent_exact']}%) "
+        f"| {default['exact']}/{default['launches']} ({default['percent_exact']}%) "
+        f"| {written['exact']}/{written['launches']} |",
+        "",
+        "Targets (launches): " + ", ".join(f"{r} {n}" for r, n in s["targets"].items()) + "; chosen as "
+        + "; ".join(f"{why} ({n})" for why, n in s.get("targets_why", {}).items()) + ".",
+        "",
+    ]
+    c = s["classification"]
+    lines += ["Overrides of the launches with a target, at the target: "
+              + ", ".join(f"{k} {v['overrides']} ({v['percent']}%)" for k, v in c.items()) + ".", ""]
+    if s["no_target"]:
+        lines += ["Launches with no target (they compose at no supported release as written), by Hydra's error "
+                  "at the newest:", "", "| launches | error |", "|---|---|"]
+        lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |" for r in s["no_target"]]
+        lines.append("")
+        if s.get("no_target_keys"):
+            lines += ["The keys Hydra names there (keys of the repositories' own verl forks, mostly; launches): "
+                      + ", ".join(f"`{k['key']}` {k['launches']}" for k in s["no_target_keys"][:25]) + ".", ""]
+    for title, rows in (("Launches with a target not exact at it (`--verl TARGET`), by reason", trip["not_exact_by_reason"]),
+                        ("Without `--verl`, not exact, by reason", default["not_exact_by_reason"]),
+                        ("With `--verl` the release the repository was written for, not exact, by reason",
+                         written["not_exact_by_reason"])):
+        if rows:
+            lines += [f"{title}:", "", "| launches | reason |", "|---|---|"]
+            lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |" for r in rows]
+            lines.append("")
+    if trip["differing_keys"]:
+        lines += ["Keys that differ after import (launches): " + ", ".join(
+            f"`{d['key']}` {d['launches']}" for d in trip["differing_keys"][:20]) + ".", ""]
+    if default["launches"]:
+        lines += ["Without `--verl`, the release chosen: " + ", ".join(
+            f"{r} {n}" for r, n in default["by_release"].items()) + ".", ""]
+    if written["repositories_told"]:
+        lines += [f"The release written for could be told for {written['repositories_told']} of "
+                  f"{s['repositories']} repositories (their own `verl/version/version` or a `verl==` pin); "
+                  "imported at the nearest supported release: " + ", ".join(
+                      f"{r} {n}" for r, n in written["by_release"].items()) + ".", ""]
+    if s["scripts_not_captured"]:
+        lines += ["Scripts not captured: " + "; ".join(f"{r['launches']} {r['reason']}"
+                                                      for r in s["scripts_not_captured"]) + ".", ""]
+    if s["launches_other_entry"]:
+        lines += [f"{s['launches_other_entry']} further launches run a repository's own `main_ppo.py` "
+                  "(not verl's trainer) and are not counted.", ""]
+    lines += ["Regenerate (the mirrors are bare git dirs named `owner+name`, as the project's fetch tool "
+              "brings them):", "", "```", command, "```", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
 # Reports
 
 
@@ -620,13 +1043,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_run.add_argument("--tag", action="append", required=True)
     p_run.add_argument("--target", help="tutorrl release to classify against (default: see module docs)")
     p_run.add_argument("--cache", type=Path, default=None, help="full results (default ~/.cache/tutorrl/corpus)")
-    p_run.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "corpus")
+    p_run.add_argument("--out", type=Path, default=DOCS)
     p_run.add_argument("--wheel-cache", type=Path, default=None)
     p_run.add_argument("--timeout", type=float, default=30.0, help="seconds per script capture")
+    p_tp = sub.add_parser("thirdparty", help="measure the third-party launch scripts of a sources list")
+    p_tp.add_argument("--sources", type=Path, default=DOCS / "thirdparty-sources.json")
+    p_tp.add_argument("--mirror-root", type=Path, required=True,
+                      help="folder of bare git dirs named owner+name (or owner+name/repo)")
+    p_tp.add_argument("--cache", type=Path, default=None, help="full results (default ~/.cache/tutorrl/corpus)")
+    p_tp.add_argument("--out", type=Path, default=DOCS)
+    p_tp.add_argument("--timeout", type=float, default=30.0, help="seconds per script capture")
     args = parser.parse_args(argv)
     if args.cmd == "tags":
         print("\n".join(list_tags(args.verl_git)))
         return 0
+    if args.cmd == "thirdparty":
+        return main_thirdparty(args)
     known = set(list_tags(args.verl_git))
     for tag in args.tag:
         if tag not in known:
@@ -643,15 +1075,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{tag}: {summary['scripts_launching_main_ppo']}/{summary['scripts_found']} scripts launch, "
               f"{summary['overrides']} overrides, {summary['compose_at_own_release']['ok']}/{summary['launches']} "
               f"compose; detail in {cache / (tag + '.json')}", file=sys.stderr)
-    summaries = [json.loads(p.read_text()) for p in sorted(args.out.glob("v*.json"))]
+    write_readme(args.out)
+    return 0
+
+
+def main_thirdparty(args) -> int:
+    if not args.mirror_root.is_dir():
+        print(f"error: --mirror-root {args.mirror_root}: no such folder (the third-party mode needs the "
+              "repositories' mirrors)", file=sys.stderr)
+        return 2
+    sources = load_sources(args.sources)
+    # Numbers of part of the list would read as the corpus's: every mirror first, or nothing runs.
+    missing = [s.repo for s in sources if mirror_of(args.mirror_root, s.repo) is None]
+    if missing:
+        print(f"error: no mirror of {len(missing)} listed repositories under {args.mirror_root}: "
+              + ", ".join(missing[:10]), file=sys.stderr)
+        return 2
+    scripts, launches, repos, missing = run_thirdparty(sources, args.mirror_root, args.timeout,
+                                                       progress=lambda m: print(m, file=sys.stderr))
+    summary = aggregate_thirdparty(scripts, launches, repos, missing)
+    cache = args.cache or default_cache()
+    write_json(cache / "thirdparty.json", {"schema": SCHEMA, "scripts": msgspec.to_builtins(scripts),
+                                          "launches": msgspec.to_builtins(launches), "repos": repos})
+    write_json(args.out / "thirdparty.json", summary)
+    write_readme(args.out)
+    trip = summary["round_trip"]
+    print(f"thirdparty: {summary['launches']} launches, {trip['with_target']} with a target, {trip['exact']} exact "
+          f"({trip['percent_exact']}%); detail in {cache / 'thirdparty.json'}", file=sys.stderr)
+    return 0
+
+
+def write_readme(out: Path) -> None:
+    """docs/corpus/README.md from the committed numbers: every tag's, then the third-party corpus's."""
     from tutorrl.compiler.keysets import release_sort_key
 
+    summaries = [json.loads(p.read_text()) for p in sorted(out.glob("v*.json"))]
     summaries.sort(key=lambda s: release_sort_key(s["release"]))
     commands = ["python tools/corpus.py tags --verl-git VERL_GIT_DIR"] + [
         f"python tools/corpus.py run --verl-git VERL_GIT_DIR --tag {s['tag']}"
         + (f" --target {s['target']}" if s["target_why"].startswith("given") else "") for s in summaries]
-    (args.out / "README.md").write_text(render_readme(summaries, commands))
-    return 0
+    text = render_readme(summaries, commands)
+    third = out / "thirdparty.json"
+    if third.is_file():
+        text += "\n" + render_thirdparty(json.loads(third.read_text()), "python tools/corpus.py thirdparty "
+                                         "--sources docs/corpus/thirdparty-sources.json --mirror-root MIRRORS")
+    (out / "README.md").write_text(text)
 
 
 if __name__ == "__main__":

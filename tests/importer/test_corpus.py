@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import pytest
 
 _SPEC = importlib.util.spec_from_file_location("corpus_tool", Path(__file__).parents[2] / "tools" / "corpus.py")
 corpus = importlib.util.module_from_spec(_SPEC)
+# msgspec resolves the tool's annotations through its module: it must be importable by name.
+sys.modules[_SPEC.name] = corpus
 _SPEC.loader.exec_module(corpus)
 
 
@@ -151,3 +154,150 @@ def test_one_tag_end_to_end(fake_verl, tmp_path):
     by_script = {s["script"]: s for s in detail["scripts"]}
     assert by_script["examples/grpo/run.sh"]["unset"] == {"NNODES": "__UNSET_NNODES__"}
     assert by_script["examples/own/run.sh"]["launches"][0]["config_path"] == "examples/own/config"
+
+
+# ---------------------------------------------------------------------------
+# The third-party corpus: the pure parts on small fixtures written here; the
+# committed list and numbers held to each other (no mirror needed).
+
+
+def test_sources_list_loads_and_refuses_what_is_not_one(tmp_path):
+    good = tmp_path / "s.json"
+    good.write_text('{"schema": "x", "repositories": [{"repo": "a/b", "commit": "%s", "scripts": ["r.sh"]}]}'
+                    % ("0" * 40))
+    assert [(s.repo, s.scripts) for s in corpus.load_sources(good)] == [("a/b", ["r.sh"])]
+    short = tmp_path / "short.json"
+    short.write_text('{"schema": "x", "repositories": [{"repo": "a/b", "commit": "abc", "scripts": []}]}')
+    with pytest.raises(SystemExit, match="not a full git hash"):
+        corpus.load_sources(short)
+    twice = tmp_path / "twice.json"
+    row = '{"repo": "a/b", "commit": "%s", "scripts": []}' % ("1" * 40)
+    twice.write_text('{"schema": "x", "repositories": [%s, %s]}' % (row, row))
+    with pytest.raises(SystemExit, match="listed twice"):
+        corpus.load_sources(twice)
+
+
+def test_committed_sources_and_numbers_agree():
+    docs = Path(__file__).parents[2] / "docs" / "corpus"
+    sources = corpus.load_sources(docs / "thirdparty-sources.json")
+    assert len(sources) >= 40 and sum(len(s.scripts) for s in sources) >= 80
+    assert not any(s.repo.lower().startswith("volcengine/") for s in sources)
+    numbers = corpus.json.loads((docs / "thirdparty.json").read_text())
+    assert numbers["repositories"] == len(sources) and numbers["scripts"] == sum(len(s.scripts) for s in sources)
+    trip = numbers["round_trip"]
+    # Every launch with a target is exact or counted under a reason.
+    assert trip["exact"] + sum(r["launches"] for r in trip["not_exact_by_reason"]) == trip["with_target"]
+    assert trip["with_target"] + sum(r["launches"] for r in numbers["no_target"]) == numbers["launches"]
+
+
+@pytest.fixture
+def fork_repo(tmp_path) -> Path:
+    repo = tmp_path / "fork"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "verl" / "version").mkdir(parents=True)
+    (repo / "scripts" / "train.sh").write_text(textwrap.dedent("""\
+        MODEL=${MODEL_PATH:-Qwen/Qwen2.5-0.5B}
+        python3 -m verl.trainer.main_ppo \\
+            actor_rollout_ref.model.path=$MODEL \\
+            data.train_files=$HOME/data/train.parquet \\
+            trainer.total_epochs=3
+        """))
+    (repo / "scripts" / "fork_only.sh").write_text(
+        "python3 -m verl.trainer.main_ppo retriever.topk=3 trainer.total_epochs=1\n")
+    (repo / "scripts" / "own_trainer.sh").write_text("python3 my/main_ppo.py trainer.total_epochs=1\n")
+    (repo / "verl" / "version" / "version").write_text("0.9.1\n")
+    (repo / "model.bin").write_bytes(b"\0" * 100)
+    (repo / "big.json").write_text("[" + "0," * 600_000 + "0]")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "fork")
+    return repo
+
+
+def test_export_text_tree_and_written_for(fork_repo, tmp_path):
+    gitdir = fork_repo / ".git"
+    commit = corpus.git(gitdir, "rev-parse", "HEAD").decode().strip()
+    dest = tmp_path / "out"
+    dest.mkdir()
+    corpus.export_text_tree(gitdir, commit, dest)
+    got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    # Scripts and configs only: no binary, nothing over the size limit, no code.
+    assert got == ["scripts/fork_only.sh", "scripts/own_trainer.sh", "scripts/train.sh"]
+    assert corpus.written_for(gitdir, commit) == ("0.9.1", "verl/version/version of the repository's own verl")
+
+
+def test_trip_groups_name_fields_and_rules_not_values():
+    a = corpus.trip_group("not checked: the imported spec does not compile: imported.toml:29:1: "
+                          "actor.ppo_mini_batch_size: 256 is more than data.train_batch_size (8) (verl refuses)")
+    b = corpus.trip_group("not checked: the imported spec does not compile: imported.toml:30:1: "
+                          "actor.ppo_mini_batch_size: 32 is more than data.train_batch_size (16) (verl refuses)")
+    assert a == b == ("not checked: the imported spec does not compile: "
+                      "actor.ppo_mini_batch_size: N is more than data.train_batch_size")
+    c = corpus.trip_group("not checked: the imported spec does not compile: imported.toml:66:5: "
+                          "verl.extra_overrides.0: verl 0.9.1 (fsdp) has no key 'a.b' (did you mean 'a.c'?)")
+    assert c == "not checked: the imported spec does not compile: verl.extra_overrides.N: verl N.N.N has no key '…'"
+    assert corpus.trip_group("differs: a.b") == "differs: a.b"
+
+
+def test_aggregate_thirdparty_counts_every_launch_once():
+    T, S = corpus.ThirdPartyLaunch, corpus.ThirdPartyScript
+    launches = [
+        T("o/a", "x.sh", 0, "verl.trainer.main_ppo", True, "fsdp", 1, target="0.9.1", round_trip="exact",
+          default_release="0.9.1", default_round_trip="exact"),
+        T("o/a", "y.sh", 0, "verl.trainer.main_ppo", True, "fsdp", 0, target="0.7.1",
+          round_trip="differs: settings the release declares and never reads", differing_keys=["k"],
+          default_release="0.7.1", default_round_trip="exact", written_release="0.7.1",
+          written_round_trip="exact"),
+        T("o/b", "z.sh", 0, "verl.trainer.main_ppo", True, "megatron", no_target="Could not override '…'.",
+          no_target_key="retriever.topk"),
+        T("o/b", "w.sh", 0, "my/main_ppo.py", False),
+    ]
+    scripts = [S("o/a", "x.sh", 1, ["M"], False), S("o/a", "y.sh", 1, [], False), S("o/b", "z.sh", 1, [], False),
+               S("o/b", "w.sh", 1, [], False), S("o/b", "v.sh", 0, [], False, "not in the repository at the commit")]
+    repos = [{"repo": "o/a", "written_for": "0.7.1"}, {"repo": "o/b", "written_for": None}]
+    s = corpus.aggregate_thirdparty(scripts, launches, repos, [])
+    assert (s["launches"], s["launches_other_entry"], s["launches_megatron"]) == (3, 1, 1)
+    assert s["round_trip"]["with_target"] == 2 and s["round_trip"]["exact"] == 1
+    assert s["round_trip"]["not_exact_by_reason"] == [
+        {"reason": "differs: settings the release declares and never reads", "launches": 1}]
+    assert s["no_target_keys"] == [{"key": "retriever.topk", "launches": 1}]
+    assert s["default_release"]["exact"] == 2 and s["written_for"]["exact"] == 1
+    assert s["scripts_not_captured"] == [{"reason": "not in the repository at the commit", "launches": 1}]
+    assert s["targets"] == {"0.7.1": 1, "0.9.1": 1}
+    text = corpus.render_thirdparty(s, "python tools/corpus.py thirdparty --mirror-root M")
+    assert "| 2 | 5 | 4 | 3 | 1 | 1 | 2 | 1/2 (50.0%) | 2/2 (100.0%) | 1/1 |" in text
+    assert "`retriever.topk` 1" in text
+
+
+@pytest.mark.slow
+def test_thirdparty_end_to_end_on_a_fork(fork_repo, tmp_path):
+    gitdir = fork_repo / ".git"
+    commit = corpus.git(gitdir, "rev-parse", "HEAD").decode().strip()
+    mirrors = tmp_path / "mirrors"
+    (mirrors / "o+fork").mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(fork_repo), str(mirrors / "o+fork" / "repo")], check=True)
+    sources = [corpus.Source("o/fork", commit, ["scripts/train.sh", "scripts/fork_only.sh",
+                                                "scripts/own_trainer.sh", "scripts/gone.sh"])]
+    scripts, launches, repos, missing = corpus.run_thirdparty(sources, mirrors, 20, progress=lambda m: None)
+    assert missing == [] and repos[0]["written_for"] == "0.9.1"
+    by = {l.script: l for l in launches}
+    assert by["scripts/train.sh"].target == "0.9.1" and by["scripts/train.sh"].round_trip == "exact"
+    assert by["scripts/fork_only.sh"].target == "" and by["scripts/fork_only.sh"].no_target_key == "retriever.topk"
+    assert not by["scripts/own_trainer.sh"].verl_main
+    assert [s.error for s in scripts if s.script == "scripts/gone.sh"] == ["not in the repository at the commit"]
+    assert corpus.run_thirdparty([corpus.Source("o/none", commit, [])], mirrors, 20,
+                                 progress=lambda m: None)[3] == ["o/none"]
+
+
+def test_thirdparty_runs_only_where_every_mirror_is(tmp_path, capsys):
+    sources = tmp_path / "s.json"
+    sources.write_text('{"schema": "x", "repositories": [{"repo": "o/gone", "commit": "%s", "scripts": ["r.sh"]}]}'
+                       % ("0" * 40))
+    out = tmp_path / "out"
+    assert corpus.main(["thirdparty", "--sources", str(sources), "--mirror-root", str(tmp_path / "none"),
+                        "--out", str(out)]) == 2
+    (tmp_path / "mirrors").mkdir()
+    assert corpus.main(["thirdparty", "--sources", str(sources), "--mirror-root", str(tmp_path / "mirrors"),
+                        "--out", str(out)]) == 2
+    assert "no mirror of 1 listed repositories" in capsys.readouterr().err
+    assert not out.exists()  # nothing written
