@@ -434,6 +434,12 @@ def trip_reason(report) -> str:
     keys = {d.key for d in report.differences}
     if keys and all(any(k == u or k.startswith(u + ".") for u in unread) for k in keys):
         return "differs: settings the release declares and never reads"
+    moved = {m.override.lstrip("+~").split("=", 1)[0] for m in report.mapped
+             if m.how == "field" and m.note.startswith("the key moved")}
+    moved |= {n for m in report.mapped if m.how == "field" and m.note.startswith("the key moved")
+              for n in re.findall(r"calls it '\+?([^']+)'", m.note)}
+    if keys and all(any(k == u or k.startswith(u + ".") for u in unread | moved) for k in keys):
+        return "differs: settings the release reads under another name (the spec writes that name)"
     return "differs: " + ", ".join(sorted(keys)[:3]) + (" ..." if len(keys) > 3 else "")
 
 
@@ -646,7 +652,8 @@ def newest_composing(prep, releases: Sequence[str], default_name) -> tuple[str |
     for release in composing:
         mapped = validate(translate(list(prep.overrides), release, config_name=prep.config_name,
                                     config_path=prep.config_path, variant=variant)).mapped
-        if not any(m.how == "dropped" for m in mapped):
+        # A key the release reads under another name (the spec field writes that name) is not read as written.
+        if not any(m.how == "dropped" or (m.how == "field" and m.note.startswith("the key moved")) for m in mapped):
             return release, ("the newest that composes it" if release == composing[0] else
                              "the newest that composes it and reads every key it sets"), ""
     return composing[0], "the newest that composes it (none that composes it reads every key it sets)", ""

@@ -301,3 +301,24 @@ def test_thirdparty_runs_only_where_every_mirror_is(tmp_path, capsys):
                         "--out", str(out)]) == 2
     assert "no mirror of 1 listed repositories" in capsys.readouterr().err
     assert not out.exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_target_is_the_newest_release_reading_every_key_as_written():
+    from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
+
+    releases = corpus.supported_releases()
+    plain = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "trainer.total_epochs=2"], {}, [])
+    assert corpus.newest_composing(plain, releases, _default_config) == (releases[-1], "the newest that composes it", "")
+    # 0.7.1 and later read the DAPO reward kwargs as reward.reward_kwargs: the script's own key is read up to 0.7.0.
+    dapo = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "+reward_model.reward_kwargs.max_resp_len=4096",
+                                      "reward_model.reward_manager=dapo"], {}, [])
+    assert corpus.newest_composing(dapo, releases, _default_config) == (
+        "0.7.0", "the newest that composes it and reads every key it sets", "")
+    _, report = import_launch(dapo, "0.7.1")
+    assert corpus.trip_reason(report) == "differs: settings the release reads under another name (the spec writes that name)"
+    _, report = import_launch(dapo, "0.7.0")
+    assert corpus.trip_reason(report) == "exact"
+    broken = Prepared("t", None, None, ["no_such.key=1"], {}, [])
+    release, why, error = corpus.newest_composing(broken, releases, _default_config)
+    assert release is None and "Could not override 'no_such.key'" in error
