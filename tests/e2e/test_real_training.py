@@ -24,7 +24,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -33,35 +32,13 @@ from pathlib import Path
 import pytest
 
 import support
+from training_helpers import ANSI, metrics, training_env, tutorrl
 
 pytestmark = pytest.mark.slow
 
 SHIM = support.REPO / "tools" / "cpu_training" / "shim"
-# verl's console logger, after Ray's "(TaskRunner pid=N) " prefix (coloured: the escapes are removed first).
-STEP_LINE = re.compile(r"(?:^|\) )step:(\d+) - (.*)$", re.M)
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _training_env() -> tuple[str, Path]:
-    python, tiny = os.environ.get("TUTORRL_TRAIN_PYTHON"), os.environ.get("TUTORRL_TINY_DIR")
-    if not python or not tiny or not os.path.isfile(python) or not os.path.isfile(os.path.join(tiny, ".complete")):
-        pytest.fail("the CPU training environment is not set up: `bash tools/dev.sh test` builds it and sets "
-                    "TUTORRL_TRAIN_PYTHON and TUTORRL_TINY_DIR (python/make_assets.py in tools/cpu_training/)")
-    return python, Path(tiny)
-
-
-def _tutorrl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TUTORRL_EMBEDDED"))}
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "tutorrl", *args], cwd=cwd, env=full, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _metrics(log: str) -> dict[int, dict[str, str]]:
-    out = {}
-    for step, rest in STEP_LINE.findall(ANSI.sub("", log)):
-        out[int(step)] = dict(part.split(":", 1) for part in rest.strip().split(" - ") if ":" in part)
-    return out
 
 
 def _sha256(path: Path) -> str:
@@ -72,7 +49,7 @@ class Trained:
     """One real training run, shared by the tests of this module (it takes ~30-60 s)."""
 
     def __init__(self, root: Path):
-        python, tiny = _training_env()
+        python, tiny = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
         self.root, self.ckpt = root, root / "ckpt"
         # Module-scoped: the per-test state folder of tests/e2e/conftest.py is not set yet, so this
         # run and every command after it get their own (the runs index and the record-sealing key).
@@ -80,11 +57,11 @@ class Trained:
         self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": str(SHIM),
                     "TUTORRL_PYTHON": python, "TUTORRL_TRAIN_PYTHON": python, "XDG_STATE_HOME": str(state),
                     "TUTORRL_STATE_HOME": str(state / "tutorrl")}
-        compiled = _tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo.toml"), "--out", str(root / "bundles"),
+        compiled = tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo.toml"), "--out", str(root / "bundles"),
                             cwd=root)
         assert compiled.returncode == 0, compiled.stderr
         self.bundle = root / compiled.stdout.strip()
-        self.run = _tutorrl("run", str(self.bundle), "--num-gpus", "1", cwd=root, env=self.env)
+        self.run = tutorrl("run", str(self.bundle), "--num-gpus", "1", cwd=root, env=self.env)
         runs = sorted((self.bundle / "runs").iterdir())
         assert len(runs) == 1, runs
         self.run_dir = runs[0]
@@ -102,7 +79,7 @@ def test_verl_trains_two_steps_as_a_ray_job(trained):
     record = json.loads((trained.run_dir / "run.json").read_text())
     assert record["status"] == "succeeded" and record["exit_code"] == 0
     assert record["versions"]["verl"] == "0.5.0"  # the job's Python, not tutorrl's (0.9.1 in the test env)
-    steps = _metrics(trained.log)
+    steps = metrics(trained.log)
     assert sorted(steps) == [1, 2], trained.log[-3000:]
     for step, values in steps.items():
         loss, grad = float(values["actor/pg_loss"]), float(values["actor/grad_norm"])
@@ -147,11 +124,11 @@ def test_one_evidence_record_per_checkpoint_confirmed_by_an_independent_hash(tra
 
 def test_status_and_metrics_show_what_verl_logged(trained):
     points = [json.loads(line) for line in (trained.run_dir / "metrics.jsonl").read_text().splitlines()]
-    logged = _metrics(trained.log)
+    logged = metrics(trained.log)
     assert [p["step"] for p in points] == [1, 2]
     for point in points:
         assert point["metrics"]["critic/score/mean"] == pytest.approx(float(logged[point["step"]]["critic/score/mean"]))
-    status = _tutorrl("status", trained.run_dir.name, cwd=trained.root, env=trained.env)
+    status = tutorrl("status", trained.run_dir.name, cwd=trained.root, env=trained.env)
     assert status.returncode == 0, status.stderr
     assert "succeeded" in status.stdout and "step 2/2" in status.stdout
     last = float(logged[2]["critic/score/mean"])
@@ -159,7 +136,7 @@ def test_status_and_metrics_show_what_verl_logged(trained):
 
 
 def test_verify_rehash_passes_and_a_flipped_byte_fails_naming_the_file(trained):
-    ok = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
+    ok = tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
     assert ok.returncode == 0, ok.stderr
     shard = trained.step_dir / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
     original = shard.read_bytes()
@@ -167,7 +144,7 @@ def test_verify_rehash_passes_and_a_flipped_byte_fails_naming_the_file(trained):
     flipped[len(flipped) // 2] ^= 0x01
     shard.write_bytes(bytes(flipped))
     try:
-        bad = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
+        bad = tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
     finally:
         shard.write_bytes(original)
     assert bad.returncode != 0
@@ -177,7 +154,7 @@ def test_verify_rehash_passes_and_a_flipped_byte_fails_naming_the_file(trained):
 
 def test_the_checkpoint_torch_loads_is_the_one_recorded(trained):
     """verl's FSDP2 shard, loaded by torch in the training environment: 27 tensors of the tiny Qwen2."""
-    python, _ = _training_env()
+    python, _ = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
     shard = trained.step_dir / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
     program = ("import sys, torch; sd = torch.load(sys.argv[1], map_location='cpu', weights_only=False); "
                "print(len(sd), sum(t.numel() for t in (v.to_local() if hasattr(v, 'to_local') else v "
@@ -195,11 +172,11 @@ def _statement(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def resumed(trained):
     """The second spec on the first run's output folder: verl resumes from global_step_2."""
-    compiled = _tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo_resume.toml"), "--out",
+    compiled = tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo_resume.toml"), "--out",
                         str(trained.root / "bundles"), cwd=trained.root)
     assert compiled.returncode == 0, compiled.stderr
     bundle = trained.root / compiled.stdout.strip()
-    run = _tutorrl("run", str(bundle), "--num-gpus", "1", cwd=trained.root, env=trained.env)
+    run = tutorrl("run", str(bundle), "--num-gpus", "1", cwd=trained.root, env=trained.env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (run_dir,) = (bundle / "runs").iterdir()
     return bundle, run_dir, (run_dir / "job.log").read_text(errors="replace")
@@ -208,7 +185,7 @@ def resumed(trained):
 def test_resume_loads_step_2_and_trains_step_3_only(trained, resumed):
     _bundle, _run_dir, log = resumed
     assert f"Load from checkpoint folder: {trained.step_dir / 'global_step_2'}" in log
-    assert sorted(_metrics(log)) == [3]
+    assert sorted(metrics(log)) == [3]
     assert (trained.step_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert (trained.step_dir / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt").is_file()
 
@@ -230,14 +207,14 @@ def test_the_resumed_runs_first_record_links_the_record_it_resumed_from(trained,
     check = next(c for c in predicate["verdict"]["checks"] if c["id"] == "lineage.resumed_from")
     assert check["status"] == "pass"
 
-    ok = _tutorrl("verify", str(bundle), cwd=trained.root, env=trained.env)
+    ok = tutorrl("verify", str(bundle), cwd=trained.root, env=trained.env)
     assert ok.returncode == 0, ok.stderr
     assert "resumed from 000002.json" in ok.stderr and "link checked" in ok.stderr
     # The linked record changed afterwards: the link no longer holds, and verify says which.
     original = first.read_bytes()
     first.write_bytes(original + b" ")
     try:
-        bad = _tutorrl("verify", str(bundle), cwd=trained.root, env=trained.env)
+        bad = tutorrl("verify", str(bundle), cwd=trained.root, env=trained.env)
     finally:
         first.write_bytes(original)
     assert bad.returncode != 0
@@ -248,7 +225,7 @@ def test_the_merged_model_is_recorded_tensor_by_tensor_as_torch_loads_it(trained
     """verl's own model merger turns the last checkpoint into a Hugging Face model (where verl keeps
     its HF export, actor/huggingface/); `tutorrl evidence --add` records the checkpoint again with it,
     and each tensor's digest is what torch loads from the file."""
-    python, _ = _training_env()
+    python, _ = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
     bundle, _run_dir, _log = resumed
     actor = trained.step_dir / "global_step_3" / "actor"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the merger needs no CPU stand-in
@@ -256,7 +233,7 @@ def test_the_merged_model_is_recorded_tensor_by_tensor_as_torch_loads_it(trained
                              str(actor), "--target_dir", str(actor / "huggingface")],
                             capture_output=True, text=True, timeout=600, env=env)
     assert merged.returncode == 0, merged.stderr[-3000:]
-    added = _tutorrl("evidence", str(bundle), "--add", str(trained.step_dir / "global_step_3"), cwd=trained.root,
+    added = tutorrl("evidence", str(bundle), "--add", str(trained.step_dir / "global_step_3"), cwd=trained.root,
                      env=trained.env)
     assert added.returncode == 0, added.stderr
     newest = sorted((bundle / "evidence").glob("[0-9]*.json"))[-1]
@@ -276,7 +253,7 @@ def test_the_merged_model_is_recorded_tensor_by_tensor_as_torch_loads_it(trained
     assert len(by_torch) == 27 and recorded == by_torch
     # The merger rewrote actor/huggingface/ after the run's own record of step 3: that record no
     # longer matches the folder, and verify says so, while the record made after the merge holds.
-    rehash = _tutorrl("verify", str(bundle), "--rehash", cwd=trained.root, env=trained.env)
+    rehash = tutorrl("verify", str(bundle), "--rehash", cwd=trained.root, env=trained.env)
     assert rehash.returncode != 0
     assert "000001.json (step 3): " in rehash.stderr and "huggingface/config.json" in rehash.stderr
     assert f"{newest.name} (step 3): matches" in rehash.stderr

@@ -25,49 +25,23 @@ import base64
 import hashlib
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 import support
+from training_helpers import ANSI, metrics, training_env, tutorrl
 
 pytestmark = pytest.mark.slow
 
 PLUGIN = support.REPO / "tools" / "cpu_training" / "verl091"
-# verl's console logger, after Ray's "(TaskRunnerV1 pid=N) " prefix (coloured: the escapes are removed first).
-STEP_LINE = re.compile(r"(?:^|\) )step:(\d+) - (.*)$", re.M)
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What the callback prints in verl's TaskRunner as each record is written; Ray forwards it into the job's log
 # (after its "(TaskRunnerV1 pid=N) " prefix, or after the progress bar's last redraw on the same line).
 RECORDED_LINE = re.compile(r"tutorrl evidence: step (\d+): recorded (\d+\.json)$", re.M)
 
 
-def _training_env() -> tuple[str, Path]:
-    python, tiny = os.environ.get("TUTORRL_TRAIN091_PYTHON"), os.environ.get("TUTORRL_TINY_DIR")
-    if (not python or not tiny or not os.path.isfile(python)
-            or not os.path.isfile(os.path.join(tiny, "tiny-qwen2-hd32", "model.safetensors"))):
-        pytest.fail("the verl 0.9.1 CPU training environment is not set up: `bash tools/dev.sh test` builds it and "
-                    "sets TUTORRL_TRAIN091_PYTHON and TUTORRL_TINY_DIR (tools/cpu_training/)")
-    return python, Path(tiny)
-
-
-def _tutorrl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TUTORRL_EMBEDDED"))}
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "tutorrl", *args], cwd=cwd, env=full, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _metrics(log: str) -> dict[int, dict[str, str]]:
-    out = {}
-    for step, rest in STEP_LINE.findall(log):
-        out[int(step)] = dict(part.split(":", 1) for part in rest.strip().split(" - ") if ":" in part)
-    return out
 
 
 def _sha256(path: Path) -> str:
@@ -88,16 +62,16 @@ class Trained:
     """One real training run, shared by the tests of this module (about two minutes on two cores)."""
 
     def __init__(self, root: Path):
-        python, tiny = _training_env()
+        python, tiny = training_env("TUTORRL_TRAIN091_PYTHON", "tiny-qwen2-hd32/model.safetensors", "the verl 0.9.1 CPU training environment")
         self.root, self.ckpt = root, root / "ckpt"
         state = root / "state"  # its own runs index and record-sealing key (see test_real_training.py)
         self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": str(PLUGIN),
                     "TUTORRL_PYTHON": python, "XDG_STATE_HOME": str(state), "TUTORRL_STATE_HOME": str(state / "tutorrl")}
-        compiled = _tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo_091.toml"), "--out", str(root / "bundles"),
+        compiled = tutorrl("compile", str(support.SPECS / "tiny_cpu_grpo_091.toml"), "--out", str(root / "bundles"),
                             cwd=root)
         assert compiled.returncode == 0, compiled.stderr
         self.bundle = root / compiled.stdout.strip()
-        self.run = _tutorrl("run", str(self.bundle), "--num-gpus", "1", cwd=root, env=self.env)
+        self.run = tutorrl("run", str(self.bundle), "--num-gpus", "1", cwd=root, env=self.env)
         runs = sorted((self.bundle / "runs").iterdir())
         assert len(runs) == 1, runs
         self.run_dir = runs[0]
@@ -118,7 +92,7 @@ def test_verl_091_trains_two_steps_with_a_vllm_rollout_as_a_ray_job(trained):
     assert trained.record["versions"]["verl"] == "0.9.1"
     # verl's own launch of vLLM's OpenAI server, in its rollout actor.
     assert re.search(r"^\(vLLMHttpServer pid=\d+\) ", trained.log, re.M), trained.log[-3000:]
-    steps = _metrics(trained.log)
+    steps = metrics(trained.log)
     assert sorted(steps) == [1, 2], trained.log[-3000:]
     for step, values in steps.items():
         loss, grad = float(values["actor/pg_loss"]), float(values["actor/grad_norm"])
@@ -189,7 +163,7 @@ def test_the_publication_check_says_vllm_cannot_show_what_it_serves(trained):
 
 
 def test_verify_rehash_passes(trained):
-    ok = _tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
+    ok = tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
     assert ok.returncode == 0, ok.stderr
     for path in trained.records:
         assert f"{path.name} (step {int(path.stem)}): matches" in ok.stderr
