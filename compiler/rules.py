@@ -199,10 +199,22 @@ def _batches(spec: Spec, value: Effective) -> list[Finding]:
     if dynamic or train is None or mini is None:
         return out
     if train < mini:
-        # verl/workers/config/actor.py: ActorConfig.validate.
-        out.append(Finding("actor.ppo_mini_batch_size",
-                           f"{mini} is more than data.train_batch_size ({train})",
-                           "verl refuses this at start (verl/workers/config/actor.py, ActorConfig.validate)"))
+        # Refused at start from verl 0.3.0: RayPPOTrainer._validate_config asserts train >= mini
+        # (verl/trainer/ppo/ray_trainer.py) up to 0.5.x, ActorConfig.validate raises from 0.6.0.
+        # verl 0.2 checks nothing: its actor splits the step's batch into mini-batches of at most
+        # that size, so the whole batch is one mini-batch -- it runs, likely not as meant.
+        release = release_tuple(value.lock.release)
+        if release >= (0, 6, 0):
+            out.append(Finding("actor.ppo_mini_batch_size", f"{mini} is more than data.train_batch_size ({train})",
+                               "verl refuses this at start (verl/workers/config/actor.py, ActorConfig.validate)"))
+        elif release >= (0, 3, 0):
+            out.append(Finding("actor.ppo_mini_batch_size", f"{mini} is more than data.train_batch_size ({train})",
+                               "verl refuses this at start (verl/trainer/ppo/ray_trainer.py, "
+                               "RayPPOTrainer._validate_config)"))
+        else:
+            out.append(Finding("actor.ppo_mini_batch_size", (
+                f"{mini} is more than data.train_batch_size ({train}): verl {value.lock.release} checks nothing "
+                "and takes each step's whole batch as one mini-batch"), None, "warning"))
     elif train % mini:
         out.append(Finding("actor.ppo_mini_batch_size", f"{mini} does not divide data.train_batch_size ({train})",
                            "the last mini-batch of each step is smaller", "warning"))

@@ -686,3 +686,51 @@ def _problems_or_none(text: str) -> list:
     except SpecError as err:
         return err.problems
     return []
+
+
+MINI = """\
+[experiment]
+name = "mini"
+verl = "{release}"
+
+[data]
+train = "/d/t.parquet"
+val = "/d/v.parquet"
+train_batch_size = 8
+
+[model]
+path = "/m"
+
+[actor]
+ppo_mini_batch_size = 16
+
+[rollout]
+tensor_parallel = 1
+
+[resources]
+nodes = 1
+trainer_gpus_per_node = 1
+"""
+
+
+@pytest.mark.parametrize("release,refused,cited", [
+    ("0.2.0.post2", False, None),  # verl 0.2 checks nothing: the batch is one mini-batch
+    ("0.3.0.post1", True, "RayPPOTrainer._validate_config"),
+    ("0.5.0", True, "RayPPOTrainer._validate_config"),
+    ("0.6.0", True, "ActorConfig.validate"),
+    ("0.9.1", True, "ActorConfig.validate"),
+])
+def test_a_mini_batch_larger_than_the_batch_is_refused_where_verl_refuses_it(release, refused, cited):
+    """No stricter than verl: the check verl makes at start, per release, with its own file named."""
+    from tutorrl.compiler import compile_bytes
+    from tutorrl.errors import SpecError
+
+    try:
+        compiled = compile_bytes(MINI.format(release=release).encode(), "spec.toml")
+    except SpecError as exc:
+        found = [p for p in exc.problems if p.key == "actor.ppo_mini_batch_size"]
+        assert refused and found and cited in found[0].render(), [p.render() for p in exc.problems]
+        assert (found[0].line, found[0].file) == (14, "spec.toml")
+        return
+    assert not refused
+    assert any("actor.ppo_mini_batch_size" in w.render() and "one mini-batch" in w.render() for w in compiled.warnings)
