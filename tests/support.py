@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import json
@@ -17,6 +18,95 @@ BUNDLES = REPO / "bundles"
 
 def example_specs() -> list[Path]:
     return sorted(SPECS.glob("*.toml"))
+
+
+# -- the one spec builder ---------------------------------------------------------------------------------------
+
+# The smallest spec that describes a whole training run: every section a launch needs, verl's defaults elsewhere.
+MINIMAL_SPEC = {
+    "experiment": {"name": "t", "verl": "0.9.1"},
+    "data": {"train": "train.parquet", "val": "val.parquet", "train_batch_size": 16},
+    "model": {"path": "m"},
+    "actor": {"ppo_mini_batch_size": 8, "ppo_micro_batch_size_per_gpu": 2},
+    "rollout": {"engine": "sglang", "n": 2},
+    # Console only: verl's default loggers include wandb, which the compiler warns about without an account.
+    "trainer": {"total_steps": 10, "loggers": ["console"]},
+    "resources": {"trainer_gpus_per_node": 2},
+    "reward": {"module": "rewards.mine"},
+}
+
+
+class _Drop:
+    def __repr__(self) -> str:
+        return "DROP"
+
+
+# A value that removes its key (or whole table) from the spec being built.
+DROP = _Drop()
+
+
+class Whole(dict):
+    """A table that replaces the one below it instead of being merged into it."""
+
+
+def _merged(into: dict, layer: dict) -> dict:
+    out = dict(into)
+    for key, value in layer.items():
+        if value is DROP:
+            out.pop(key, None)
+        elif isinstance(value, dict) and not isinstance(value, Whole) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(dict(value) if isinstance(value, Whole) else value)
+    return out
+
+
+def spec_doc(base: dict | None = None, /, **tables) -> dict:
+    """A spec as plain data: ``tables`` merged key by key into ``base`` (MINIMAL_SPEC if none).
+
+    A table given as a dict is merged into the one below it (nested tables too), so
+    ``spec_doc(actor={"strategy": "megatron"})`` keeps the minimal actor's batch sizes; a list or
+    scalar replaces, and so does a table given as ``Whole({...})``; ``DROP`` removes a key or a
+    table. ``base`` is a whole spec, typically an earlier spec_doc (a shared shape such as the
+    chess tutor's), so a variant names only what it changes; the base itself is never modified.
+
+    Tests build whole specs with this (the per-folder shapes, review_helpers.BASE and
+    compiler_helpers.CHESS / FSDP_CUSTOM, are spec_doc calls). Literal TOML stays where the text
+    is the point: error positions and located problems (tests/compiler/test_spec_errors.py,
+    test_toml_positions.py, test_compose.py's "set in a.toml:6"), specs written to be refused (a
+    builder that starts from a valid spec would hide the one broken line), the partial children
+    of ``extends`` and ``[sweep]`` (they must say only what they change), spec families on disk
+    (tests/review/test_*_family.py), and golden inputs (tests/importer/golden/).
+    """
+    return _merged(copy.deepcopy(MINIMAL_SPEC if base is None else base), tables)
+
+
+def example_spec(name: str) -> dict:
+    """The committed example ``specs/<name>`` as plain data, a base for spec_doc."""
+    import tomllib
+
+    return tomllib.loads((SPECS / name).read_text(encoding="utf-8"))
+
+
+def nested(dotted: dict, sep: str = ".") -> dict:
+    """``{"data.train": v}`` as the tables spec_doc takes (``{"data": {"train": v}}``).
+
+    Each path names what it sets: a table given as its value replaces the table there (``Whole``)."""
+    out: dict = {}
+    for path, value in dotted.items():
+        *parents, leaf = path.split(sep)
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = Whole(value) if isinstance(value, dict) else value
+    return out
+
+
+def spec_toml(base: dict | None = None, /, **tables) -> str:
+    """spec_doc's spec as TOML text (tomli_w's spelling)."""
+    import tomli_w
+
+    return tomli_w.dumps(spec_doc(base, **tables))
 
 
 _STANDIN = '''#!{python}

@@ -10,7 +10,8 @@ from tutorrl.compiler.compile import compile_bytes
 from tutorrl.compiler.keymap import describe_releases, load_keymap
 from tutorrl.errors import SpecError
 
-from compiler_helpers import CHESS, FSDP_CUSTOM, retarget as _retarget
+import support
+from compiler_helpers import CHESS, FSDP_CUSTOM, spec_at
 
 
 @pytest.mark.parametrize("releases,words", [
@@ -32,8 +33,7 @@ def _refusal(text: str) -> str:
 
 
 def _with_extra(release: str, override: str) -> str:
-    text = _retarget(FSDP_CUSTOM, release)
-    return text.replace('extra_overrides = ["trainer.default_hdfs_dir=null"]', f"extra_overrides = [{override!r}]")
+    return spec_at(release, FSDP_CUSTOM, verl={"extra_overrides": [override]})
 
 
 @pytest.mark.parametrize("release,override,says", [
@@ -56,14 +56,14 @@ def test_extra_overrides_teach_the_release_spelling(release, override, says):
 def test_legacy_reward_keys_still_read_in_071_and_080():
     # main_ppo migrates the top-level block there, so verl reads them.
     for release in ("0.7.1", "0.8.0"):
-        text = _retarget(CHESS, release).replace("[env]", '[verl]\nextra_overrides = ["reward_model.num_workers=2"]\n[env]')
+        text = spec_at(release, CHESS, verl={"extra_overrides": ["reward_model.num_workers=2"]})
         assert compile_bytes(text.encode(), "t.toml")
 
 
 def test_megatron_selection_per_release():
-    text = CHESS.replace("[actor]\n", "[actor]\nstrategy = \"megatron\"\n")
+    megatron = support.spec_doc(CHESS, actor={"strategy": "megatron"})
     for release, line in (("0.7.1", "--config-name ppo_megatron_trainer"), ("0.8.0", "--config-name ppo_trainer")):
-        launch = compile_bytes(_retarget(text, release).encode(), "t.toml").files["launch.sh"].decode()
+        launch = compile_bytes(spec_at(release, megatron).encode(), "t.toml").files["launch.sh"].decode()
         assert line in launch
         assert ("model_engine=megatron" in launch) == (release == "0.8.0")
 

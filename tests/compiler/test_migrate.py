@@ -6,7 +6,8 @@ import json
 import subprocess
 import sys
 
-from compiler_helpers import CHESS, FSDP_CUSTOM, retarget as _retarget
+import support
+from compiler_helpers import CHESS, FSDP_CUSTOM, spec_at
 
 
 def _migrate(tmp_path, text, *args):
@@ -23,7 +24,7 @@ def _by_setting(doc):
 
 
 def test_061_to_091_json(tmp_path):
-    doc = json.loads(_migrate(tmp_path, _retarget(FSDP_CUSTOM, "0.6.1"), "--to", "0.9.1", "--format", "json"))
+    doc = json.loads(_migrate(tmp_path, spec_at("0.6.1", FSDP_CUSTOM), "--to", "0.9.1", "--format", "json"))
     assert (doc["from"], doc["to"], doc["variant"], doc["compiles"]) == ("0.6.1", "0.9.1", "fsdp", True)
     changed = {name: c["status"] for name, c in _by_setting(doc).items() if c["status"] != "same"}
     # Nothing is gained: a setting the spec does not say is never emitted.
@@ -40,8 +41,7 @@ def test_061_to_091_json(tmp_path):
 
 
 def test_091_to_071_megatron_text(tmp_path):
-    text = CHESS.replace("[actor]\n", "[actor]\nstrategy = \"megatron\"\n")
-    text = text.replace("[model]\n", "[model]\nattn_implementation = \"sdpa\"\n")
+    text = support.spec_toml(CHESS, actor={"strategy": "megatron"}, model={"attn_implementation": "sdpa"})
     out = _migrate(tmp_path, text, "--to", "0.7.1")
     assert out.startswith(f"{tmp_path / 'spec.toml'}: verl 0.9.1 -> 0.7.1 (megatron)\n")
     assert ("variant selection:\n"
@@ -53,7 +53,7 @@ def test_091_to_071_megatron_text(tmp_path):
 
 
 def test_091_to_071_fsdp_only_loses_the_evidence_hook(tmp_path):
-    out = _migrate(tmp_path, CHESS.replace("[trainer]\n", "[trainer]\nevidence_callback = true\n"), "--to", "0.7.1")
+    out = _migrate(tmp_path, support.spec_toml(CHESS, trainer={"evidence_callback": True}), "--to", "0.7.1")
     assert "variant selection" not in out
     changed = [line for line in out.splitlines() if line.startswith("  ") and not line.startswith("    ")][:1]
     assert changed == ["  trainer.evidence_callback [lost]"]
@@ -62,27 +62,26 @@ def test_091_to_071_fsdp_only_loses_the_evidence_hook(tmp_path):
 
 
 def test_a_spec_without_the_hook_moves_to_071_unchanged(tmp_path):
-    out = _migrate(tmp_path, CHESS, "--to", "0.7.1")
+    out = _migrate(tmp_path, support.spec_toml(CHESS), "--to", "0.7.1")
     assert "settings that change" not in out
     assert out.endswith('the spec compiles for verl 0.7.1 once experiment.verl = "0.7.1".\n')
 
 
 def test_compiles_is_said_only_of_what_compiles_and_otherwise_what_stops_it(tmp_path):
     """The 'file' logger has no key to move (specs/gsm8k_custom_reward.toml's case): only compiling for 0.5.0 finds it."""
-    spec = FSDP_CUSTOM.replace('loggers = ["console", "tensorboard"]', 'loggers = ["console", "file"]')
-    assert spec != FSDP_CUSTOM
+    spec = support.spec_toml(FSDP_CUSTOM, trainer={"loggers": ["console", "file"]})
     out = _migrate(tmp_path, spec, "--to", "0.5.0")
     assert "the spec compiles" not in out
     assert "before this spec compiles for verl 0.5.0:\n  trainer.loggers: the 'file' logger exists from verl 0.6.0" in out
     doc = json.loads(_migrate(tmp_path, spec, "--to", "0.5.0", "--format", "json"))
     assert doc["compiles"] is False and [b["spec_field"] for b in doc["blockers"]] == ["trainer.loggers"]
     # Where it does compile, the promise stands (and each blocker is listed once).
-    text = CHESS.replace("[trainer]\n", "[trainer]\nevidence_callback = true\n")
+    text = support.spec_toml(CHESS, trainer={"evidence_callback": True})
     out = _migrate(tmp_path, text, "--to", "0.7.1")
     assert out.count("  trainer.evidence_callback: ") == 1
 
 
 def test_migrating_to_the_specs_own_release_says_so(tmp_path):
-    out = _migrate(tmp_path, CHESS, "--to", "0.9.1")
+    out = _migrate(tmp_path, support.spec_toml(CHESS), "--to", "0.9.1")
     assert "other settings" not in out and "--to 0.9.1 is the release it migrates from: nothing moves" in out
     assert out.endswith('the spec compiles for verl 0.9.1 (experiment.verl = "0.9.1").\n')

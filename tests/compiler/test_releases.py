@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
 import support
-from compiler_helpers import CHESS, FSDP_CUSTOM, retarget as _retarget
+from compiler_helpers import CHESS, FSDP_CUSTOM, spec_at
 from tutorrl.compiler import keyset_import as ki
 from tutorrl.compiler.bundle import spec_settings, write_bundle
 from tutorrl.compiler.compile import compile_bytes
@@ -127,11 +127,8 @@ def test_a_release_that_moves_nothing_needs_only_the_release_list():
 # -- example specs ---------------------------------------------------------
 
 
-MEGATRON = CHESS.replace("[actor]\n", "[actor]\nstrategy = \"megatron\"\n") + """\
-[actor.megatron]
-tensor_parallel = 1
-pipeline_parallel = 1
-"""
+MEGATRON = support.spec_doc(CHESS, actor={"strategy": "megatron", "megatron": {"tensor_parallel": 1,
+                                                                              "pipeline_parallel": 1}})
 
 
 EXAMPLES = {"chess": CHESS, "megatron": MEGATRON, "custom": FSDP_CUSTOM}
@@ -245,7 +242,7 @@ def _check_composed(cfg, expected):
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_example_launches_and_composes(release, example, config_dirs, launcher, tmp_path):
-    text = _retarget(EXAMPLES[example], release)
+    text = spec_at(release, EXAMPLES[example])
     if release_tuple(release) < (0, 4, 0, 0):
         # verl 0.2/0.3 pass no keyword arguments to a reward function (and 0.2
         # loads none from the command line): refused, naming where it exists.
@@ -271,27 +268,27 @@ def test_example_launches_and_composes(release, example, config_dirs, launcher, 
 
 
 def test_attn_implementation_is_refused_where_verl_ignores_it():
-    text = _retarget(CHESS.replace("[model]\n", "[model]\nattn_implementation = \"sdpa\"\n"), "0.5.0")
+    text = spec_at("0.5.0", CHESS, model={"attn_implementation": "sdpa"})
     with pytest.raises(SpecError) as err:
         compile_bytes(text.encode(), "t.toml")
     rendered = err.value.render()
     assert "'model.attn_implementation' exists from verl 0.6.1 (fsdp); this spec targets 0.5.0" in rendered
     assert "flash_attention_2" in rendered
-    text = _retarget(MEGATRON.replace("[model]\n", "[model]\nattn_implementation = \"sdpa\"\n"), "0.7.1")
+    text = spec_at("0.7.1", MEGATRON, model={"attn_implementation": "sdpa"})
     with pytest.raises(SpecError, match="exists from verl 0.8.0 \\(megatron\\)"):
         compile_bytes(text.encode(), "t.toml")
 
 
 def test_chess_plugin_sizes_reward_workers_only_where_verl_has_a_pool():
     for release in ("0.4.1", "0.5.0", "0.6.1", "0.7.0"):
-        launch = compile_bytes(_retarget(CHESS, release).encode(), "t.toml").files["launch.sh"].decode()
+        launch = compile_bytes(spec_at(release, CHESS).encode(), "t.toml").files["launch.sh"].decode()
         assert "num_workers" not in launch
-    launch = compile_bytes(_retarget(CHESS, "0.7.1").encode(), "t.toml").files["launch.sh"].decode()
+    launch = compile_bytes(spec_at("0.7.1", CHESS).encode(), "t.toml").files["launch.sh"].decode()
     assert "reward.num_workers=1" in launch
 
 
 def test_unimportable_reward_module_stops_launch_with_a_clear_message(launcher, tmp_path):
-    compiled = compile_bytes(_retarget(CHESS, "0.6.1").encode(), "t.toml")
+    compiled = compile_bytes(spec_at("0.6.1", CHESS).encode(), "t.toml")
     bundle = write_bundle(compiled, tmp_path).path
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -316,7 +313,7 @@ def test_module_file_is_quoted_exactly_as_the_compiler_quotes(dirname, launcher,
     (site / "tutorrl_test_reward").mkdir(parents=True)
     (site / "tutorrl_test_reward" / "__init__.py").touch()
     (site / "tutorrl_test_reward" / "rewards.py").write_text("")
-    compiled = compile_bytes(_retarget(FSDP_CUSTOM, "0.6.1").encode(), "t.toml")
+    compiled = compile_bytes(spec_at("0.6.1", FSDP_CUSTOM).encode(), "t.toml")
     bundle = write_bundle(compiled, tmp_path_factory.mktemp("b")).path
     proc, argv = launcher(bundle, "0.6.1", site_dir=site)
     assert proc.returncode == 0, proc.stderr
@@ -430,11 +427,11 @@ def test_committed_example_compiles_and_composes_or_is_refused_clearly(spec_path
 def test_megatron_rollout_size_is_refused_where_verls_megatron_worker_asserts_it():
     # 2 does not divide the 7 trainer GPUs. verl's Megatron worker asserts the
     # rollout size divides them from 0.4.0; 0.3's builds its rollout unchecked.
-    text = ('[experiment]\nverl = "0.9.1"\n[actor]\nstrategy = "megatron"\n[actor.megatron]\ntensor_parallel = 1\n'
-            'pipeline_parallel = 1\n[rollout]\ntensor_parallel = 2\n[resources]\ntrainer_gpus_per_node = 7\n')
+    spec = support.spec_doc(actor={"strategy": "megatron", "megatron": {"tensor_parallel": 1, "pipeline_parallel": 1}},
+                            rollout={"tensor_parallel": 2}, resources={"trainer_gpus_per_node": 7})
     with pytest.raises(SpecError) as err:
-        compile_bytes(_retarget(text, "0.4.0").encode(), "t.toml")
+        compile_bytes(spec_at("0.4.0", spec).encode(), "t.toml")
     assert any(p.key == "rollout.tensor_parallel" and "verl/workers/megatron_workers.py" in p.message
                for p in err.value.problems)
-    compiled = compile_bytes(_retarget(text, "0.3.0.post1").encode(), "t.toml")
+    compiled = compile_bytes(spec_at("0.3.0.post1", spec).encode(), "t.toml")
     assert any(w.key == "rollout.tensor_parallel" and "does not check" in w.hint for w in compiled.warnings)

@@ -23,14 +23,7 @@ root_values = st.lists(st.sampled_from(ALPHABET + ["$(touch pwned)", "`id`", "\n
 
 
 def _spec(**changes) -> dict:
-    data = tomllib.loads(EXAMPLE.read_text())
-    for dotted, value in changes.items():
-        *parents, last = dotted.split(".")
-        node = data
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return data
+    return support.spec_doc(tomllib.loads(EXAMPLE.read_text()), **support.nested(changes))
 
 
 def _bundle(tmp_path, data: dict):

@@ -28,15 +28,8 @@ def _sweep(table: str, extra: str = "") -> list[Source]:
 
 def _point_spec(values: dict, name: str) -> bytes:
     """The point written out as its own spec: the base with the point's values and name."""
-    doc = tomllib.loads(BASE.decode())
-    for dotted, value in values.items():
-        table = doc
-        *parts, last = dotted.split(".")
-        for part in parts:
-            table = table.setdefault(part, {})
-        table[last] = value
-    doc["experiment"]["name"] = name
-    return tomli_w.dumps(doc).encode()
+    doc = support.spec_doc(tomllib.loads(BASE.decode()), **support.nested(values))
+    return support.spec_toml(doc, experiment={"name": name}).encode()
 
 
 def test_grid_takes_every_combination_and_zip_takes_values_together():

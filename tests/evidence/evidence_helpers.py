@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tomllib
 from pathlib import Path
 
 import numpy as np
-import tomli_w
 
+import support
 from tutorrl.compiler import compile_bytes, verify_bundle, write_bundle
 
-EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "specs" / "chess_tutor_grpo.toml"
+EXAMPLE_SPEC = "chess_tutor_grpo.toml"  # under specs/
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, bytes, list[int]]], *, pad: int = 8) -> None:
@@ -65,10 +64,9 @@ def make_bundle(out_root: Path, output_dir: str = "ckpts", model_path: str = "ba
 
     Returns the real bundle folder (`out_root/<id>`), which `verify_bundle` accepts.
     """
-    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
-    doc["trainer"]["output_dir"] = output_dir
-    doc["model"]["path"] = model_path
-    compiled = compile_bytes(tomli_w.dumps(doc).encode(), "evidence-test.toml")
+    text = support.spec_toml(support.example_spec(EXAMPLE_SPEC), trainer={"output_dir": output_dir},
+                             model={"path": model_path})
+    compiled = compile_bytes(text.encode(), "evidence-test.toml")
     result = write_bundle(compiled, out_root)
     assert result.path.name == compiled.id
     return result.path

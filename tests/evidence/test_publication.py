@@ -258,18 +258,15 @@ def test_sensitivity_control(verl_parts, tmp_path):
 
 
 def test_control_setting_reaches_the_bundle(tmp_path):
-    import tomllib
-
-    import tomli_w
-
+    import support
     from evidence_helpers import EXAMPLE_SPEC
     from tutorrl.compiler import compile_bytes, write_bundle
 
-    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
-    assert load_bundle(write_bundle(compile_bytes(tomli_w.dumps(doc).encode(), "a.toml"), tmp_path / "a").path
+    doc = support.example_spec(EXAMPLE_SPEC)
+    assert load_bundle(write_bundle(compile_bytes(support.spec_toml(doc).encode(), "a.toml"), tmp_path / "a").path
                        ).publication_control is False
-    doc["evidence"] = {"publication_control": True}
-    path = write_bundle(compile_bytes(tomli_w.dumps(doc).encode(), "b.toml"), tmp_path / "b").path
+    text = support.spec_toml(doc, evidence={"publication_control": True})
+    path = write_bundle(compile_bytes(text.encode(), "b.toml"), tmp_path / "b").path
     assert load_bundle(path).publication_control is True
     assert "publication_control = true" in (path / "spec.toml").read_text()
 
@@ -639,58 +636,47 @@ def test_a_vllm_run_says_its_served_weights_were_not_checked(tmp_path, monkeypat
 
 
 def test_publication_control_with_lora_is_refused_at_compile_time():
-    import tomllib
-
-    import tomli_w
-
+    import support
     from evidence_helpers import EXAMPLE_SPEC
     from tutorrl.compiler import compile_bytes
     from tutorrl.errors import SpecError
 
-    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
-    doc["evidence"] = {"publication_control": True}
-    doc["model"]["lora"] = {"rank": 8, "alpha": 16}
+    doc = support.spec_doc(support.example_spec(EXAMPLE_SPEC), evidence={"publication_control": True},
+                           model={"lora": {"rank": 8, "alpha": 16}})
     with pytest.raises(SpecError) as err:
-        compile_bytes(tomli_w.dumps(doc).encode(), "lora.toml")
+        compile_bytes(support.spec_toml(doc).encode(), "lora.toml")
     text = str(err.value) + "".join(str(p) for p in getattr(err.value, "problems", []))
     assert "evidence.publication_control" in text and "LoRA" in text
     assert "engine_workers.py:787-805" in text and "/weights_checker" in text
-    doc["model"]["lora"]["rank"] = 0  # rank 0 trains the full model: the control is fine
-    compile_bytes(tomli_w.dumps(doc).encode(), "full.toml")
+    # rank 0 trains the full model: the control is fine
+    compile_bytes(support.spec_toml(doc, model={"lora": {"rank": 0}}).encode(), "full.toml")
 
 
 def test_a_lora_run_on_sglang_is_told_at_compile_time_that_its_adapter_is_not_verifiable():
-    import tomllib
-
-    import tomli_w
-
+    import support
     from evidence_helpers import EXAMPLE_SPEC
     from tutorrl.compiler import compile_bytes
 
-    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
-    doc["model"]["lora"] = {"rank": 8, "alpha": 16}
-    doc.setdefault("trainer", {})["evidence_callback"] = True
-    doc.setdefault("rollout", {})["engine"] = "sglang"
-    warned = [w.render() for w in compile_bytes(tomli_w.dumps(doc).encode(), "lora.toml").warnings]
+    doc = support.spec_doc(support.example_spec(EXAMPLE_SPEC), model={"lora": {"rank": 8, "alpha": 16}},
+                           trainer={"evidence_callback": True}, rollout={"engine": "sglang"})
+    warned = [w.render() for w in compile_bytes(support.spec_toml(doc).encode(), "lora.toml").warnings]
     assert any("model.lora.rank" in w and "adapter not verifiable" in w for w in warned), warned
-    doc["model"]["lora"]["rank"] = 0  # the full model: every pushed tensor is checked, nothing to say
-    warned = [w.render() for w in compile_bytes(tomli_w.dumps(doc).encode(), "full.toml").warnings]
+    # the full model: every pushed tensor is checked, nothing to say
+    full = support.spec_toml(doc, model={"lora": {"rank": 0}})
+    warned = [w.render() for w in compile_bytes(full.encode(), "full.toml").warnings]
     assert not any("adapter" in w for w in warned), warned
 
 
 def test_publication_control_is_warned_about_the_sglang_releases_that_keep_the_snapshot():
-    import tomllib
-
-    import tomli_w
-
+    import support
     from evidence_helpers import EXAMPLE_SPEC
     from tutorrl.compiler import compile_bytes
 
-    doc = tomllib.loads(EXAMPLE_SPEC.read_text(encoding="utf-8"))
-    assert not [w for w in compile_bytes(tomli_w.dumps(doc).encode(), "a.toml").warnings
+    doc = support.example_spec(EXAMPLE_SPEC)
+    assert not [w for w in compile_bytes(support.spec_toml(doc).encode(), "a.toml").warnings
                 if w.key == "evidence.publication_control"]
-    doc["evidence"] = {"publication_control": True}
-    (warning,) = [w for w in compile_bytes(tomli_w.dumps(doc).encode(), "b.toml").warnings
+    text = support.spec_toml(doc, evidence={"publication_control": True})
+    (warning,) = [w for w in compile_bytes(text.encode(), "b.toml").warnings
                   if w.key == "evidence.publication_control"]
     assert "0.5.21+" in warning.message and "64 GB" in warning.message and "refuses the control" in warning.message
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import re
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+import support
 from tutorrl.review.sides import Side, spec_side
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -19,38 +19,32 @@ REGEN_ENV = "TUTORRL_REGEN_GOLDEN"
 
 # A simulator-reward chess run, like the team's launcher: every section used,
 # most verl settings left unset (verl's defaults).
-BASE = {
-    "experiment": {"name": "chess-tutor-grpo", "verl": "0.9.1", "project": "chess-tutor"},
-    "data": {"train": "data/chess/train.parquet", "val": "data/chess/val.parquet", "train_batch_size": 56},
-    "model": {"path": "models/tutor-sft-merged"},
-    "actor": {"lr": 1e-6, "ppo_mini_batch_size": 28, "ppo_micro_batch_size_per_gpu": 4, "use_kl_loss": True},
-    "rollout": {"engine": "sglang", "n": 8, "tensor_parallel": 1},
-    "trainer": {"total_steps": 100, "loggers": ["console"]},
-    "resources": {"trainer_gpus_per_node": 7, "reward_gpus": 1},
-    "reward": {
-        "plugin": "chess-simulator",
-        "options": {"table": "data/chess/reward_table.json", "adapter": "models/sim/adapter",
-                    "heads_checkpoint": "models/sim/heads.pt", "heads_metrics": "models/sim/heads_metrics.json",
-                    "device": "cuda:7"},
-    },
-    "env": {"set": {"TOKENIZERS_PARALLELISM": "false"}, "passthrough": []},
-}
+BASE = support.spec_doc(
+    experiment={"name": "chess-tutor-grpo", "project": "chess-tutor"},
+    data={"train": "data/chess/train.parquet", "val": "data/chess/val.parquet", "train_batch_size": 56},
+    model={"path": "models/tutor-sft-merged"},
+    actor={"lr": 1e-6, "ppo_mini_batch_size": 28, "ppo_micro_batch_size_per_gpu": 4, "use_kl_loss": True},
+    rollout={"engine": "sglang", "n": 8, "tensor_parallel": 1},
+    trainer={"total_steps": 100, "loggers": ["console"]},
+    resources={"trainer_gpus_per_node": 7, "reward_gpus": 1},
+    reward=support.Whole(
+        plugin="chess-simulator",
+        options={"table": "data/chess/reward_table.json", "adapter": "models/sim/adapter",
+                 "heads_checkpoint": "models/sim/heads.pt", "heads_metrics": "models/sim/heads_metrics.json",
+                 "device": "cuda:7"},
+    ),
+    env={"set": {"TOKENIZERS_PARALLELISM": "false"}, "passthrough": []},
+)
 
 
 def base() -> dict:
-    return copy.deepcopy(BASE)
+    return support.spec_doc(BASE)
 
 
 def with_(spec: dict, **dotted) -> dict:
-    """A copy of ``spec`` with ``section__field=value`` replaced (``__`` separates levels)."""
-    out = copy.deepcopy(spec)
-    for path, value in dotted.items():
-        *parents, leaf = path.split("__")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
+    """A copy of ``spec`` with ``section__field=value`` replaced (``__`` separates levels; a table
+    given as the value replaces the whole table)."""
+    return support.spec_doc(spec, **support.nested(dotted, sep="__"))
 
 
 def toml_bytes(spec: dict) -> bytes:
