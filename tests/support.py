@@ -375,3 +375,88 @@ def ray_nodes_answer(gpus: float = 0.0) -> bytes:
     """What a Ray dashboard's nodes API answers for one ALIVE node."""
     return json.dumps({"result": True, "data": {"result": {"result": [
         {"state": "ALIVE", "resources_total": {"CPU": 4.0, "GPU": gpus}}]}}}).encode()
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on loopback (every socket held until all are chosen)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def procs_with_env(name: str, value: str) -> list[int]:
+    """PIDs (other than this one) whose environment holds name=value: how a test finds, to end
+    by id, every process a daemon it started left behind (Ray's workers, Slurm's job steps)."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _tails(logs) -> str:
+    out = []
+    for path in logs:
+        path = Path(path)
+        text = path.read_text(errors="replace")[-3000:] if path.is_file() else "(not written)"
+        out.append(f"== {path.name}\n{text}")
+    return "\n".join(out)
+
+
+def wait_until(ready, timeout: float, what: str, *, procs=(), logs=(), interval: float = 0.2):
+    """Polls ``ready()`` until it returns something true (returned) or ``timeout`` seconds pass.
+
+    ``procs`` are the daemons the wait depends on: when one has exited, waiting longer cannot
+    help, so the wait fails at once. Either failure names ``what`` and shows the tail of each of
+    ``logs`` (a callable returning the paths may stand for the list: files a daemon writes later)."""
+    import time
+
+    def failure(why: str) -> AssertionError:
+        return AssertionError(f"{why} waiting for {what}\n{_tails(logs() if callable(logs) else logs)}")
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = ready()
+        if value:
+            return value
+        for proc in procs:
+            if proc.poll() is not None:
+                raise failure(f"{proc.args[0] if isinstance(proc.args, list) else proc.args} "
+                              f"exited {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise failure(f"timed out after {timeout}s")
+        time.sleep(interval)
+
+
+def wait_ray_ready(url: str, token: str | None, *, nodes: int = 1, procs=(), logs=(), timeout: float = 120,
+                   what: str | None = None):
+    """Waits until the Ray dashboard at ``url`` answers its nodes API (with ``token``, where the
+    cluster has token auth) with at least ``nodes`` ALIVE nodes; returns tutorrl's reading of the
+    cluster's resources. Fails at once, with the logs' tails, when one of ``procs`` (``ray start``
+    processes) has died, and at the deadline."""
+    from tutorrl.runtime import cluster
+
+    headers = cluster.auth_headers(token) if token else {}
+
+    def ready():
+        try:
+            got = cluster.cluster_resources(url, headers)
+        except Exception:  # not up yet: refused, 5xx, a dashboard still starting its modules
+            return None
+        return got if got.alive_nodes >= nodes else None
+
+    return wait_until(ready, timeout, what or f"{nodes} ALIVE Ray node(s) at {url}", procs=procs, logs=logs)

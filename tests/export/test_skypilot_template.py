@@ -23,7 +23,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,31 +54,6 @@ exec {sys.executable} "$@"
 """
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _marked(value: str) -> list[int]:
-    needle = f"{MARKER}={value}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
 @pytest.fixture
 def node():
     root = Path(tempfile.mkdtemp(prefix="tsk-", dir="/tmp"))  # short: Ray's AF_UNIX paths live below it
@@ -97,7 +71,7 @@ def node():
         (home / TEMPLATE).chmod(0o755)
         yield root
     finally:
-        for pid in _marked(str(root)):
+        for pid in support.procs_with_env(MARKER, str(root)):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -120,7 +94,7 @@ def test_the_task_starts_ray_with_skypilots_template_and_can_run_again(node):
     (bin_dir / "python").write_text(PYTHON)
     for name in ("uv", "python"):
         (bin_dir / name).chmod(0o755)
-    head, dashboard, agent = _free_ports(3)
+    head, dashboard, agent = support.free_ports(3)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SKYPILOT_", "TUTORRL_"))}
     env.update(PATH=f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
                HOME=str(home), TMPDIR=str(node), TUTORRL_PYTHON=str(bin_dir / "python"),

@@ -40,17 +40,6 @@ GPUS = 8  # the chess bundle's 7 trainer GPUs + 1 reward GPU
 MARKER = "TUTORRL_TEST_SLURM"
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def _install_or_skip() -> None:
     if all(shutil.which(d) for d in NEEDED):
         if os.geteuid() != 0:
@@ -68,20 +57,6 @@ def _install_or_skip() -> None:
         done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0 or not all(shutil.which(d) for d in NEEDED):
         pytest.skip(f"apt-get install slurm-wlm munge failed (exit {done.returncode}): {done.stderr[-500:]}")
-
-
-def _marked(marker: str) -> list[int]:
-    needle = f"{MARKER}={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 class Slurm:
@@ -103,7 +78,7 @@ class Slurm:
         (r / "munge" / "key").chmod(0o600)
         for i in range(GPUS):  # slurmd wants a character device for each GPU: links to /dev/null
             os.symlink("/dev/null", r / "dev" / f"gpu{i}")
-        ctld, slurmd = _free_ports(2)
+        ctld, slurmd = support.free_ports(2)
         self.conf.write_text("\n".join([
             "ClusterName=tutorrl-test", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={ctld}",
             f"SlurmdPort={slurmd}", "AuthType=auth/munge", "CredType=cred/munge",
@@ -132,12 +107,7 @@ class Slurm:
                                            stderr=subprocess.STDOUT, start_new_session=True))
 
     def _wait(self, ready, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            for proc in self.procs:
-                assert proc.poll() is None, f"{proc.args[0]} exited {proc.returncode} before {what}: {self.logs()}"
-            assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}: {self.logs()}"
-            time.sleep(0.2)
+        support.wait_until(ready, timeout, what, procs=self.procs, logs=lambda: sorted((self.root / "log").iterdir()))
 
     def logs(self) -> str:
         return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-2000:]}"
@@ -165,7 +135,7 @@ class Slurm:
                 pass
             proc.wait(10)
         # What the daemons left: job steps (slurmstepd) and the job's Ray, each marked by its environment.
-        for pid in _marked(str(self.root)):
+        for pid in support.procs_with_env(MARKER, str(self.root)):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -183,7 +153,7 @@ def slurm():
         yield cluster
     finally:
         cluster.stop()
-        assert _marked(str(root)) == [], "processes of the test's Slurm are still running"
+        assert support.procs_with_env(MARKER, str(root)) == [], "processes of the test's Slurm are still running"
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -196,7 +166,7 @@ def test_exported_job_starts_ray_and_verl_under_a_real_slurmctld(slurm, tmp_path
     result = export(f"bundles/{bundle}", "--to", "slurm", "--cpus-per-task", "1", "--mem", "500M", "-o",
                     "job.sbatch", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    ray_port, *head_ports = _free_ports(5)
+    ray_port, *head_ports = support.free_ports(5)
     env = dict(slurm.env, HOME=str(home), TMPDIR=str(slurm.root),  # Ray's session folder: short, the test's own
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{slurm.env['PATH']}", TUTORRL_PYTHON=sys.executable,
                TUTORRL_RAY_PORT=str(ray_port),

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_helpers import clean_env, wait_for
+import support
+from runtime_helpers import clean_env
 
 SPEC = """\
 [experiment]
@@ -146,17 +147,8 @@ def ray_cluster():
         env=env, cwd=run_dir, stdout=open(run_dir / "head.log", "wb"), stderr=subprocess.STDOUT,
         start_new_session=True)
     url = f"http://127.0.0.1:{dash}"
-    from tutorrl.runtime import cluster
-
-    def ready():
-        try:
-            return cluster.cluster_resources(url, cluster.auth_headers(token)).alive_nodes > 0
-        except Exception:
-            assert proc.poll() is None, (run_dir / "head.log").read_text()
-            return False
-
     try:
-        wait_for(ready, 120, "the test cluster head")
+        support.wait_ray_ready(url, token, procs=[proc], logs=[run_dir / "head.log"], what="the test cluster head")
         yield {"url": url, "token": token}
     finally:
         proc.send_signal(signal.SIGTERM)

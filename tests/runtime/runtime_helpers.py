@@ -11,8 +11,10 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+# procs_with_env lives in support.py (the export tests use it too); the run tests import it from here.
+from support import procs_with_env, wait_until  # noqa: F401
 
 TUTORRL = [sys.executable, "-m", "tutorrl"]
 
@@ -36,31 +38,8 @@ def run_tutorrl(args: list[str], cwd: Path, env: dict[str, str] | None = None, t
                           timeout=timeout)
 
 
-def procs_with_env(name: str, value: str) -> list[int]:
-    """PIDs whose environment has name=value (leak check for a run's Ray processes)."""
-    needle = f"{name}={value}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    return wait_until(predicate, timeout, what, interval=interval)
 
 
 # Shared by the run tests: a launch.sh that prints what the job and its workers see.

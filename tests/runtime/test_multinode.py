@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_helpers import clean_env, procs_with_env, records_of, run_tutorrl, wait_for
+import support
+from runtime_helpers import clean_env, records_of, run_tutorrl
 
 pytestmark = pytest.mark.slow
 
@@ -64,12 +65,11 @@ def two_nodes():
     """A head and a worker node, like the runtime conftest's ray_cluster head (token
     auth, a loopback dashboard), plus a second raylet joining it."""
     from tutorrl.runtime import cluster
-    from tutorrl.runtime.head import free_ports
 
     root = Path(tempfile.mkdtemp(prefix="tmn-", dir="/tmp"))  # short: Ray's AF_UNIX paths live below it
     token = secrets.token_hex(16)
     (root / "token").write_text(token)
-    gcs, dash, client, agent, m1, m2, mexp, w_agent, w_mexp = free_ports(9)
+    gcs, dash, client, agent, m1, m2, mexp, w_agent, w_mexp = support.free_ports(9)
     env = clean_env(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(root / "token"),
                     TMPDIR=str(root), AUTOSCALER_METRIC_PORT=str(m1), DASHBOARD_METRIC_PORT=str(m2),
                     PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
@@ -86,25 +86,16 @@ def two_nodes():
              f"--ray-client-server-port={client}", f"--metrics-export-port={mexp}", "--include-dashboard=true",
              "--disable-usage-stats", f"--temp-dir={root}/head", "--num-gpus=1", "--num-cpus=2"],
             env, root / "head.log"))
-
-        def alive(n):
-            def check():
-                for proc in procs:
-                    assert proc.poll() is None, (root / "head.log").read_text()[-3000:]
-                try:
-                    return cluster.cluster_resources(url, headers).alive_nodes >= n
-                except Exception:
-                    return False
-            return check
-
-        wait_for(alive(1), 120, "the head node")
+        logs = [root / "head.log"]
+        support.wait_ray_ready(url, token, procs=procs, logs=logs, what="the head node")
         (root / "worker").mkdir()
         procs.append(_start(
             [ray, "start", "--block", f"--address=127.0.0.1:{gcs}", "--node-ip-address=127.0.0.1",
              f"--dashboard-agent-listen-port={w_agent}", f"--metrics-export-port={w_mexp}", "--disable-usage-stats",
              f"--temp-dir={root}/worker", "--num-gpus=1", "--num-cpus=2"],
             env, root / "worker.log"))
-        wait_for(alive(2), 120, "the worker node to join")
+        logs.append(root / "worker.log")
+        support.wait_ray_ready(url, token, nodes=2, procs=procs, logs=logs, what="the worker node to join")
         yield {"url": url, "token": token, "headers": headers}
     finally:
         for proc in reversed(procs):
@@ -118,7 +109,7 @@ def two_nodes():
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for pid in procs_with_env(MARKER, str(root)):  # what left the process groups (Ray's workers)
+        for pid in support.procs_with_env(MARKER, str(root)):  # what left the process groups (Ray's workers)
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
