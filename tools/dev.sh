@@ -2,7 +2,7 @@
 # Set up a virtualenv and run tutorrl's main job or its whole test suite.
 #
 #   bash tools/dev.sh demo   # set up, train a tiny model for real with verl 0.5.0 on the CPU, verify its checkpoints' evidence
-#   bash tools/dev.sh test   # set up (verl + torch for the CPU, the two training environments and a CPU sglang server's), then every test and the staleness gate
+#   bash tools/dev.sh test   # set up (verl + torch for the CPU, the two training environments, a CPU sglang server's and SkyPilot's), then every test and the staleness gate
 #
 # Needs Python >= 3.11 (PYTHON=python3.12 to choose one); the virtualenv is
 # .venv (TUTORRL_VENV to choose another). Set-up prints one line per phase;
@@ -48,19 +48,24 @@ phase() {  # $1: what the phase does; the rest: its command, whose output goes t
   fi
 }
 
-venv_setup() {  # DIR TAG WHAT COVERS INSTALL [READY]
+venv_setup() {  # [--no-torch] DIR TAG WHAT COVERS INSTALL [READY]
   # One virtualenv of the shape every environment here has: made with $python,
   # pip upgraded first (an old pip mis-resolves these sets), then the CPU torch
-  # pinned on its own (asked for later, unpinned, it would be a CUDA build),
-  # then INSTALL, a function called with pip's install command as its
-  # arguments. DIR/.tutorrl-setup-TAG records COVERS (the text the set
+  # pinned on its own (asked for later, unpinned, it would be a CUDA build;
+  # --no-torch: an environment nothing in which asks for torch), then
+  # INSTALL, a function called with pip's install command as its arguments. DIR/.tutorrl-setup-TAG records COVERS (the text the set
   # depends on: its stack files), INSTALL's own definition, the torch pin and
   # the Python: a set-up that already succeeded with all of them the same is
   # not repeated. WHAT names the environment in the messages. READY: the
   # program in DIR/bin whose presence TUTORRL_DEV_SETUP=skip accepts (python).
+  local torch="$torch_pin"
+  if [ "$1" = "--no-torch" ]; then
+    torch=""
+    shift
+  fi
   local dir="$1" tag="$2" what="$3" covers="$4" install="$5" ready="${6:-python}" started=$SECONDS want
   local stamp="$dir/.tutorrl-setup-$tag"
-  want="$(printf '%s\n' "$covers"; declare -f "$install"; echo "$torch_pin"; python_version "$python")"
+  want="$(printf '%s\n' "$covers"; declare -f "$install"; echo "$torch"; python_version "$python")"
   if [ -x "$dir/bin/$ready" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "setup: $dir ($what) is up to date; nothing to install"
     return
@@ -79,7 +84,9 @@ venv_setup() {  # DIR TAG WHAT COVERS INSTALL [READY]
   fi
   local pip=("$dir/bin/python" -m pip install --progress-bar off)
   phase "upgrading pip in $dir" "${pip[@]}" --upgrade pip
-  phase "installing $torch_pin (CPU build) in $dir" "${pip[@]}" "$torch_pin"
+  if [ -n "$torch" ]; then
+    phase "installing $torch (CPU build) in $dir" "${pip[@]}" "$torch"
+  fi
   "$install" "${pip[@]}"
   printf '%s' "$want" >"$stamp"
   echo "setup: $what ready in $((SECONDS - started))s"
@@ -184,6 +191,20 @@ setup_sglang_cpu() {
   venv_setup "$sglang_venv" sglang "the CPU sglang environment" "$(cat "$sglang_stack")" install_sglang_cpu
 }
 
+# The test command's SkyPilot (tests/export/test_skypilot_loader.py): skypilot
+# 0.14.1 with no cloud extras, so that SkyPilot's own loader reads every task
+# `tutorrl export --to skypilot` writes. Its own virtualenv: it pulls a web
+# server, a database layer and cloud SDKs that no other part needs.
+skypilot_venv="${TUTORRL_SKYPILOT_VENV:-.venv-skypilot}"
+
+install_skypilot() {
+  phase "installing skypilot 0.14.1 (no extras) in $skypilot_venv" "$@" "skypilot==0.14.1"
+}
+
+setup_skypilot() {
+  venv_setup --no-torch "$skypilot_venv" skypilot "SkyPilot's loader" "" install_skypilot
+}
+
 command="${1:-}"
 case "$command" in
   demo)
@@ -231,10 +252,12 @@ case "$command" in
     setup_training
     setup_training_091
     setup_sglang_cpu
+    setup_skypilot
     TUTORRL_TRAIN_PYTHON="$(absolute "$train_venv")/bin/python" TUTORRL_TINY_DIR="$(absolute "$tiny")"
     TUTORRL_TRAIN091_PYTHON="$(absolute "$train091_venv")/bin/python"
     TUTORRL_SGLANG_CPU_PYTHON="$(absolute "$sglang_venv")/bin/python"
-    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON TUTORRL_SGLANG_CPU_PYTHON
+    TUTORRL_SKYPILOT_PYTHON="$(absolute "$skypilot_venv")/bin/python"
+    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON TUTORRL_SGLANG_CPU_PYTHON TUTORRL_SKYPILOT_PYTHON
     "$venv/bin/tutorrl" check
     "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 "${@:2}"
     ;;

@@ -9,8 +9,10 @@ its nodes) is not run here (test_skypilot_template.py runs the real one, from
 SkyPilot's wheel, with real Ray): here it is tested against its documented contract --
 the environment variables it reads (RAY_HEAD_PORT,
 RAY_DASHBOARD_AGENT_LISTEN_PORT; SKYPILOT_NODE_RANK and the others from
-SkyPilot) -- by a stand-in that records them. SkyPilot itself is not a test
-dependency (its install pulls a web server, a database layer and cloud SDKs)."""
+SkyPilot) -- by a stand-in that records them. SkyPilot itself is not in the test
+environment (its install pulls a web server, a database layer and cloud SDKs):
+test_skypilot_loader.py reads every task with SkyPilot's own loader in a
+virtualenv of its own."""
 
 from __future__ import annotations
 
