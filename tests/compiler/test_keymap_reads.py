@@ -95,6 +95,7 @@ def _read_names(release: str) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.wheels
 @pytest.mark.parametrize("release", supported_releases())
 def test_every_written_key_is_read_in_its_release(release):
     """Each key a lock writes has its last name read somewhere in that release's code,

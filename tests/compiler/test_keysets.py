@@ -290,6 +290,7 @@ def wheel_config_dirs(tmp_path_factory):
     return get
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("release", RELEASES)
 def test_committed_keyset_is_rederived_from_its_wheel(release, wheel_config_dirs):
     for keyset in ki.keysets_from_config_dir(wheel_config_dirs(release), release):
@@ -301,6 +302,7 @@ def test_committed_keyset_is_rederived_from_its_wheel(release, wheel_config_dirs
 
 
 @pytest.mark.slow
+@pytest.mark.wheels
 def test_real_wheel_download_matches_committed(tmp_path):
     written = ki.import_release("0.4.1", tmp_path / "out", tmp_path / "cache")
     assert list((tmp_path / "cache").glob("verl-0.4.1-*.whl"))
@@ -376,6 +378,7 @@ def test_passthrough_keys_against_keysets(kind, entry):
 
 
 @pytest.mark.parametrize(("kind", "entry"), PASSTHROUGH, ids=[f"{k}:{e['key']}@{e['releases']}" for k, e in PASSTHROUGH])
+@pytest.mark.wheels
 def test_passthrough_read_by_is_in_the_wheels(kind, entry):
     """The cited file, function and code are in each release's wheel (the cached wheels)."""
     path, function, code = _read_by(entry)

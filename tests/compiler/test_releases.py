@@ -239,6 +239,7 @@ def _check_composed(cfg, expected):
         assert got == value, f"{key}: composed {got!r}, intended {value!r}"
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_example_launches_and_composes(release, example, config_dirs, launcher, tmp_path):
@@ -304,6 +305,7 @@ _DIR_NAMES = st.text(st.sampled_from(list("ab $'\"\\{}=,[]#~é")), min_size=1, m
     lambda s: s not in (".", "..") and not s.startswith("-"))
 
 
+@pytest.mark.wheels
 @hsettings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(dirname=_DIR_NAMES)
 def test_module_file_is_quoted_exactly_as_the_compiler_quotes(dirname, launcher, config_dirs, tmp_path_factory):
@@ -361,6 +363,7 @@ def random_specs(draw):
     return release, "\n".join(lines) + "\n", attn
 
 
+@pytest.mark.wheels
 @hsettings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=random_specs())
 # Found by the search: a "$NAME" the spec declares no root for is text verl receives as is.
@@ -390,6 +393,7 @@ def test_random_specs_compose_in_random_releases(case, config_dirs, launcher, tm
 COMMITTED = sorted((Path(__file__).resolve().parents[2] / "specs").glob("*.toml"))
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("spec_path", COMMITTED, ids=lambda p: p.stem)
 def test_committed_example_compiles_and_composes_or_is_refused_clearly(spec_path, release, config_dirs, launcher,

@@ -36,7 +36,7 @@ from evidence_contract_server import ContractServer
 from tutorrl.compiler.keyset_import import default_wheel_cache
 from tutorrl.evidence import sglang
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.wheels]
 
 RELEASES = ("0.5.12", "0.5.14", "0.5.21")
 # Where each module is; the checksum kernel moved in 0.5.21 (the first path that exists is read).

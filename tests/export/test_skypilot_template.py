@@ -35,7 +35,7 @@ import yaml
 import support
 from export_helpers import bundle_named, export
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.wheels]
 
 SKYPILOT = "skypilot==0.14.1"
 TEMPLATE = "sky_templates/ray/start_cluster"

@@ -23,6 +23,9 @@ from tutorrl.compiler.keysets import load_keyset
 from tutorrl.importer.roundtrip import config_root, round_trip
 from tutorrl.importer.translate import render_spec, translate, validate
 
+# `tutorrl import` proves each launch by composing it with the release's trainer config, from its wheel.
+pytestmark = pytest.mark.wheels
+
 HERE = Path(__file__).parent
 SCRIPTS = HERE / "scripts"
 GOLDEN = HERE / "golden"

@@ -86,6 +86,7 @@ _ENVIRON_THIEF = f"""\
     """
 
 
+@pytest.mark.wheels
 def test_the_importers_environment_never_reaches_the_spec(tmp_path):
     (tmp_path / "s").mkdir()
     script = tmp_path / "s" / "steal.sh"
@@ -384,6 +385,7 @@ def test_a_script_that_is_a_fifo_is_refused(tmp_path):
         capture(tmp_path / "run.sh", timeout=5)
 
 
+@pytest.mark.wheels
 def test_the_report_says_how_the_script_was_confined(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text(f"{PPO} trainer.nnodes=1\n")

@@ -19,6 +19,9 @@ import pytest
 
 import support
 
+# `tutorrl import` proves each launch by composing it with the release's trainer config, from its wheel.
+pytestmark = pytest.mark.wheels
+
 FAKE_HOME = "/home/user"
 HEAD = "#!/usr/bin/env bash\nset -x\n"
 LAUNCH = "python3 -m verl.trainer.main_ppo \\\n"

@@ -25,7 +25,7 @@ import pytest
 
 import support
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.wheels]
 
 EXTRA = tomllib.loads((support.REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["megatron"]
 STACKS = tomllib.loads((support.REPO / "runtime" / "stacks" / "stacks.toml").read_text())

@@ -138,6 +138,7 @@ def test_constraints_file_is_its_release_and_engine(release, engine):
     assert install + f"runtime/stacks/{path.name}\n" in text
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("release,engine", RECORDED)
 def test_recorded_set_meets_the_releases_own_requirements(release, engine):
     """The release's declared requirements (its wheel's metadata) hold for
@@ -156,6 +157,7 @@ def test_recorded_set_meets_the_releases_own_requirements(release, engine):
         assert _unmet(requires, pins, extra=engine) == []
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("release", stacks.releases())
 def test_start_modules_are_what_the_releases_trainer_imports(release):
     """Read from the release's own source: main_ppo exists, and every other
