@@ -137,6 +137,7 @@ def fake_verl(tmp_path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.wheels
 def test_one_tag_end_to_end(fake_verl, tmp_path):
     assert corpus.list_tags(fake_verl) == ["v0.9.1"]
     summary, detail = corpus.run_tag(fake_verl, "v0.9.1", None, None, 20, progress=lambda m: None)
@@ -270,6 +271,7 @@ def test_aggregate_thirdparty_counts_every_launch_once():
 
 
 @pytest.mark.slow
+@pytest.mark.wheels
 def test_thirdparty_end_to_end_on_a_fork(fork_repo, tmp_path):
     gitdir = fork_repo / ".git"
     commit = corpus.git(gitdir, "rev-parse", "HEAD").decode().strip()
@@ -304,6 +306,7 @@ def test_thirdparty_runs_only_where_every_mirror_is(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.wheels
 def test_target_is_the_newest_release_reading_every_key_as_written():
     from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
 
