@@ -197,6 +197,34 @@ def spec_home(key: str, lock: Lock) -> tuple[str, str] | None:
     return None
 
 
+def _table_value(text: str, key: str, lock: Lock, keyset, emitted: dict[str, str]):
+    """``KEY=VALUE`` where the release declares ``KEY`` as a table (its keys are verl's, not ``KEY``).
+
+    Hydra composes it: a ``{...}`` value merges into the table, which verl
+    reads. Any other value replaces the table, and verl, which reads the
+    table's keys (``policy_loss.get("loss_mode")``), fails on it when it gets there.
+    """
+    value = text.partition("=")[2].strip()
+    under = sorted(e for e in emitted if e.startswith(key + "."))
+    if value.startswith("{"):
+        if under:
+            return None, (f"the spec's {emitted[under[0]]} sets '{under[0]}' under '{key}'",
+                          "set that key in the spec, and the table's other keys here one by one")
+        return Override("verl.extra_overrides", key, None, False, raw=text), None
+    prefix = key + "."
+    children = list(dict.fromkeys(k[len(prefix):].split(".")[0] for k in keyset.keys
+                                  if k.startswith(prefix) and not k[len(prefix):].startswith("_")))
+    # The key a scalar most likely meant: a child that names a choice (loss_mode, name, type).
+    meant = next((c for c in children if c.endswith(("mode", "name", "type"))), children[0] if children else None)
+    shown = ", ".join(children[:4]) + (", …" if len(children) > 4 else "")
+    hint = f"set the key you mean under it, e.g. '{key}.{meant}={value}'" if meant else None
+    home = spec_home(f"{key}.{meant}", lock) if meant else None
+    if home is not None:
+        hint += f" (the spec's {home[1]})"
+    return None, (f"'{key}' is a table in verl {lock.release} ({shown}), not a value: {value!r} would replace "
+                  "the whole table, and verl reads its keys, so it fails when it gets there", hint)
+
+
 def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
     """One raw override: ``(Override, None)`` when verl will read it as written, else ``(None, problem)``."""
     match = _EXTRA.match(text)
@@ -216,6 +244,8 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
         # table field's own key is one (the field writes '+KEY.entry' there).
         read_whole = (lock.passthrough_above(key) is not None or key in lock.undeclared
                       or any(t.kind == "table" and key.startswith(t.key + ".") for t in lock.targets.values()))
+        if prefix == "" and not exists and keyset.is_prefix(key):
+            return _table_value(text, key, lock, keyset, emitted)
         if prefix == "" and not exists:
             if keyset.open_parent(key) or read_whole:
                 return None, (f"'{key}' is not declared by verl {lock.release}", f"append it: '+{text}'")

@@ -112,9 +112,10 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         value = parsed.value()
         home = _home(key, value, by_key, tables)
         moved = ""
-        if home is None and not keyset.has(key):
+        if home is None and not keyset.has(key) and not _reads_as_written(key, lock):
             # Only a key this release lacks is a moved one: a key it declares
-            # under another setting's old name is its own key.
+            # under another setting's old name is its own key, and so is one it
+            # reads undeclared (0.7.1 migrates reward_model.reward_kwargs itself).
             home, moved = _moved_home(key, value, lock, by_key, tables)
         if home is None:
             extra.append(text)
@@ -195,6 +196,11 @@ def _home(key: str, value: Any, by_key: dict, tables: list):
                 return name, name.split(".") + sub, None, why
             return name, name.split(".") + sub, value, ""
     return None
+
+
+def _reads_as_written(key: str, lock: Lock) -> bool:
+    """Whether the release reads ``key`` though no yaml declares it (itself, or a dict above it read whole)."""
+    return key in lock.undeclared or lock.passthrough_above(key) is not None
 
 
 def _moved_home(key: str, value: Any, lock: Lock, by_key: dict, tables: list):

@@ -313,15 +313,17 @@ def test_target_is_the_newest_release_reading_every_key_as_written():
     releases = corpus.supported_releases()
     plain = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "trainer.total_epochs=2"], {}, [])
     assert corpus.newest_composing(plain, releases, _default_config) == (releases[-1], "the newest that composes it", "")
-    # 0.7.1 and later read the DAPO reward kwargs as reward.reward_kwargs: the script's own key is read up to 0.7.0.
+    # 0.7.1 and later read the DAPO reward kwargs as reward.reward_kwargs; 0.7.1 and 0.8.0 still read the
+    # script's own keys (main_ppo migrates them), 0.9.0 no longer does.
     dapo = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "+reward_model.reward_kwargs.max_resp_len=4096",
                                       "reward_model.reward_manager=dapo"], {}, [])
     assert corpus.newest_composing(dapo, releases, _default_config) == (
-        "0.7.0", "the newest that composes it and reads every key it sets", "")
-    _, report = import_launch(dapo, "0.7.1")
+        "0.8.0", "the newest that composes it and reads every key it sets", "")
+    _, report = import_launch(dapo, "0.9.0")
     assert corpus.trip_reason(report) == "differs: settings the release reads under another name (the spec writes that name)"
-    _, report = import_launch(dapo, "0.7.0")
-    assert corpus.trip_reason(report) == "exact"
+    for release in ("0.7.0", "0.8.0"):
+        _, report = import_launch(dapo, release)
+        assert corpus.trip_reason(report) == "exact", release
     broken = Prepared("t", None, None, ["no_such.key=1"], {}, [])
     release, why, error = corpus.newest_composing(broken, releases, _default_config)
     assert release is None and "Could not override 'no_such.key'" in error

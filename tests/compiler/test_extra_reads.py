@@ -1,0 +1,78 @@
+"""`[verl] extra_overrides` accepts what verl reads and says truly why it refuses the rest.
+
+Each case was read in the release's wheel (the key map's read_by citations are
+checked there by test_keysets); the cases are launches of the third-party corpus.
+"""
+
+import pytest
+
+from tutorrl.compiler.keymap import load_lock
+from tutorrl.compiler.keysets import load_keyset
+from tutorrl.compiler.resolve import check_extra
+
+
+def _check(text: str, release: str, variant: str = "fsdp", emitted: dict | None = None):
+    return check_extra(text, load_lock(release, variant), load_keyset(release, variant), emitted or {})
+
+
+@pytest.mark.parametrize("release", ["0.7.1", "0.8.0"])
+@pytest.mark.parametrize("text", ["+reward_model.reward_kwargs.overlong_buffer_cfg.len=4096",
+                                  "+reward_model.reward_kwargs.max_resp_len=8192",
+                                  "+custom_reward_function.reward_kwargs.threshold=0.5"])
+def test_legacy_reward_kwargs_are_read_where_main_ppo_migrates_them(release, text):
+    # main_ppo.main runs migrate_legacy_reward_impl at 0.7.1 and 0.8.0, copying
+    # them to reward.*; the lock said "never read" there before.
+    override, problem = _check(text, release)
+    assert problem is None and override.raw == text
+
+
+@pytest.mark.parametrize("release", ["0.9.0", "0.9.1"])
+def test_legacy_reward_kwargs_are_not_read_once_main_ppo_stops_migrating(release):
+    override, (message, hint) = _check("+reward_model.reward_kwargs.max_resp_len=8192", release)
+    assert override is None and "never read" in message
+    assert "reward.reward_kwargs.max_resp_len" in hint
+
+
+@pytest.mark.parametrize("release", ["0.2.0.post2", "0.3.0.post1", "0.4.1", "0.5.0"])
+@pytest.mark.parametrize("variant", ["fsdp", "megatron"])
+def test_rollout_repetition_penalty_is_read_by_the_vllm_rollout(release, variant):
+    # vllm_rollout_spmd hands every rollout key that names a SamplingParams attribute to vLLM.
+    override, problem = _check("+actor_rollout_ref.rollout.repetition_penalty=1.1", release, variant)
+    assert problem is None and override.append
+
+
+@pytest.mark.parametrize("release", ["0.7.0", "0.9.1"])
+def test_rollout_repetition_penalty_is_not_read_where_the_agent_loop_fixes_it(release):
+    override, (message, _) = _check("+actor_rollout_ref.rollout.repetition_penalty=1.1", release)
+    assert override is None and "never read" in message and "up to verl 0.5.0" in message
+
+
+def test_validation_repetition_penalty_is_read_nowhere():
+    # Validation passes only top_k, top_p and temperature to the engine.
+    override, (message, _) = _check("+actor_rollout_ref.rollout.val_kwargs.repetition_penalty=1.1", "0.4.1")
+    assert override is None and "never read" in message
+
+
+@pytest.mark.parametrize("release", ["0.4.1", "0.7.1", "0.9.1"])
+def test_a_value_in_place_of_a_table_is_refused_as_what_it_is(release):
+    # RLHFlow/Minimal-RL sets actor.policy_loss=vanilla (a key of its own verl);
+    # stock verl composes it and then fails on config.policy_loss.get("loss_mode").
+    override, (message, hint) = _check("actor_rollout_ref.actor.policy_loss=vanilla", release)
+    assert override is None
+    assert message.startswith(f"'actor_rollout_ref.actor.policy_loss' is a table in verl {release} (")
+    assert "has no key" not in message and "never read" not in message
+    assert hint == ("set the key you mean under it, e.g. 'actor_rollout_ref.actor.policy_loss.loss_mode=vanilla' "
+                    "(the spec's actor.policy_loss)")
+
+
+def test_a_table_given_as_a_table_is_accepted():
+    text = "actor_rollout_ref.actor.policy_loss={loss_mode:vanilla}"
+    override, problem = _check(text, "0.9.1")
+    assert problem is None and override.raw == text and not override.append
+
+
+def test_a_table_given_whole_where_the_spec_sets_a_key_under_it_is_refused():
+    emitted = {"actor_rollout_ref.actor.policy_loss.loss_mode": "actor.policy_loss"}
+    override, (message, _) = _check("actor_rollout_ref.actor.policy_loss={loss_mode:vanilla}", "0.9.1",
+                                    emitted=emitted)
+    assert override is None and "actor.policy_loss" in message
