@@ -204,13 +204,15 @@ def _batches(spec: Spec, value: Effective) -> list[Finding]:
         # verl 0.2 checks nothing: its actor splits the step's batch into mini-batches of at most
         # that size, so the whole batch is one mini-batch -- it runs, likely not as meant.
         release = release_tuple(value.lock.release)
+        change = f"set it to at most {train}, or data.train_batch_size to at least {mini}"
         if release >= (0, 6, 0):
             out.append(Finding("actor.ppo_mini_batch_size", f"{mini} is more than data.train_batch_size ({train})",
-                               "verl refuses this at start (verl/workers/config/actor.py, ActorConfig.validate)"))
+                               "verl refuses this at start (verl/workers/config/actor.py, ActorConfig.validate): "
+                               + change))
         elif release >= (0, 3, 0):
             out.append(Finding("actor.ppo_mini_batch_size", f"{mini} is more than data.train_batch_size ({train})",
                                "verl refuses this at start (verl/trainer/ppo/ray_trainer.py, "
-                               "RayPPOTrainer._validate_config)"))
+                               "RayPPOTrainer._validate_config): " + change))
         else:
             out.append(Finding("actor.ppo_mini_batch_size", (
                 f"{mini} is more than data.train_batch_size ({train}): verl {value.lock.release} checks nothing "

@@ -232,6 +232,11 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
     never reads (``custom_reward_function`` of verl 0.9) composes and does
     nothing, so it is no reason to choose that release.
     """
+    return _choose(overrides, given, variant)[:3]
+
+
+def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str, list[str]]:
+    """:func:`choose_release`, and every release that reads as many of the keys (oldest first)."""
     from tutorrl.compiler.keymap import describe_releases, load_keymap, load_lock
     from tutorrl.compiler.keysets import load_keyset
 
@@ -265,7 +270,7 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
         if fit[given] < best:
             notes.append(f"{best - fit[given]} more of the launch's {len(keys)} keys are read {describe_releases(fitting)}: "
                          f"import with --verl {fitting[-1]}, then `tutorrl migrate SPEC --to {given}`")
-        return given, "given with --verl", "; ".join(notes)
+        return given, "given with --verl", "; ".join(notes), fitting
     why = (f"--verl not given: {best} of the launch's {len(keys)} keys are read {describe_releases(fitting)}"
            + (", where the launch as written composes" if len(composing) < len(releases) else "")
            + "; the newest of those")
@@ -273,7 +278,7 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
     if fitting[-1] != newest and unread[newest]:
         why += (f" (verl {newest} declares and never reads {', '.join(sorted(set(unread[newest])))}: "
                 "a launch there would ignore them)")
-    return fitting[-1], why, ""
+    return fitting[-1], why, "", fitting
 
 
 def _standins(overrides: list[str], release: str, variant: str) -> dict[str, str]:
@@ -321,7 +326,25 @@ def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True
     from tutorrl.importer.translate import variant_of
 
     variant = variant_of(prep.config_name, prep.overrides)
-    release, why, elsewhere = choose_release(prep.overrides, verl, variant)
+    release, why, elsewhere, fitting = _choose(prep.overrides, verl, variant)
+    text, report = _import_at(prep, release, why, elsewhere, variant, check, root, default_config)
+    refused = "the imported spec does not compile: "
+    if verl is None and check and report.not_checked.startswith(refused):
+        # The launch as verl runs it is the reference: where the newest release
+        # that reads the keys refuses it at start and an older one that reads as
+        # many runs it (verl 0.2 checks no mini-batch size), import for that one.
+        for older in reversed(fitting[:-1]):
+            other_text, other = _import_at(prep, older, why, elsewhere, variant, check, root, default_config)
+            if not other.not_checked.startswith(refused):
+                other.release_reason = (
+                    f"{why}: verl {release} refuses the imported spec ({report.not_checked[len(refused):]}); "
+                    f"verl {older}, the newest of those that takes it, reads as many of the keys")
+                return other_text, other
+    return text, report
+
+
+def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: str, check: bool,
+               root: Path | None, default_config: str | None) -> tuple[str, ImportReport]:
     translation, text = _spec_text(prep.overrides, release, variant, prep)
     dropped = [m for m in translation.mapped if m.how == "dropped" and "never read" in m.note]
     exact, not_checked, diffs, warnings, notes = None, "", [], [], []

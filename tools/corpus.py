@@ -626,13 +626,17 @@ def is_verl_main(launch) -> bool:
     return os.path.normpath(launch.entry).endswith("verl/trainer/main_ppo.py")
 
 
-def newest_composing(prep, releases: Sequence[str], default_name) -> tuple[str | None, str, str]:
+def newest_composing(prep, releases: Sequence[str], default_name, takes=None) -> tuple[str | None, str, str]:
     """The launch's target: (release, why, "") or (None, "", the newest release's error).
 
     The newest supported release whose real config composes the launch as
     written and reads every key it sets (by `tutorrl import`'s own
     translation: nothing dropped as declared-and-never-read); where no release
-    that composes reads them all, the newest that composes.
+    that composes reads them all, the newest that composes. With ``takes``
+    (release -> whether the imported spec compiles there), of the releases
+    that read every key the newest that takes it, where one does: the launch
+    as verl runs it is the reference, and verl 0.3+ refuses at start what 0.2
+    runs (a mini-batch larger than the batch).
     """
     from tutorrl.importer.roundtrip import compose, config_root
     from tutorrl.importer.translate import translate, validate, variant_of as launch_variant
@@ -649,14 +653,23 @@ def newest_composing(prep, releases: Sequence[str], default_name) -> tuple[str |
             newest_error = newest_error or result.error
     if not composing:
         return None, "", newest_error
+    readers = []
     for release in composing:
         mapped = validate(translate(list(prep.overrides), release, config_name=prep.config_name,
                                     config_path=prep.config_path, variant=variant)).mapped
         # A key the release reads under another name (the spec field writes that name) is not read as written.
         if not any(m.how == "dropped" or (m.how == "field" and m.note.startswith("the key moved")) for m in mapped):
-            return release, ("the newest that composes it" if release == composing[0] else
-                             "the newest that composes it and reads every key it sets"), ""
-    return composing[0], "the newest that composes it (none that composes it reads every key it sets)", ""
+            readers.append(release)
+            if takes is None or takes(release):
+                break
+    if not readers:
+        return composing[0], "the newest that composes it (none that composes it reads every key it sets)", ""
+    release = readers[-1] if takes is None or takes(readers[-1]) else readers[0]
+    why = ("the newest that composes it" if release == composing[0] else
+           "the newest that composes it and reads every key it sets")
+    if release != readers[0]:
+        why += f" and takes the imported spec (verl {readers[0]} refuses it at start)"
+    return release, why, ""
 
 
 class ThirdPartyLaunch(msgspec.Struct):
@@ -746,8 +759,15 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
                         continue
                     result.variant = variant_of(prep.config_name, prep.overrides)
                     result.placeholders = sum(1 for o in prep.overrides if "__UNSET_" in o)
+                    trips = {}
+
+                    def takes(release, prep=prep, trips=trips):
+                        if release not in trips:
+                            trips[release] = import_launch(prep, release)[1]
+                        return not trips[release].not_checked.startswith("the imported spec does not compile")
+
                     target, result.target_why, result.no_target = newest_composing(prep, releases,
-                                                                                   _default_config)
+                                                                                   _default_config, takes)
                     result.target = target or ""
                     if not result.target:
                         quoted = re.search(r"'([A-Za-z_][\w.]*)'", result.no_target)
@@ -757,7 +777,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
                     for text in prep.overrides:
                         cls, reason = classify(text, result.target, result.variant)
                         result.overrides.append(OverrideResult("", override_key(text), None, cls, reason))
-                    _, report = import_launch(prep, result.target)
+                    report = trips.get(result.target) or import_launch(prep, result.target)[1]
                     result.round_trip = trip_reason(report)
                     result.differing_keys = [d.key for d in report.differences]
                     _, report = import_launch(prep, None)

@@ -730,6 +730,8 @@ def test_a_mini_batch_larger_than_the_batch_is_refused_where_verl_refuses_it(rel
     except SpecError as exc:
         found = [p for p in exc.problems if p.key == "actor.ppo_mini_batch_size"]
         assert refused and found and cited in found[0].render(), [p.render() for p in exc.problems]
+        # What to change, named exactly (the spec's batch is 8, its mini-batch 16).
+        assert found[0].render().endswith("set it to at most 8, or data.train_batch_size to at least 16)")
         assert (found[0].line, found[0].file) == (14, "spec.toml")
         return
     assert not refused

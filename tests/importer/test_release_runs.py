@@ -1,0 +1,67 @@
+"""The release an import targets is one where verl runs the launch, when one that reads as much does.
+
+Unakar/Logic-RL's scripts set a mini-batch larger than the batch: verl 0.3.0+
+refuses that at start, verl 0.2 runs the step's batch as one mini-batch.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
+
+
+def _corpus_tool():
+    # As test_corpus.py loads it: msgspec resolves the tool's annotations through its module name.
+    if "corpus_tool" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("corpus_tool", Path(__file__).parents[2] / "tools" / "corpus.py")
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules["corpus_tool"]
+
+
+corpus = _corpus_tool()
+
+pytestmark = [pytest.mark.slow, pytest.mark.wheels]
+
+# Keys every supported release reads; a mini-batch (32) larger than the batch (8).
+LARGE_MINI = Prepared("t", None, None, [
+    "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+], {}, [])
+
+
+def test_without_verl_the_import_takes_the_newest_release_that_runs_it():
+    text, report = import_launch(LARGE_MINI, None)
+    assert report.release == "0.2.0.post2" and report.exact is True, report.not_checked
+    newest = corpus.supported_releases()[-1]
+    assert f"verl {newest} refuses the imported spec (" in report.release_reason
+    assert "actor.ppo_mini_batch_size: 32 is more than data.train_batch_size (8)" in report.release_reason
+    assert "verl 0.2.0.post2, the newest of those that takes it" in report.release_reason
+    assert 'verl = "0.2.0.post2"' in text
+
+
+def test_with_verl_the_release_given_is_kept_and_what_to_change_is_named():
+    _, report = import_launch(LARGE_MINI, "0.9.1")
+    assert report.release == "0.9.1" and report.exact is None
+    assert report.not_checked.startswith("the imported spec does not compile: ")
+    assert "set it to at most 8, or data.train_batch_size to at least 32" in report.not_checked
+
+
+def test_the_corpus_target_is_the_newest_reader_that_takes_the_spec():
+    trips = {}
+
+    def takes(release):
+        trips[release] = import_launch(LARGE_MINI, release)[1]
+        return not trips[release].not_checked.startswith("the imported spec does not compile")
+
+    releases = corpus.supported_releases()
+    release, why, error = corpus.newest_composing(LARGE_MINI, releases, _default_config, takes)
+    assert (release, error) == ("0.2.0.post2", "")
+    assert why == (f"the newest that composes it and reads every key it sets and takes the imported spec "
+                   f"(verl {releases[-1]} refuses it at start)")
+    assert trips["0.2.0.post2"].exact is True
+    # Without the check, the newest that reads every key, as before.
+    assert corpus.newest_composing(LARGE_MINI, releases, _default_config)[0] == releases[-1]
