@@ -52,6 +52,10 @@ def _status(args: argparse.Namespace) -> int:
         from tutorrl.runtime.runset import status_set
 
         return status_set(args.run, args.format)
+    if not args.run:
+        from tutorrl.runtime.runset import status_overview
+
+        return status_overview(args.format)
     from tutorrl.runtime.observe import status_command
 
     return status_command(args)
@@ -125,8 +129,8 @@ def register(subparsers) -> None:
                      help="bundle directory (bundles/<id>); several, or a folder of bundles (a sweep's --out), "
                           "run as a set: see --max-parallel")
     run.add_argument("--max-parallel", type=_parallel, metavar="N",
-                     help="a set runs at most N bundles at once, on one embedded head (or the --address cluster); "
-                          "each bundle's run is a `tutorrl run` of its own, its record under the bundle; "
+                     help="a set runs at most N bundles at once, on one embedded head started for the set (or the "
+                          "--address cluster); each bundle's run is a `tutorrl run` of its own, its record under the bundle; "
                           "`tutorrl status SET` shows the set as one table (default: 1)")
     run.add_argument("--address", metavar="URL",
                      help="dashboard URL of an existing Ray cluster, e.g. http://head:8265")
@@ -150,7 +154,8 @@ def register(subparsers) -> None:
     add_trust_digests_option(run)
     run.add_argument("--detach", action="store_true",
                      help="submit, print the run id and how to follow it, and exit 0; a supervisor in its own "
-                          "session follows the job, closes the record and stops the embedded head when the job ends")
+                          "session follows the job, closes the record and stops the embedded head when the job ends "
+                          "(for a set: prints the set id; the supervisor runs the whole set on its head)")
     run.set_defaults(handler=_run)
 
     runs = subparsers.add_parser("runs", help="list the runs of a bundle",
@@ -165,7 +170,8 @@ def register(subparsers) -> None:
         "status", help="the state of a run (or of every open run), checked against Ray",
         description="Show a run's state, reconciled with the Ray job's real state (a record left open by a "
                     "tutorrl run that died is closed here), its dashboard while it runs, and the training "
-                    "step from verl's console log. Without a run id: every open run started on this machine.")
+                    "step from verl's console log. Without a run id: every set started on this machine, one "
+                    "row each (`tutorrl status SET` shows its table), then every open run that is no set's.")
     status.add_argument("run", nargs="?", help=RUN_REF_HELP)
     add_format_option(status, help="output format: text or json (the run record plus what was checked)")
     status.set_defaults(handler=_status)

@@ -146,6 +146,26 @@ def sweep_orphans(base: str | None = None) -> list[Path]:
     return removed
 
 
+def own_head_folder(path: str | None) -> Path | None:
+    """``path`` if it is an embedded head's folder of this user: a ``trl-*`` folder right under the
+    temp base heads are made in, owned by this uid, not a symlink. Nothing else is ever removed,
+    or read a token from, whatever a record or a variable names."""
+    import stat
+
+    if not path or not os.path.isabs(path):
+        return None
+    folder = Path(os.path.normpath(path))
+    if not folder.name.startswith("trl-") or os.path.realpath(folder.parent) != os.path.realpath(_run_dir_base()):
+        return None
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return folder
+
+
 def _short_run_dir() -> Path:
     base = _run_dir_base()
     path = Path(tempfile.mkdtemp(prefix="trl-", dir=base))
@@ -432,3 +452,69 @@ class EmbeddedHead:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# -- a set's head, shared by the runs of the set ------------------------------------------------------------------
+# A set (runset.py) starts one embedded head and runs each bundle with a `tutorrl run` of its
+# own; that run finds the head through SET_HEAD_ENV (the head's folder), where this file says
+# where the head listens and which process it is. The token is the head's own token file.
+from tutorrl.contract import SET_HEAD_ENV  # noqa: E402
+SET_HEAD_FILE = "set-head.json"
+
+
+def publish(head: EmbeddedHead, set_id: str) -> None:
+    """Say in the head's folder that it is the set's, for the runs the set starts on it."""
+    import json
+
+    from tutorrl.runtime.records import process_start_time
+
+    assert head.run_dir is not None and head.proc is not None
+    doc = {"set_id": set_id, "dashboard": head.url, "pid": head.proc.pid,
+           "start": process_start_time(head.proc.pid)}
+    fd = os.open(head.run_dir / SET_HEAD_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh)
+
+
+def is_shared(folder: str | None) -> bool:
+    """Whether the head of that folder is a set's: the set's `tutorrl run` stops it, no run of the set."""
+    own = own_head_folder(folder)
+    return own is not None and (own / SET_HEAD_FILE).is_file()
+
+
+class SharedHead:
+    """A set's embedded head, as one run of the set sees it: the same folder (the run's secrets
+    file goes there, as on a head of its own), token and dashboard; started and stopped by the set."""
+
+    shared = True
+
+    def __init__(self, run_dir: Path, url: str, token: str, pid: int, start: int | None):
+        self.run_dir, self.url, self.token, self.pid, self.start = run_dir, url, token, pid, start
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def stop(self) -> None:
+        """Nothing: the set stops its head once its last run has ended."""
+
+
+def attach(folder: str) -> SharedHead:
+    """The set's head named by SET_HEAD_ENV; refused unless it is a live head folder of this user."""
+    import json
+
+    from tutorrl.runtime.records import process_start_time
+
+    own = own_head_folder(folder)
+    try:
+        if own is None:
+            raise OSError("not an embedded head's folder of this user")
+        doc = json.loads((own / SET_HEAD_FILE).read_bytes()[:4096])
+        token = (own / "token").read_bytes()[:4096].decode("ascii").strip()
+        pid, start, url = int(doc["pid"]), doc.get("start"), str(doc["dashboard"])
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise RefusedError(f"{SET_HEAD_ENV}={folder}: no set's Ray head there ({exc})") from None
+    if not url.startswith("http://127.0.0.1:") or process_start_time(pid) is None \
+            or (start is not None and process_start_time(pid) != start):
+        raise RefusedError(f"{SET_HEAD_ENV}={folder}: the set's Ray head is not running")
+    return SharedHead(own, url, token, pid, start)

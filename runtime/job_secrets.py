@@ -26,9 +26,10 @@ HOOK = "tutorrl.runtime.job_secrets.load"
 _MAX = 1024 * 1024
 
 
-def write(folder: Path, values: dict[str, str]) -> Path:
-    """The secrets file for one job, readable by its owner only."""
-    path = Path(folder) / "job-secrets.json"
+def write(folder: Path, values: dict[str, str], job: str = "job") -> Path:
+    """The secrets file for one job, readable by its owner only. ``job`` (its submission id)
+    keeps the files of the jobs of a set, which share one head's folder, apart."""
+    path = Path(folder) / f"{job}-secrets.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(values, fh)

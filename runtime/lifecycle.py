@@ -29,7 +29,6 @@ import re
 import signal
 import shutil
 import socket
-import stat
 import time
 from pathlib import Path
 
@@ -159,24 +158,10 @@ def finish(run_dir: Path, *, status: str, exit_code: int | None, message: str | 
 
 # -- Ray, from a later command ---------------------------------------------
 def own_head_dir(path: str | None) -> Path | None:
-    """``path`` if it is an embedded head's folder of this user: a ``trl-*`` folder right under the
-    temp base head.py makes them in, owned by this uid, not a symlink. Whatever a record says,
-    nothing else is ever removed or read a token from."""
-    if not path or not os.path.isabs(path):
-        return None
-    from tutorrl.runtime import head as head_module
+    """``path`` if it is an embedded head's folder of this user (head.own_head_folder)."""
+    from tutorrl.runtime.head import own_head_folder
 
-    folder = Path(os.path.normpath(path))
-    base = os.path.realpath(head_module._run_dir_base())
-    if not folder.name.startswith("trl-") or os.path.realpath(folder.parent) != base:
-        return None
-    try:
-        st = os.lstat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        return None
-    return folder
+    return own_head_folder(path)
 
 
 def _head_token(record: records.RunRecord) -> str | None:
@@ -251,9 +236,13 @@ def _known(client, record: records.RunRecord) -> bool:
 def stop_head(record: records.RunRecord, grace_s: float = 10.0) -> None:
     """Stop an embedded head whose owner is gone: SIGTERM, then its process group; then remove its folder.
     Only for a verified record of a head on this host."""
+    from tutorrl.runtime.head import is_shared
+
     head = record.head
     if not records.verified(record) or head is None or alive(head) is None:
         return
+    if is_shared(record.head_dir):
+        return  # a set's head, shared by its other runs: the set's tutorrl run stops it (or dies with it)
     if alive(head):
         try:
             os.kill(head.pid, signal.SIGTERM)

@@ -120,16 +120,28 @@ def _text(d: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def status_command(args) -> int:
+def described(dirs: list[Path]) -> list[dict]:
+    """Each run reconciled with Ray first, then described (what `tutorrl status` shows of it)."""
     from tutorrl.runtime.progress import Progress
 
     progress = Progress()
-    dirs = [lifecycle.find_run(args.run)] if args.run else lifecycle.open_runs()
     found = [(p, lifecycle.reconcile(p, progress)) for p in dirs]
     from tutorrl.runtime.head import sweep_orphans
 
     sweep_orphans()  # heads' folders a killed tutorrl left (their records were just closed)
-    data = [describe(p, r) for p, r in found]
+    return [describe(p, r) for p, r in found]
+
+
+def open_runs(skip: frozenset[Path] = frozenset()) -> list[dict]:
+    """Every open run started on this machine but those in ``skip`` (the runs of a set), described."""
+    return described([p for p in lifecycle.open_runs() if p.resolve() not in skip])
+
+
+run_text = _text
+
+
+def status_command(args) -> int:
+    data = described([lifecycle.find_run(args.run)] if args.run else lifecycle.open_runs())
     if args.format == "json":
         body = data[0] if args.run else data
         _out(msgspec.json.format(msgspec.json.encode(body), indent=2).decode() + "\n")

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tutorrl import __version__
+from tutorrl.contract import SET_HEAD_ENV
 from tutorrl.errors import RefusedError, TutorrlError
 from tutorrl.runtime import cluster, dryrun, job_secrets, lifecycle, metrics, preflight, records, submit
 from tutorrl.runtime.progress import Progress
@@ -106,6 +107,8 @@ class RunSession:
         self.submitted = False
         self.job_status: str | None = None
         self.secrets: list[str] = []
+        self.secrets_file: Path | None = None
+        self.shared_head = None  # a set's head this run uses (head.SharedHead), when it is one of a set
         self.roots: dict[str, str] = {}
         # The output folder as this run found it (evidence.lineage.Before); filled before the claim.
         self.before = _nothing_before()
@@ -159,6 +162,13 @@ class RunSession:
         self.job_env = preflight.job_environment(job)
         self.cwd = Path.cwd()
         self.cluster_url = cluster.normalise_address(args.address) if args.address else None
+        # One run of a set on the set's embedded head (runset.py): an embedded run in every way
+        # but that the head is the set's to start and stop.
+        set_head = os.environ.get(SET_HEAD_ENV)
+        if set_head and not self.cluster_url and self.shared_head is None:
+            from tutorrl.runtime.head import attach
+
+            self.shared_head = attach(set_head)
         if args.upload is None:
             # A head on this machine sees our files; any other is assumed not to.
             self.upload = bool(self.cluster_url) and not cluster.is_loopback(self.cluster_url)
@@ -311,6 +321,11 @@ class RunSession:
             if self.cluster_url:
                 url, headers = self.cluster_url, cluster.auth_headers(token)
                 progress.status(f"connecting to {url}")
+            elif self.shared_head is not None:
+                self.head = self.shared_head
+                url, headers = self.head.url, self.head.headers
+                self._save(head=lifecycle.this_process(self.head.pid), head_dir=str(self.head.run_dir),
+                           address=url, dashboard=url)
             else:
                 from tutorrl.runtime.head import EmbeddedHead
 
@@ -372,7 +387,8 @@ class RunSession:
         # which Ray's Jobs API returns in plain text.
         secrets_file = None
         if self.head is not None and self.head.run_dir is not None and passthrough:
-            secrets_file = job_secrets.write(self.head.run_dir, passthrough)
+            secrets_file = self.secrets_file = job_secrets.write(self.head.run_dir, passthrough,
+                                                                 job=self.record.submission_id)
         for _ in range(50):
             sid = self.record.submission_id
             verl_file = None if self.args.dry_run else metrics.file_logger_path(
@@ -526,7 +542,12 @@ class RunSession:
         try:
             self._close_log()
         finally:
-            if self.head is not None:
+            if self.head is not None and getattr(self.head, "shared", False):
+                # The set's head runs on for its other runs: this job's values go now, not with it.
+                if self.secrets_file is not None:
+                    self.secrets_file.unlink(missing_ok=True)
+                self.head = None
+            elif self.head is not None:
                 self.progress.status("stopping the embedded Ray head")
                 self.head.stop()
                 self.head = None

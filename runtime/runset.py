@@ -1,13 +1,21 @@
 """Running a set of bundles (a sweep's points): N at a time, on one Ray head, as one thing to watch and stop.
 
-Each bundle is run by ``tutorrl run BUNDLE --address HEAD`` in a process of
-its own, the very path a single run takes -- verify, preflight, run record,
-job, log, evidence -- so a run of a set is no different from a run by hand.
-What the set adds is only the schedule (at most ``--max-parallel`` at once,
-the next started as one ends), one embedded head they share (started here
-in the user's folder, so Ray, not each run, shares out the GPUs), and a set
-record under the state folder naming each bundle's run, which ``tutorrl
-status SET`` reads as one table and ``tutorrl stop SET`` stops.
+Each bundle is run by a ``tutorrl run BUNDLE`` in a process of its own, the
+very path a single run takes -- verify, preflight, run record, job, log,
+evidence -- so a run of a set is no different from a run by hand. What the
+set adds is only the schedule (at most ``--max-parallel`` at once, the next
+started as one ends), one embedded head the runs share, and a set record
+under the state folder naming each bundle's run, which ``tutorrl status SET``
+reads as one table and ``tutorrl stop SET`` stops.
+
+The set's head is started here, once, in the user's folder (so Ray, not each
+run, shares out the GPUs), and stopped when the last run has ended. Each run
+finds it through ``SET_HEAD_ENV`` (head.attach) and uses it as an embedded
+run uses its own head: the same local preflight, the same token file, its
+passthrough values in a private file in the head's folder and never in the
+job's runtime_env. With ``--address`` the runs go to that cluster instead.
+``--detach`` hands the whole set to a supervisor (``python -m
+tutorrl.runtime.runset SET_ID``) in a session of its own.
 """
 
 from __future__ import annotations
@@ -48,6 +56,11 @@ class SetRecord(msgspec.Struct, forbid_unknown_fields=False):
     owner: records.Process | None = None
     status: str = "running"  # "running" | "succeeded" | "failed" | "stopped"
     ended: str | None = None
+    detached: bool = False  # its owner is a supervisor in a session of its own (`run --detach`)
+    trust_digests: bool = False
+    num_gpus: int | None = None  # what the embedded head declares (None: what the machine has)
+    head: records.Process | None = None  # the set's embedded head, which every run of it uses
+    head_dir: str | None = None
 
 
 def sets_dir() -> Path:
@@ -135,20 +148,38 @@ class _Child(msgspec.Struct):
 
 
 def run_set(args) -> int:
-    """``tutorrl run B1 B2 ... [--max-parallel N]``: every bundle run, N at a time; exit 0 when all succeed."""
-    from tutorrl.compiler import verify_bundle
-    from tutorrl.runtime import cluster
-
+    """``tutorrl run B1 B2 ... [--max-parallel N] [--detach]``: every bundle run, N at a time; exit 0 when all succeed."""
     progress = Progress(quiet=getattr(args, "quiet", False))
-    if getattr(args, "detach", False):
-        raise RefusedError("--detach runs one bundle; a set is followed by the `tutorrl run` that starts it "
-                           "(run it under nohup or tmux, and watch it with `tutorrl status SET`)")
     bundles = expand(args.bundle)
     parallel = args.max_parallel or 1
     trust = bool(getattr(args, "trust_digests", False))
-    # Every bundle is verified before anything starts: a set with a tampered point runs none.
-    loaded = []
-    problems = []
+    num_gpus = getattr(args, "num_gpus", None)
+    if args.address and num_gpus is not None:
+        raise RefusedError("--num-gpus only applies to the embedded head (a cluster declares its own GPUs)")
+    loaded = _verified(bundles, trust)
+    digest = hashlib.sha256("\n".join(b.manifest.digest for b in loaded).encode()).hexdigest()[:12]
+    set_id = f"{SET_PREFIX}{digest}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+    record = SetRecord(set_id=set_id, started=records.utc_now(), cwd=str(Path.cwd()),
+                       bundles=[str(Path(b.path).resolve()) for b in loaded],
+                       points=[_label(b.manifest) for b in loaded], max_parallel=parallel,
+                       address=args.address or "", address_kind="cluster" if args.address else "embedded",
+                       dry_run=bool(args.dry_run), owner=lifecycle.this_process(),
+                       detached=bool(getattr(args, "detach", False)), trust_digests=trust, num_gpus=num_gpus)
+    _write(record)
+    progress.note(f"{set_id}: {len(loaded)} bundles, at most {parallel} at a time"
+                  + ("" if not args.address else f", on {args.address}"))
+    if record.detached:
+        return _detach(record, progress)
+    progress.note(f"  its state:  tutorrl status {set_id}")
+    progress.note(f"  stop it:    tutorrl stop {set_id}")
+    return _drive(record, loaded, progress)
+
+
+def _verified(bundles: list[Path], trust: bool) -> list:
+    """Every bundle verified before anything starts: a set with a tampered point runs none."""
+    from tutorrl.compiler import verify_bundle
+
+    loaded, problems = [], []
     for b in bundles:
         try:
             loaded.append(verify_bundle(b, trust_digests=trust or None))
@@ -156,19 +187,15 @@ def run_set(args) -> int:
             problems.append(exc.render().removeprefix("error: "))
     if problems:
         raise BundleError("a bundle of the set does not verify; none was run:\n  " + "\n  ".join(problems))
-    digest = hashlib.sha256("\n".join(b.manifest.digest for b in loaded).encode()).hexdigest()[:12]
-    set_id = f"{SET_PREFIX}{digest}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
-    record = SetRecord(set_id=set_id, started=records.utc_now(), cwd=str(Path.cwd()),
-                       bundles=[str(Path(b.path).resolve()) for b in loaded],
-                       points=[_label(b.manifest) for b in loaded], max_parallel=parallel,
-                       address=args.address or "", address_kind="cluster" if args.address else "embedded",
-                       dry_run=bool(args.dry_run), owner=lifecycle.this_process())
-    _write(record)
-    progress.note(f"{set_id}: {len(loaded)} bundles, at most {parallel} at a time"
-                  + ("" if not args.address else f", on {args.address}"))
-    progress.note(f"  its state:  tutorrl status {set_id}")
-    progress.note(f"  stop it:    tutorrl stop {set_id}")
+    return loaded
 
+
+def _drive(record: SetRecord, loaded: list, progress: Progress) -> int:
+    """Start the set's head (embedded), run its bundles N at a time, stop the head; the exit code of the set."""
+    from tutorrl.contract import SET_HEAD_ENV
+    from tutorrl.runtime import cluster
+
+    set_id = record.set_id
     stop = {"signum": None}
 
     def on_signal(signum, frame):
@@ -178,21 +205,25 @@ def run_set(args) -> int:
     head = None
     children = [_Child(bundle=Path(b), index=n) for n, b in enumerate(record.bundles)]
     try:
-        env = {k: v for k, v in os.environ.items()}
-        if args.address:
-            url = cluster.normalise_address(args.address)
+        env = {k: v for k, v in os.environ.items() if k != SET_HEAD_ENV}
+        if record.address_kind == "cluster":
+            url = cluster.normalise_address(record.address)
         else:
             from tutorrl.runtime import preflight
-            from tutorrl.runtime.head import EmbeddedHead
+            from tutorrl.runtime.head import EmbeddedHead, publish
 
             job_env = preflight.job_environment(loaded[0].job)
             # A set of dry runs gets the lean head a single dry run gets (head.py: only the job API's parts).
-            head = EmbeddedHead(run_id=set_id, workdir=Path.cwd(), num_gpus=getattr(args, "num_gpus", None),
-                                python=preflight.job_python(job_env), lean=bool(args.dry_run))
+            head = EmbeddedHead(run_id=set_id, workdir=Path(record.cwd), num_gpus=record.num_gpus,
+                                python=preflight.job_python(job_env), lean=record.dry_run)
             head.start(progress, should_stop=lambda: stop["signum"] is not None)
+            publish(head, set_id)
             url = head.url
-            env["RAY_AUTH_TOKEN"] = head.token
-            record.address = url
+            # Each run takes this head as its embedded head (run.py): the same preflight, its secrets
+            # in a private file in the head's folder, never in the job's runtime_env.
+            env[SET_HEAD_ENV] = str(head.run_dir)
+            record.address, record.head_dir = url, str(head.run_dir)
+            record.head = lifecycle.this_process(head.proc.pid)
             _write(record)
         progress.note(f"Ray dashboard: {url}")
         for name in cluster.HIJACK_VARS:
@@ -202,17 +233,18 @@ def run_set(args) -> int:
         waiting = list(children)
         running: list[_Child] = []
         while (waiting or running) and stop["signum"] is None:
-            while waiting and len(running) < parallel and stop["signum"] is None:
+            while waiting and len(running) < record.max_parallel and stop["signum"] is None:
                 child = waiting.pop(0)
-                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--address", url, "--quiet"]
-                if args.dry_run:
+                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--quiet"]
+                if record.address_kind == "cluster":
+                    argv += ["--address", url]
+                if record.dry_run:
                     argv.append("--dry-run")
-                if trust:
+                if record.trust_digests:
                     argv.append("--trust-digests")
                 child.log = open(log_dir / f"{child.index + 1:04d}.log", "wb")
-                child_env = env if args.address else _rooted(env, loaded[child.index].spec)
-                child.proc = subprocess.Popen(argv, env=child_env, stdin=subprocess.DEVNULL, stdout=child.log,
-                                              stderr=subprocess.STDOUT, start_new_session=True)
+                child.proc = subprocess.Popen(argv, env=env, cwd=record.cwd, stdin=subprocess.DEVNULL,
+                                              stdout=child.log, stderr=subprocess.STDOUT, start_new_session=True)
                 running.append(child)
                 progress.note(f"[{child.index + 1}/{len(children)}] started: {record.points[child.index]}")
             time.sleep(_POLL_S)
@@ -247,6 +279,7 @@ def run_set(args) -> int:
         for s, handler in old.items():
             signal.signal(s, handler)
         if head is not None:
+            # Runs first, then the head: every run has ended (or was stopped) above.
             progress.status("stopping the embedded Ray head")
             head.stop()
         progress.clear()
@@ -262,20 +295,79 @@ def run_set(args) -> int:
     return 0 if record.status == "succeeded" else 1
 
 
-def _rooted(env: dict[str, str], spec) -> dict[str, str]:
-    """The environment of a run on the set's own head: each root the spec defaults to a
-    relative folder, and this environment leaves unset, given as that folder here.
+# -- detached sets ---------------------------------------------------------------------------------------------
 
-    A run given ``--address`` holds roots to a cluster's rule (absolute, since the
-    cluster's workers run elsewhere); the set's head was started in this folder, where
-    the relative default means just this path.
-    """
-    out = dict(env)
-    for name, root in spec.roots.items():
-        if not out.get(name) and root.default and "://" not in root.default \
-                and not os.path.isabs(os.path.expanduser(root.default)):
-            out[name] = os.path.join(os.getcwd(), root.default)
-    return out
+SUPERVISOR_LOG = "supervisor.log"
+DETACH_TIMEOUT_S = 300
+
+
+def _detach(record: SetRecord, progress: Progress) -> int:
+    """Hand the set to a supervisor in its own session (it outlives this shell), wait until it
+    owns the set and its head is up, say how to follow it."""
+    from tutorrl._files import display_path
+
+    set_id = record.set_id
+    folder = sets_dir() / set_id
+    folder.mkdir(mode=0o700, exist_ok=True)
+    with open(folder / SUPERVISOR_LOG, "ab") as log:
+        child = subprocess.Popen([sys.executable, "-m", "tutorrl.runtime.runset", set_id], cwd=record.cwd,
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    progress.status(f"{set_id}: detached; waiting for its supervisor to start the set")
+    deadline = time.monotonic() + DETACH_TIMEOUT_S
+    try:
+        while True:
+            now = read_set(set_id)
+            ours = now.owner is not None and now.owner.pid == child.pid
+            if ours and (now.address or now.status != "running"):
+                break
+            if child.poll() is not None or time.monotonic() > deadline:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+                    child.wait()
+                progress.clear()
+                progress.note(f"{set_id}: its supervisor did not start the set; its log: "
+                              f"{display_path(folder / SUPERVISOR_LOG)}")
+                return child.returncode or 1
+            progress.tick()
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        child.send_signal(signal.SIGTERM)  # it stops what it started, and closes the set
+        child.wait()
+        progress.clear()
+        return lifecycle.EXIT_INTERRUPTED
+    progress.clear()
+    try:
+        sys.stdout.write(f"{set_id}\n")
+        sys.stdout.flush()
+    except OSError:
+        pass
+    progress.note(f"{set_id}: detached; it runs on after this shell exits")
+    progress.note(f"  its state:  tutorrl status {set_id}")
+    progress.note(f"  stop it:    tutorrl stop {set_id}")
+    progress.note(f"  its log:    {display_path(folder / SUPERVISOR_LOG)}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tutorrl.runtime.runset SET_ID``: the supervisor of a detached set, which
+    does what a foreground set does after writing its record (verify, head, runs, close)."""
+    record = read_set(argv[0])
+    record.owner = lifecycle.this_process()
+    _write(record)
+    progress = Progress(tty=False)
+    try:
+        loaded = _verified([Path(b) for b in record.bundles], record.trust_digests)
+    except TutorrlError as exc:
+        print(exc.render(), file=sys.stderr)
+        record.status, record.ended = "failed", records.utc_now()
+        _write(record)
+        return exc.exit_code
+    try:
+        return _drive(record, loaded, progress)
+    except TutorrlError as exc:  # the head did not start: _drive has closed the set
+        print(exc.render(), file=sys.stderr)
+        return exc.exit_code
 
 
 def _note_runs(record: SetRecord, children) -> None:
@@ -342,11 +434,65 @@ def set_table(record: SetRecord, rows: list[dict] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def status_set(set_id: str, fmt: str) -> int:
-    record = read_set(set_id)
+def _settled(record: SetRecord) -> SetRecord:
     if record.status == "running" and not lifecycle.alive(record.owner):
         record.status, record.ended = "failed", records.utc_now()  # its `tutorrl run` died
         _write(record)
+    return record
+
+
+def list_sets() -> list[SetRecord]:
+    """Every set started on this machine (its record readable), oldest first."""
+    out = []
+    for path in sorted(sets_dir().glob(f"{SET_PREFIX}*.json")):
+        try:
+            out.append(_settled(read_set(path.stem)))
+        except TutorrlError:
+            continue
+    return sorted(out, key=lambda r: (r.started, r.set_id))
+
+
+def set_summary(rows: list[dict]) -> str:
+    """A set's runs in one phrase: "6 bundles: 4 succeeded, 2 running"."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        state = r["state"].removesuffix(" (dry run)")
+        counts[state] = counts.get(state, 0) + 1
+    return f"{len(rows)} bundles: " + ", ".join(f"{n} {state}" for state, n in counts.items())
+
+
+def status_overview(fmt: str) -> int:
+    """``tutorrl status`` with no argument: every set it knows as one row, then each open run
+    that is no set's (a run of a set is a row of that set's table: `tutorrl status SET`)."""
+    from tutorrl.runtime import observe
+
+    sets = [(r, set_rows(r)) for r in list_sets()]
+    in_sets = frozenset(Path(p).resolve() for r, _ in sets for p in r.runs.values())
+    runs = observe.open_runs(skip=in_sets)
+    if fmt == "json":
+        doc = [{"kind": "set", "set_id": r.set_id, "status": r.status, "started": r.started, "ended": r.ended,
+                "dry_run": r.dry_run, "address_kind": r.address_kind, "bundles": len(rows),
+                "summary": set_summary(rows), "detached": r.detached} for r, rows in sets]
+        doc += [{"kind": "run", **d} for d in runs]
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
+        return 0
+    if not sets and not runs:
+        print("no sets and no open runs started on this machine (tutorrl status <run-id> shows any run)",
+              file=sys.stderr)
+        return 0
+    if sets:
+        table = [["SET", "STATE", "RUNS", "STARTED (UTC)"]]
+        table += [[r.set_id, r.status + (" (dry run)" if r.dry_run else "") + (" (detached)" if r.detached else ""),
+                   set_summary(rows), r.started] for r, rows in sets]
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n"
+                                 for row in table))
+    sys.stdout.write("".join(("\n" if sets or n else "") + observe.run_text(d) for n, d in enumerate(runs)))
+    return 0
+
+
+def status_set(set_id: str, fmt: str) -> int:
+    record = _settled(read_set(set_id))
     rows = set_rows(record)
     if fmt == "json":
         doc = {**msgspec.to_builtins(record), "rows": rows}
@@ -382,3 +528,7 @@ def stop_set(set_id: str) -> int:
             print(f"{done.record.submission_id}: {done.note}", file=sys.stderr)
     print(f"{set_id}: {record.status}", file=sys.stderr)
     return 0 if not left else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -51,5 +51,7 @@ EMBEDDED_NUM_GPUS_ENV = "TUTORRL_EMBEDDED_NUM_GPUS"  # GPUs the embedded head de
 STATE_HOME_ENV = "TUTORRL_STATE_HOME"           # the per-user state folder (runs index, record key)
 WHEEL_CACHE_ENV = "TUTORRL_WHEEL_CACHE"         # where `tutorrl keys import` keeps wheels
 DEBUG_ENV = "TUTORRL_DEBUG"                     # "1": show the stack of an error
+# Set by a set's `tutorrl run` for the `tutorrl run` of each of its bundles, not by a user.
+SET_HEAD_ENV = "TUTORRL_SET_HEAD"               # the folder of the set's embedded head, which the run uses
 USER_VARIABLES = (TRUST_DIGESTS_ENV, STACK_CHECK_ENV, EMBEDDED_NUM_GPUS_ENV, STATE_HOME_ENV, WHEEL_CACHE_ENV,
-                  DEBUG_ENV)
+                  DEBUG_ENV, SET_HEAD_ENV)

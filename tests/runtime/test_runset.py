@@ -29,10 +29,11 @@ def _env(state: Path) -> dict:
     return env
 
 
-def _sweep(tmp_path: Path, grid: str) -> Path:
+def _sweep(tmp_path: Path, grid: str, extra: str = "") -> Path:
     (tmp_path / "specs").mkdir(exist_ok=True)
     (tmp_path / "specs" / "base.toml").write_bytes(BASE)
-    (tmp_path / "specs" / "sweep.toml").write_text(f'[experiment]\nextends = "base.toml"\n\n[sweep]\ngrid = {grid}\n')
+    (tmp_path / "specs" / "sweep.toml").write_text(f'[experiment]\nextends = "base.toml"\n\n[sweep]\ngrid = {grid}\n'
+                                                   + extra)
     proc = subprocess.run([*TUTORRL, "compile", "specs/sweep.toml", "--out", "sweep"], cwd=tmp_path,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -58,7 +59,6 @@ def test_a_folder_of_bundles_runs_in_its_sweeps_order(tmp_path):
 
 @pytest.mark.parametrize("argv, words", [
     (["run", "a", "b", "--max-parallel", "0"], ["not a count of runs from 1 to 256"]),
-    (["run", "SWEEP", "--detach"], ["--detach runs one bundle"]),
     (["run", "SWEEP", "specs/sweep.toml"], ["is a spec file, not a bundle folder"]),
     (["status", "set-nothing"], ["no such set"]),
     (["stop", "set-nothing"], ["no such set"]),
@@ -84,17 +84,6 @@ def test_a_tampered_bundle_runs_no_bundle_of_the_set(tmp_path):
     assert not list(folder.glob("*/runs"))
 
 
-def test_a_relative_root_default_is_this_folder_for_a_run_on_the_sets_head(tmp_path, monkeypatch):
-    from tutorrl.compiler.load import parse_spec
-    from tutorrl.runtime.runset import _rooted
-
-    monkeypatch.chdir(tmp_path)
-    # TINY_ROOT and CKPT_ROOT default to relative folders.
-    spec, _ = parse_spec((support.SPECS / "tiny_cpu_grpo.toml").read_bytes(), "tiny.toml")
-    env = _rooted({"CKPT_ROOT": "/shared/ckpt", "PATH": "/bin"}, spec)
-    assert env == {"CKPT_ROOT": "/shared/ckpt", "PATH": "/bin", "TINY_ROOT": str(tmp_path / "build" / "tiny")}
-
-
 # --- On a real embedded head.
 
 def _overlap(records: list[dict]) -> int:
@@ -111,9 +100,18 @@ def _overlap(records: list[dict]) -> int:
     return most
 
 
+SECRET = "pw-set-7d2a$odd"
+
+
+def _bytes_under(*folders: Path) -> bytes:
+    return b"".join(p.read_bytes() for f in folders for p in f.rglob("*") if p.is_file())
+
+
 @pytest.mark.slow
 def test_a_sweep_compiled_reviewed_and_dry_run_four_at_a_time(tmp_path):
-    folder = _sweep(tmp_path, '{ "actor.lr" = [1e-6, 3e-6, 1e-5], "rollout.n" = [4, 8] }')
+    # A passthrough secret: the runs take it as on an embedded head of their own, never written down.
+    folder = _sweep(tmp_path, '{ "actor.lr" = [1e-6, 3e-6, 1e-5], "rollout.n" = [4, 8] }',
+                    '\n[env]\npassthrough = ["MY_SECRET"]\n')
     bundles = sorted(folder.iterdir())
     assert len(bundles) == 6
     # Reviewed as one matrix: what varies, one column per launch.
@@ -123,14 +121,19 @@ def test_a_sweep_compiled_reviewed_and_dry_run_four_at_a_time(tmp_path):
     assert set(matrix["settings"]) == {"experiment.name", "actor.lr", "rollout.n"}
     assert sorted(matrix["settings"]["rollout.n"]) == [4, 4, 4, 8, 8, 8]
 
-    env = _env(tmp_path / "state")
+    env = _env(tmp_path / "state") | {"MY_SECRET": SECRET}
     proc = subprocess.run([*TUTORRL, "run", str(folder), "--max-parallel", "4", "--dry-run"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=580)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stderr.count("starting embedded Ray head") == 1
     records = [json.loads(p.read_text()) for p in folder.glob("*/runs/*/run.json")]
     assert len(records) == 6 and {r["status"] for r in records} == {"succeeded"}
-    assert all(r["dry_run"] and r["address"] == records[0]["address"] for r in records)
+    # One head: every run recorded the same embedded head (its process, its folder, its dashboard).
+    assert {r["address_kind"] for r in records} == {"embedded"}
+    assert len({(r["address"], r["head_dir"], r["head"]["pid"]) for r in records}) == 1
+    assert all(r["dry_run"] for r in records)
+    assert not Path(records[0]["head_dir"]).exists()  # stopped, its folder gone, when the set ended
+    assert SECRET.encode() not in _bytes_under(folder, tmp_path / "state")
     assert _overlap(records) <= 4
     # One table: point, state, step k/N, last reward.
     status = subprocess.run([*TUTORRL, "status", _set_id(proc.stderr)], cwd=tmp_path, env=env, capture_output=True,
@@ -176,3 +179,102 @@ def test_stopping_a_set_stops_its_run_and_starts_no_more(tmp_path):
     assert len(records) == 1 and records[0]["status"] in ("stopped", "succeeded")
     assert json.loads((tmp_path / "state" / "sets" / f"{set_id}.json").read_text())["status"] == "stopped"
     assert "not started" in out
+
+
+# --- Detached, on stand-in launches a test can hold open.
+
+GATED = """#!/usr/bin/env bash
+set -euo pipefail
+printf '%s' "$MY_SECRET" | sha256sum | cut -c1-16 > "$GATE/seen-$POINT"
+touch "$GATE/started-$POINT"
+while [ ! -e "$GATE/release-$POINT" ]; do sleep 0.2; done
+echo "point $POINT done"
+"""
+
+
+def _api(url: str, token: str, path: str) -> bytes:
+    import urllib.request
+
+    req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return resp.read()
+
+
+@pytest.mark.slow
+def test_a_detached_set_runs_two_at_a_time_on_one_head_and_keeps_its_secret(make_bundle, workdir, tmp_path):
+    import hashlib
+
+    from runtime_helpers import clean_env, procs_with_env, wait_for
+
+    gate = workdir / "gate"
+    gate.mkdir()
+    bundles = [make_bundle(GATED, env={"GATE": str(gate), "POINT": str(n)}, passthrough=["MY_SECRET"])
+               for n in (1, 2, 3)]
+    state = tmp_path / "state"
+    env = clean_env(MY_SECRET=SECRET, TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_STATE_HOME=str(state))
+    detach = subprocess.run([*TUTORRL, "run", *map(str, bundles), "--max-parallel", "2", "--detach"], cwd=workdir,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert detach.returncode == 0, detach.stderr
+    set_id = detach.stdout.strip()
+    assert set_id.startswith("set-") and f"tutorrl status {set_id}" in detach.stderr
+    doc = json.loads((state / "sets" / f"{set_id}.json").read_text())
+    supervisor = doc["owner"]["pid"]
+    try:
+        wait_for(lambda: all((gate / f"started-{n}").exists() for n in (1, 2)), 120, "two runs started")
+        assert not (gate / "started-3").exists()  # (and below: it started only once the first was released)
+        # `tutorrl status` lists the set as one row, its runs not as runs of their own.
+        listed = subprocess.run([*TUTORRL, "status"], cwd=workdir, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert listed.returncode == 0, listed.stderr
+        rows = [line for line in listed.stdout.splitlines() if line.startswith("set-")]
+        assert len(rows) == 1 and rows[0].split()[:2] == [set_id, "running"] and "(detached)" in rows[0]
+        assert "tutorrl-" not in listed.stdout
+        as_json = json.loads(subprocess.run([*TUTORRL, "status", "--format", "json"], cwd=workdir, env=env,
+                                            capture_output=True, text=True, timeout=120).stdout)
+        assert [(e["kind"], e["set_id"], e["bundles"]) for e in as_json] == [("set", set_id, 3)]
+        (gate / "release-1").touch()
+        wait_for(lambda: (gate / "started-3").exists(), 120, "the third run, once the first ended")
+        # The set's head, while it runs: Ray's own records of the jobs hold no secret value.
+        doc = json.loads((state / "sets" / f"{set_id}.json").read_text())
+        head_dir = Path(doc["head_dir"])
+        token = (head_dir / "token").read_text().strip()
+        jobs = json.loads(_api(doc["address"], token, "/api/jobs/"))
+        assert len(jobs) == 3 and all("MY_SECRET" not in json.dumps(j["runtime_env"]) for j in jobs)
+        assert SECRET.encode() not in json.dumps(jobs).encode()
+        assert SECRET.encode() not in _bytes_under(head_dir / "ray")
+        table = subprocess.run([*TUTORRL, "status", set_id], cwd=workdir, env=env, capture_output=True, text=True,
+                               timeout=120)
+        assert table.returncode == 0 and len(table.stdout.splitlines()) == 2 + 3, table.stdout + table.stderr
+        for n in (2, 3):
+            (gate / f"release-{n}").touch()
+
+        def ended():
+            d = json.loads((state / "sets" / f"{set_id}.json").read_text())
+            return d["status"] != "running" and d
+
+        doc = wait_for(ended, 180, "the set to end")
+    finally:
+        for release in (gate / f"release-{n}" for n in (1, 2, 3)):
+            if not release.exists():  # (touching one again would move the time the third run is held to)
+                release.touch()
+    assert doc["status"] == "succeeded", doc
+    # Every job saw the value (its digest, written by the job), on the one head the set started.
+    digest = hashlib.sha256(SECRET.encode()).hexdigest()[:16]
+    assert [(gate / f"seen-{n}").read_text().strip() for n in (1, 2, 3)] == [digest] * 3
+    records = [json.loads(p.read_text()) for b in bundles for p in b.glob("runs/*/run.json")]
+    assert len(records) == 3 and {r["status"] for r in records} == {"succeeded"}
+    assert {(r["address_kind"], r["address"], r["head_dir"], r["head"]["pid"]) for r in records} == {
+        ("embedded", doc["address"], doc["head_dir"], doc["head"]["pid"])}
+    assert SECRET.encode() not in _bytes_under(*bundles, state)
+    # At most two at once: the third started after the first was let go, and no instant held three runs.
+    assert (gate / "started-3").stat().st_mtime_ns >= (gate / "release-1").stat().st_mtime_ns
+    assert _overlap(records) <= 2
+    wait_for(lambda: not lifecycle_alive(supervisor), 60, "the supervisor to exit")
+    assert not head_dir.exists() and procs_with_env("TUTORRL_RUN_ID", set_id) == []
+
+
+def lifecycle_alive(pid: int) -> bool:
+    try:
+        return b"zombie" not in Path(f"/proc/{pid}/status").read_bytes()
+    except OSError:
+        return False
