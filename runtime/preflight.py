@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tutorrl.compiler import roots
 from tutorrl.contract import PYTHON_ENV, STACK_CHECK_ENV
-from tutorrl.errors import RefusedError
+from tutorrl.errors import PreflightRefused, RefusedError
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # `org/name` that does not exist locally is a Hugging Face Hub id, which verl
@@ -30,7 +30,13 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclass
-class Findings:
+class PreflightReport:
+    """What one stage of checks found about the environment: problems refuse the run, notes are said.
+
+    Each problem is a line already worded for the user (about a path, a Python, a cluster: no spec
+    setting to place, which is what a :class:`tutorrl.errors.Finding` is).
+    """
+
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -38,10 +44,7 @@ class Findings:
         if self.problems:
             lines = [f"error: {p}" for p in self.problems]
             lines.append(f"refused by preflight ({stage}); nothing was submitted.")
-            raise _Refused("\n".join(lines))
-
-
-from tutorrl.errors import PreflightRefused as _Refused  # noqa: E402 (its home is tutorrl.errors)
+            raise PreflightRefused("\n".join(lines))
 
 
 def split_verl_list(value) -> list[str]:
@@ -72,7 +75,7 @@ def _root_env(spec, env: dict[str, str] | None = None) -> dict[str, str]:
             if passed.get(name) or root.default}
 
 
-def check_roots(spec, findings: Findings, *, cluster: str | None = None, dry_run: bool = False,
+def check_roots(spec, findings: PreflightReport, *, cluster: str | None = None, dry_run: bool = False,
                 env: dict[str, str] | None = None) -> None:
     """Every root has a value for the job (set here, or the spec's default);
     on a cluster tutorrl did not start, a real run needs it absolute."""
@@ -96,7 +99,7 @@ def check_roots(spec, findings: Findings, *, cluster: str | None = None, dry_run
                 f"this folder; export {name} as an absolute path for a run on an existing cluster")
 
 
-def check_paths(spec, cwd: Path, findings: Findings, *, dry_run: bool = False) -> None:
+def check_paths(spec, cwd: Path, findings: PreflightReport, *, dry_run: bool = False) -> None:
     """Local data and model paths must exist. A dry run only composes verl's
     config and reads none of them, so there a missing path is a note: the same
     bundle can be checked on a laptop that has no data."""
@@ -155,7 +158,7 @@ def spec_paths(spec) -> list[tuple[str, str]]:
     return out
 
 
-def check_relative_paths(spec, where: str, findings: Findings) -> None:
+def check_relative_paths(spec, where: str, findings: PreflightReport) -> None:
     """On a cluster tutorrl did not start, verl's Ray workers run in whatever
     folder that cluster's raylet started in, so a relative path would be read
     (or a checkpoint written) somewhere else than here, or in Ray's temporary
@@ -199,7 +202,7 @@ def installed_verl(python: str | None = None) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def check_verl(target: str, findings: Findings, python: str) -> None:
+def check_verl(target: str, findings: PreflightReport, python: str) -> None:
     found = installed_verl(python)
     if found is None:
         findings.problems.append(
@@ -337,7 +340,7 @@ def reward_import_problems(python: str, module: str, function: str, *, env: dict
     return [f"{label}: unexpected answer from {python}: {result!r}"]
 
 
-def check_reward(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str | None = None,
+def check_reward(spec, job: dict, findings: PreflightReport, *, cwd: Path, cluster: str | None = None,
                  dry_run: bool = False) -> None:
     """The reward function must import in the job's Python before anything is
     submitted: verl imports it in its reward workers only once training starts,
@@ -358,7 +361,7 @@ def check_reward(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str
             findings.problems.append(problem)
 
 
-def check_passthrough(names: list[str], findings: Findings) -> None:
+def check_passthrough(names: list[str], findings: PreflightReport) -> None:
     missing = [n for n in names if n not in os.environ]
     if missing:
         findings.problems.append(
@@ -397,7 +400,7 @@ def _layout_text(spec) -> str:
             f"+ reward_gpus {pool.reward}")
 
 
-def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, findings: Findings) -> None:
+def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, findings: PreflightReport) -> None:
     """Refuse what the cluster could never schedule."""
     if resources.alive_nodes == 0:
         findings.problems.append(f"{where} has no ALIVE node")
@@ -429,7 +432,7 @@ def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, find
         findings.problems.append(f"no ALIVE node of {where} can host the job's entrypoint ({shown})")
 
 
-def check_stack(spec, job: dict, findings: Findings, *, cwd: Path, cluster: str | None = None,
+def check_stack(spec, job: dict, findings: PreflightReport, *, cwd: Path, cluster: str | None = None,
                 dry_run: bool = False) -> None:
     """The job's Python must have what verl's trainer imports as a run starts
     (transfer_queue on every v1 run, the rollout engine's server) at the

@@ -184,7 +184,7 @@ class RunSession:
         args, progress = self.args, self.progress
         bundle, bundle_path, digest, bundle_id, job, spec = self._load()
 
-        findings = preflight.Findings()
+        findings = preflight.PreflightReport()
         names = submit.passthrough_names(job)
         preflight.check_passthrough(names, findings)
         if names and self.cluster_url:
@@ -346,7 +346,7 @@ class RunSession:
 
             progress.status("checking cluster resources")
             resources = self.jobs.resources(url, headers)
-            findings = preflight.Findings()
+            findings = preflight.PreflightReport()
             where = "the embedded Ray head" if self.head else url
             preflight.check_cluster(bundle.spec, bundle.job, resources, dry_run=bool(self.args.dry_run),
                                     where=where, findings=findings)

@@ -88,3 +88,20 @@ def test_a_finding_is_one_shape_from_rules_to_problems():
     found = missing_setting("rollout.no_such_setting_anywhere", load_lock("0.5.0", "fsdp"))
     assert isinstance(found, errors.Finding) and found.key == "rollout.no_such_setting_anywhere"
     assert found.severity == "error"
+
+
+def test_no_other_module_declares_a_finding_of_its_own():
+    """One Finding: a struct or alias named for findings elsewhere would be a second shape (a plug-in's
+    plain tuples, compiler/rewards.PluginFinding, are its wire form, turned into Findings at the seam)."""
+    others = []
+    for path in _source_files():
+        if path == ERRORS_FILE:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        aliases = [n for n in tree.body if isinstance(n, ast.Assign)]  # module-level names, not local variables
+        for node in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)] + aliases:
+            names = [node.name] if isinstance(node, ast.ClassDef) else [t.id for t in node.targets
+                                                                         if isinstance(t, ast.Name)]
+            others += [f"{path.relative_to(support.REPO)}:{node.lineno} {n}" for n in names
+                       if "finding" in n.lower() and n != "PluginFinding"]
+    assert others == [], "findings have one shape, tutorrl.errors.Finding: " + ", ".join(others)

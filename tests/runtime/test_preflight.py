@@ -22,14 +22,14 @@ def _spec(train="data/t.parquet", val="data/v.parquet", model="Qwen/Qwen2.5-0.5B
 def test_paths_uris_home_and_hub_ids(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "v.parquet").write_bytes(b"")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_paths(_spec(train="hdfs://nn/x.parquet", val="~/v.parquet"), tmp_path, f)
     assert f.problems == []
     assert any("remote" in n for n in f.notes) and any("Hub id" in n for n in f.notes)
 
 
 def test_missing_paths_are_all_reported(tmp_path):
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_paths(_spec(train=["data/a.parquet", "s3://b/c"], model="./models/tutor"), tmp_path, f)
     text = "\n".join(f.problems)
     assert "data.train: 'data/a.parquet'" in text and "data.val" in text and "model.path" in text
@@ -39,7 +39,7 @@ def test_missing_paths_are_all_reported(tmp_path):
 
 
 def test_missing_paths_are_notes_in_a_dry_run(tmp_path):
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_paths(_spec(train="data/a.parquet", model="./models/tutor"), tmp_path, f, dry_run=True)
     assert f.problems == []
     assert sum("a real run would be refused" in n for n in f.notes) == 3
@@ -51,7 +51,7 @@ def _res(gpus, cpus=2.0, nodes=1):
 
 
 def test_gpu_shortfall_is_refused_and_explained():
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_cluster(_spec(nodes=2, gpn=2, rgpus=1), {"entrypoint_num_cpus": 1}, _res(4),
                             dry_run=False, where="the cluster", findings=f)
     assert len(f.problems) == 1
@@ -64,7 +64,7 @@ def test_unset_resources_count_as_verls_defaults():
     # from the release's lock; the message says they are defaults.
     assert preflight.gpu_layout(_spec(nodes=None, gpn=None, rgpus=None)) == (1, 8, 0)
     assert preflight.needed_gpus(_spec(nodes=2, gpn=None, rgpus=1)) == 17
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_cluster(_spec(nodes=None, gpn=None, rgpus=None), {"entrypoint_num_cpus": 1}, _res(4),
                             dry_run=False, where="the cluster", findings=f)
     (problem,) = f.problems
@@ -78,7 +78,7 @@ def test_a_string_is_one_data_file_as_verl_reads_it(tmp_path):
     # as one file: a bracketed string is not a list (a TOML list is).
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "a.parquet").write_bytes(b"")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_paths(_spec(train="[data/a.parquet]", val=None, model=None), tmp_path, f)
     assert [p.split(" does not")[0] for p in f.problems] == ["data.train: '[data/a.parquet]'"]
 
@@ -88,7 +88,7 @@ def test_a_release_this_tutorrl_does_not_map_still_gets_a_gpu_count():
     # for: the spec's own numbers count; unset ones are said to be unknown.
     spec = _spec(nodes=1, gpn=2, rgpus=1, verl="0.0.1")
     assert preflight.gpu_layout(spec) == (1, 2, 1)
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_cluster(_spec(nodes=None, gpn=None, rgpus=0, verl="0.0.1"), {"entrypoint_num_cpus": 1},
                             _res(1), dry_run=False, where="x", findings=f)
     (problem,) = f.problems
@@ -96,14 +96,14 @@ def test_a_release_this_tutorrl_does_not_map_still_gets_a_gpu_count():
 
 
 def test_dry_run_skips_gpus_and_says_so():
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_cluster(_spec(), {"entrypoint_num_cpus": 1, "entrypoint_num_gpus": 1}, _res(0),
                             dry_run=True, where="x", findings=f)
     assert f.problems == [] and any("GPU check skipped" in n for n in f.notes)
 
 
 def test_entrypoint_must_fit_one_node():
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_cluster(_spec(gpn=1, rgpus=0), {"entrypoint_num_cpus": 4}, _res(2, cpus=2, nodes=2),
                             dry_run=False, where="x", findings=f)
     assert any("CPU=4" in p for p in f.problems)
@@ -111,7 +111,7 @@ def test_entrypoint_must_fit_one_node():
 
 def test_verl_mismatch(monkeypatch):
     monkeypatch.setattr(preflight, "installed_verl", lambda python=None: "0.9.1")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_verl("0.8.0", f, "/py")
     assert "verl 0.9.1 is installed" in f.problems[0] and "0.8.0" in f.problems[0]
 
@@ -131,7 +131,7 @@ def test_the_job_pythons_verl_is_asked_of_that_environment(tmp_path):
     assert preflight.same_environment(sys.executable)
     assert not preflight.same_environment(str(linked / "python"))
     assert preflight.installed_verl(str(other / "python")) == "0.5.0"
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_verl("0.9.1", f, str(other / "python"))
     assert "verl 0.5.0 is installed for " + str(other / "python") in f.problems[0]
 
@@ -167,13 +167,13 @@ def test_relative_paths_are_refused_for_a_real_run_on_an_existing_cluster():
                  reward={"plugin": "chess-simulator",
                          "options": {"table": "tables/r.json", "adapter": "/m/a", "heads_checkpoint": "~/h.pt",
                                      "heads_metrics": "../m.json"}})
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_relative_paths(spec, "http://head:8265", f)
     refused = sorted(p.split(":")[0] for p in f.problems)
     assert refused == ["data.train", "reward.options.heads_metrics", "reward.options.table", "trainer.output_dir"]
     assert all("do not run in this folder" in p for p in f.problems)
     # A reward file of the core spec (verl's custom_reward_function.path) is a path too.
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_relative_paths(_spec(train=None, val=None, model=None, reward={"path": "rewards/gsm8k.py"}),
                                    "http://head:8265", f)
     assert [p.split(":")[0] for p in f.problems] == ["reward.path"]
@@ -190,7 +190,7 @@ def test_roots_take_this_environment_else_the_default(tmp_path, monkeypatch):
     spec = _rooted(DATA_ROOT={"default": "data"}, MODEL_ROOT={})
     monkeypatch.delenv("DATA_ROOT", raising=False)
     monkeypatch.delenv("MODEL_ROOT", raising=False)
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_roots(spec, f)
     assert [p.split(":")[0] for p in f.problems] == ["roots.MODEL_ROOT"]
     assert "export MODEL_ROOT=" in f.problems[0]
@@ -200,7 +200,7 @@ def test_roots_take_this_environment_else_the_default(tmp_path, monkeypatch):
     # Paths under a root are checked where the root points.
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "t.parquet").write_bytes(b"")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_paths(spec, tmp_path, f)
     text = "\n".join(f.problems)
     assert "data.train" not in text  # data/t.parquet exists under the cwd
@@ -211,16 +211,16 @@ def test_on_a_cluster_a_root_must_be_absolute_and_paths_under_it_are_not_relativ
     spec = _rooted(DATA_ROOT={"default": "data"}, MODEL_ROOT={"default": "/models"})
     monkeypatch.delenv("DATA_ROOT", raising=False)
     monkeypatch.delenv("MODEL_ROOT", raising=False)
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_roots(spec, f, cluster="http://head:8265")
     preflight.check_relative_paths(spec, "http://head:8265", f)
     assert [p.split(":")[0] for p in f.problems] == ["roots.DATA_ROOT"]
     assert "'data' (the spec's default) is relative" in f.problems[0]
-    dry = preflight.Findings()
+    dry = preflight.PreflightReport()
     preflight.check_roots(spec, dry, cluster="http://head:8265", dry_run=True)
     assert dry.problems == []
     monkeypatch.setenv("DATA_ROOT", "/shared/data")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_roots(spec, f, cluster="http://head:8265")
     assert f.problems == [] and "root DATA_ROOT = '/shared/data' (set here)" in f.notes
 
@@ -295,21 +295,21 @@ def test_check_reward_refuses_a_run_and_notes_a_dry_run(reward_pkg, tmp_path, mo
     monkeypatch.delenv("TUTORRL_PYTHON", raising=False)
     cwd = tmp_path / "elsewhere"
     job = {"runtime_env": {"env_vars": {}}}
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_reward(_reward_spec("myrewards.gsm8k"), job, f, cwd=cwd)
     assert len(f.problems) == 1 and "cannot import myrewards.gsm8k" in f.problems[0]
     with pytest.raises(RefusedError, match="nothing was submitted"):
         f.raise_if_any("local checks")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_reward(_reward_spec("myrewards.gsm8k"), job, f, cwd=cwd, dry_run=True)
     assert f.problems == [] and "a real run would be refused" in f.notes[0]
     # The bundle's own environment (spec [env] set) reaches the job, so it counts.
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_reward(_reward_spec("myrewards.gsm8k"), {"runtime_env": {"env_vars": {"PYTHONPATH": str(reward_pkg)}}},
                            f, cwd=cwd)
     assert f.problems == [] and f.notes == []
     # verl's default reward: nothing to import. A cluster's Python is not ours to check.
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_reward(_reward_spec(None), job, f, cwd=cwd)
     preflight.check_reward(_reward_spec(""), job, f, cwd=cwd)
     assert f.problems == [] and f.notes == []
@@ -320,7 +320,7 @@ def test_check_reward_refuses_a_run_and_notes_a_dry_run(reward_pkg, tmp_path, mo
 def test_tutorrl_python_chooses_the_interpreter(reward_pkg, tmp_path, monkeypatch):
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.setenv("TUTORRL_PYTHON", str(tmp_path / "missing-python"))
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_reward(_reward_spec("myrewards.gsm8k"), {}, f, cwd=reward_pkg)
     assert "missing-python does not exist" in f.problems[0]
 
@@ -344,7 +344,7 @@ def test_run_is_refused_before_ray_when_the_reward_is_not_importable(make_bundle
 def test_a_root_longer_than_any_path_is_a_problem_not_an_oserror(tmp_path, monkeypatch, length):
     spec = _rooted(DATA_ROOT={"default": "data"}, MODEL_ROOT={"default": "/models"})
     monkeypatch.setenv("DATA_ROOT", "/" + "d" * (length - 1))
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_roots(spec, f)
     preflight.check_paths(spec, tmp_path, f)
     text = "\n".join(f.problems)

@@ -201,7 +201,7 @@ def test_an_unresolvable_stack_is_noted_with_its_reason(release, engine, tmp_pat
     why = " ".join(DATA["release"][release]["engine"][engine]["unresolvable"].split())
     stack = stacks.stack_for(release, engine)
     assert stack.engine == engine and stack.unresolvable == why and stack.constraints is None
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec(engine, verl=release), {}, f, cwd=tmp_path, dry_run=True)
     assert f.notes[0] == f"verl {release} with {engine}: no installable stack is recorded " \
                          f"(runtime/stacks/stacks.toml): {why}"
@@ -212,7 +212,7 @@ def test_an_unresolvable_stack_is_noted_with_its_reason(release, engine, tmp_pat
     (problem,) = stacks.compare(stack, found, "/py")
     assert problem.endswith(f"; no installable stack is recorded for verl {release} with {engine} ({why})")
     assert "-m pip install" not in problem
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec(engine, verl=release), {}, f, cwd=tmp_path, cluster="http://head:8265")
     assert f.problems == [] and why in f.notes[0]
 
@@ -327,15 +327,15 @@ def _spec(engine="vllm", verl="0.9.1", strategy=None):
 def test_check_stack_notes_where_it_does_not_refuse(tmp_path, monkeypatch):
     monkeypatch.delenv("TUTORRL_PYTHON", raising=False)
     monkeypatch.setenv("TUTORRL_STACK_CHECK", "skip")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec(), {}, f, cwd=tmp_path)
     assert f.problems == [] and f.notes == ["training stack not checked (TUTORRL_STACK_CHECK=skip)"]
     monkeypatch.delenv("TUTORRL_STACK_CHECK")
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec(), {}, f, cwd=tmp_path, cluster="http://head:8265")
     assert f.problems == [] and "the cluster's Python is not checked here" in f.notes[0]
     assert "verl-0.9.1-vllm.txt" in f.notes[0]
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec(verl="0.1.0"), {}, f, cwd=tmp_path)
     assert f.problems == [] and "no training stack is recorded for verl 0.1.0" in f.notes[0]
 
@@ -344,21 +344,21 @@ def test_check_stack_notes_where_it_does_not_refuse(tmp_path, monkeypatch):
 def test_check_stack_refuses_a_run_that_cannot_start_and_notes_the_rest(tmp_path, monkeypatch):
     monkeypatch.delenv("TUTORRL_PYTHON", raising=False)
     monkeypatch.delenv("TUTORRL_STACK_CHECK", raising=False)
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec("sglang"), {}, f, cwd=tmp_path)
     assert len(f.problems) == 1 and "the sglang rollout server" in f.problems[0]
     # This CPU environment's torch is not the recorded CUDA build: said, not refused.
     assert any("differs from the recorded stack" in n and "torch" in n for n in f.notes)
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec("sglang"), {}, f, cwd=tmp_path, dry_run=True)
     assert f.problems == [] and len(f.notes) == 1
     assert "checked on a real run, not a dry run" in f.notes[0] and "sglang rollout server" in f.notes[0]
     # Megatron: verl only warns when megatron.core is missing; the check names it.
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec("vllm", strategy="megatron"), {}, f, cwd=tmp_path)
     assert "megatron.core (not installed: megatron-core)" in f.problems[0]
     # The "hf" engine has no recorded set: the start modules are still checked.
-    f = preflight.Findings()
+    f = preflight.PreflightReport()
     preflight.check_stack(_spec("hf"), {}, f, cwd=tmp_path)
     assert any("rollout.engine hf: no constraints recorded" in n for n in f.notes)
 
