@@ -88,9 +88,9 @@ def _argument_limits(spec, resolved) -> list[Finding]:
         size = len(o.text.encode())
         total += size + 1
         if size > MAX_ARG:
-            out.append(Finding(o.setting.replace("verl.extra_overrides", "verl.extra_overrides"),
-                               f"the override for {o.key} is {size} bytes; Linux passes at most {MAX_ARG + 1} "
-                               "bytes in one argument", "shorten the value, or put it in a file verl reads"))
+            out.append(Finding(o.setting, f"the override for {o.key} is {size} bytes; Linux passes at most "
+                               f"{MAX_ARG + 1} bytes in one argument",
+                               "shorten the value, or put it in a file verl reads"))
     for name, value in spec.env.set.items():
         # The kernel holds each "NAME=value" of the environment to the same 128 KiB as an argument.
         size = len(name.encode()) + 1 + len(value.encode())

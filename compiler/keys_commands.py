@@ -108,6 +108,6 @@ def register_keys(subparsers) -> None:
         description="The key sets of verl releases' composed trainer configs, used to check every override.",
     )
     add_keys_verbs(keys)
-    # `tutorrl migrate` is a top-level verb; it rides on this registration so
-    # that compiler/commands.py needs no change.
+    # `tutorrl migrate` is a top-level verb registered beside `keys`: both are answered from the key map and
+    # its locks, which this module reads.
     register_migrate(subparsers)

@@ -196,10 +196,6 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def seccomp_supported() -> bool:
-    return sys.platform.startswith("linux") and platform.machine() in _ARCHES
-
-
 def seccomp() -> list[str]:
     """Install the filter; return the refused calls, raise OSError where impossible."""
     machine = platform.machine()
