@@ -11,34 +11,34 @@ workers) the setting follows it; where nothing reads the setting's key at all
 from __future__ import annotations
 
 import re
+import tomllib
 import zipfile
 
 import pytest
 
+import support
 from tutorrl.compiler import compile_bytes
 from tutorrl.compiler import keyset_import as ki
 from tutorrl.compiler.compile import resolve_bytes
 from tutorrl.compiler.keymap import load_lock, supported_releases
 from tutorrl.errors import SpecError
 
-SPEC = """\
-[experiment]
-verl = "{release}"
-[data]
-train_batch_size = 16
-val_batch_size = 8
-[actor]
-ppo_mini_batch_size = 8
-grad_clip = 0.5
-warmup_style = "cosine"
-[critic]
-grad_clip = 0.25
-model_path = "critic"
-"""
+# Only the settings under test (a base of its own, not support.MINIMAL_SPEC: verl 0.2 loads no reward
+# function from the command line, so the minimal spec's reward module would be refused there).
+SPEC = {
+    "experiment": {"verl": "0.9.1"},
+    "data": {"train_batch_size": 16, "val_batch_size": 8},
+    "actor": {"ppo_mini_batch_size": 8, "grad_clip": 0.5, "warmup_style": "cosine"},
+    "critic": {"grad_clip": 0.25, "model_path": "critic"},
+}
+
+
+def _spec(release: str = "0.9.1", **tables) -> str:
+    return support.spec_toml(support.spec_doc(SPEC, experiment={"verl": release}), **tables)
 
 
 def _overrides(release: str) -> dict[str, str]:
-    _, _, resolved, warnings = resolve_bytes(SPEC.format(release=release).encode(), "spec.toml")
+    _, _, resolved, warnings = resolve_bytes(_spec(release).encode(), "spec.toml")
     return {o.key: o.text for o in resolved.overrides}, {w.key: w.message for w in warnings}
 
 
@@ -56,7 +56,7 @@ def test_gradient_clipping_is_written_where_the_release_reads_it(release, actor,
 
 
 def test_the_unread_key_is_refused_as_a_raw_override_with_the_key_that_is_read():
-    text = SPEC.format(release="0.9.1") + '[verl]\nextra_overrides = ["actor_rollout_ref.actor.grad_clip=0.1"]\n'
+    text = _spec(verl={"extra_overrides": ["actor_rollout_ref.actor.grad_clip=0.1"]})
     with pytest.raises(SpecError) as info:
         compile_bytes(text.encode(), "spec.toml")
     (problem,) = info.value.problems
@@ -118,14 +118,9 @@ def test_every_written_key_is_read_in_its_release(release):
 def test_what_verl_091s_v1_trainer_never_reads_is_warned():
     # Each found by tracing the key from the yaml to its readers in verl 0.9.1
     # (docs/notes/verl-releases.md, "Keys declared but never read").
-    text = SPEC.format(release="0.9.1").replace("[critic]\n", "[critic]\nuse_dynamic_bsz = true\n") + """\
-[trainer]
-balance_batch = false
-[rollout.multi_turn]
-enable = true
-"""
-    text = text.replace("val_batch_size = 8\n", 'val_batch_size = 8\ntruncation = "left"\n').replace(
-        "warmup_style = \"cosine\"\n", "warmup_style = \"cosine\"\nclip_ratio = 0.3\nuse_torch_compile = false\n")
+    text = _spec(critic={"use_dynamic_bsz": True}, trainer={"balance_batch": False},
+                 rollout={"multi_turn": {"enable": True}}, data={"truncation": "left"},
+                 actor={"clip_ratio": 0.3, "use_torch_compile": False})
     _, _, resolved, warnings = resolve_bytes(text.encode(), "spec.toml")
     said = {w.key: w.message for w in warnings}
     for setting, words in [("data.truncation", "left-truncates"), ("trainer.balance_batch", "always balances"),
@@ -149,7 +144,7 @@ enable = true
     ("0.6.1", "sglang", "rollout.do_sample", "do_sample = false", False),
 ])
 def test_rollout_settings_the_chosen_engine_never_reads_are_warned(release, engine, setting, line, warned):
-    text = SPEC.format(release=release) + f'[rollout]\nengine = "{engine}"\n{line}\n'
+    text = _spec(release, rollout={"engine": engine, **tomllib.loads(line)})
     _, _, resolved, warnings = resolve_bytes(text.encode(), "spec.toml")
     said = {w.key: w.message for w in warnings}
     assert (setting in said) is warned and (not warned or engine in said[setting])
@@ -169,10 +164,9 @@ def test_rollout_settings_the_chosen_engine_never_reads_are_warned(release, engi
 ])
 def test_each_release_is_warned_for_what_it_does_not_use(release, variant, setting, warned):
     section, field = setting.split(".")
-    value = {"balance_batch": "false", "use_torch_compile": "false", "grad_offload": "true"}[field]
-    strategy = '\nstrategy = "megatron"' if variant == "megatron" else ""
-    text = (f'[experiment]\nverl = "{release}"\n[{section}]\n{field} = {value}'
-            + (strategy if section == "actor" else f"\n[actor]{strategy}") + "\n")
+    value = {"balance_batch": False, "use_torch_compile": False, "grad_offload": True}[field]
+    tables = support.nested({setting: value, **({"actor.strategy": "megatron"} if variant == "megatron" else {})})
+    text = support.spec_toml({"experiment": {"verl": release}}, **tables)
     _, lock, _, warnings = resolve_bytes(text.encode(), "spec.toml")
     assert lock.variant == variant
     said = {w.key: w.message for w in warnings}
@@ -180,10 +174,10 @@ def test_each_release_is_warned_for_what_it_does_not_use(release, variant, setti
 
 
 def test_a_global_micro_batch_alone_is_said_to_fail_from_080():
-    text = SPEC.format(release="0.9.1").replace("ppo_mini_batch_size = 8\n", "ppo_mini_batch_size = 8\nppo_micro_batch_size = 8\n")
+    text = _spec(actor={"ppo_micro_batch_size": 8})
     _, _, _, warnings = resolve_bytes(text.encode(), "spec.toml")
     said = {w.key: w.message for w in warnings}
     assert "fails at start" in said["actor.ppo_micro_batch_size"] and "ppo_micro_batch_size_per_gpu" in said[
         "actor.ppo_micro_batch_size"]
-    _, _, _, warnings = resolve_bytes(text.replace('verl = "0.9.1"', 'verl = "0.7.1"').encode(), "spec.toml")
+    _, _, _, warnings = resolve_bytes(_spec("0.7.1", actor={"ppo_micro_batch_size": 8}).encode(), "spec.toml")
     assert "actor.ppo_micro_batch_size" not in {w.key for w in warnings}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import shlex
-import tomllib
 
-import tomli_w
 from hypothesis import HealthCheck, given, settings
 
 import support
@@ -56,11 +54,9 @@ def _with_roots(override, values: dict[str, str]) -> str:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(train=strings.filter(bool), kwarg=strings, env_value=strings)
 def test_bash_hands_verl_exactly_the_argv(tmp_path_factory, standin_python, train, kwarg, env_value):
-    data = tomllib.loads(EXAMPLE.read_text())
-    data["data"]["train"] = train
-    data["reward"]["kwargs"]["note"] = kwarg
-    data["env"] = {"set": {"ODD_VALUE": env_value}}
-    raw = tomli_w.dumps(data).encode()
+    odd = support.Whole(set={"ODD_VALUE": env_value})
+    raw = support.spec_toml(support.example_spec(EXAMPLE.name), data={"train": train},
+                            reward={"kwargs": {"note": kwarg}}, env=odd).encode()
     bundle = write_bundle(compile_bytes(raw, "spec.toml"), tmp_path_factory.mktemp("b")).path
     argv = standin_python.argv(bundle)
     assert argv == _expected_argv(raw)

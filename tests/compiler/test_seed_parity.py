@@ -12,11 +12,9 @@ wrong; each such difference is named below with its reason.
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
-import tomli_w
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
@@ -45,18 +43,17 @@ def _golden(config: str) -> dict:
 
 
 def _spec_text(lora_rank: int = 0, student_model: str | None = None, attn: str | None = None) -> bytes:
-    data = tomllib.loads((support.SPECS / "chess_tutor_grpo.toml").read_text())
-    data["env"] = {}
+    doc = support.spec_doc(support.example_spec("chess_tutor_grpo.toml"), env=support.Whole())
     if lora_rank:
-        data["model"]["lora"] = {"rank": lora_rank, "alpha": 64, "target_modules": ["q_proj", "v_proj"]}
+        doc = support.spec_doc(doc, model={"lora": support.Whole(rank=lora_rank, alpha=64,
+                                                                 target_modules=["q_proj", "v_proj"])})
     if attn:
-        data["model"]["attn_implementation"] = attn
+        doc = support.spec_doc(doc, model={"attn_implementation": attn})
     if student_model:
-        data["reward"] = {"plugin": "chess-prompted",
-                          "options": {"table": "data/chess/reward_table.json", "student_model": student_model}}
-        data["resources"]["reward_gpus"] = 0
-        data["resources"]["trainer_gpus_per_node"] = 7
-    return tomli_w.dumps(data).encode()
+        doc = support.spec_doc(doc, reward=support.Whole(plugin="chess-prompted", options={
+            "table": "data/chess/reward_table.json", "student_model": student_model}),
+            resources={"reward_gpus": 0, "trainer_gpus_per_node": 7})
+    return support.spec_toml(doc).encode()
 
 
 def _parsed(overrides: list[str]) -> dict[str, tuple[str, object]]:
