@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import support
+from runtime_helpers import clean_env, procs_with_env, wait_for
 
 TUTORRL = [sys.executable, "-m", "tutorrl"]
 BASE = (support.SPECS / "chess_tutor_grpo.toml").read_bytes()
@@ -82,6 +83,45 @@ def test_a_tampered_bundle_runs_no_bundle_of_the_set(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "none was run" in proc.stderr and victim.name in proc.stderr
     assert not list(folder.glob("*/runs"))
+
+
+def test_a_run_is_given_the_sets_head_only_where_a_live_set_head_is(tmp_path, monkeypatch):
+    import tempfile
+
+    from tutorrl.errors import RefusedError
+    from tutorrl.runtime import head
+
+    # Not a head's folder (not a trl-* folder right under the temp base): refused, nothing read from it.
+    with pytest.raises(RefusedError, match="no set's Ray head there"):
+        head.attach(str(tmp_path))
+    folder = Path(tempfile.mkdtemp(prefix="trl-", dir=head._run_dir_base()))
+    try:
+        (folder / "token").write_text("t0ken")
+        # A head's folder that no set published: a single run's head is no set's to share.
+        with pytest.raises(RefusedError, match="no set's Ray head there"):
+            head.attach(str(folder))
+        assert not head.is_shared(str(folder))
+        # Published by a head process that has exited: not running.
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+        (folder / head.SET_HEAD_FILE).write_text(json.dumps(
+            {"set_id": "set-x", "dashboard": "http://127.0.0.1:9", "pid": int(gone.stdout), "start": 1}))
+        assert head.is_shared(str(folder))
+        with pytest.raises(RefusedError, match="is not running"):
+            head.attach(str(folder))
+        # A live one (this test's own process stands in for the head).
+        from tutorrl.runtime.records import process_start_time
+
+        (folder / head.SET_HEAD_FILE).write_text(json.dumps(
+            {"set_id": "set-x", "dashboard": "http://127.0.0.1:9", "pid": os.getpid(),
+             "start": process_start_time(os.getpid())}))
+        shared = head.attach(str(folder))
+        assert (shared.url, shared.token, shared.run_dir) == ("http://127.0.0.1:9", "t0ken", folder)
+        assert shared.headers == {"Authorization": "Bearer t0ken"}
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- On a real embedded head.
@@ -204,8 +244,6 @@ def _api(url: str, token: str, path: str) -> bytes:
 def test_a_detached_set_runs_two_at_a_time_on_one_head_and_keeps_its_secret(make_bundle, workdir, tmp_path):
     import hashlib
 
-    from runtime_helpers import clean_env, procs_with_env, wait_for
-
     gate = workdir / "gate"
     gate.mkdir()
     bundles = [make_bundle(GATED, env={"GATE": str(gate), "POINT": str(n)}, passthrough=["MY_SECRET"])
@@ -269,11 +307,52 @@ def test_a_detached_set_runs_two_at_a_time_on_one_head_and_keeps_its_secret(make
     # At most two at once: the third started after the first was let go, and no instant held three runs.
     assert (gate / "started-3").stat().st_mtime_ns >= (gate / "release-1").stat().st_mtime_ns
     assert _overlap(records) <= 2
-    wait_for(lambda: not lifecycle_alive(supervisor), 60, "the supervisor to exit")
+    wait_for(lambda: not _alive(supervisor), 60, "the supervisor to exit")
     assert not head_dir.exists() and procs_with_env("TUTORRL_RUN_ID", set_id) == []
 
 
-def lifecycle_alive(pid: int) -> bool:
+@pytest.mark.slow
+def test_one_run_of_a_detached_set_stops_alone_then_the_set_stops(make_bundle, workdir, tmp_path):
+    gate = workdir / "gate"
+    gate.mkdir()
+    bundles = [make_bundle(GATED, env={"GATE": str(gate), "POINT": str(n)}, passthrough=["MY_SECRET"])
+               for n in (1, 2)]
+    state = tmp_path / "state"
+    env = clean_env(MY_SECRET=SECRET, TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_STATE_HOME=str(state))
+    detach = subprocess.run([*TUTORRL, "run", *map(str, bundles), "--detach"], cwd=workdir, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert detach.returncode == 0, detach.stderr
+    set_id = detach.stdout.strip()
+    record_path = state / "sets" / f"{set_id}.json"
+
+    def run_of(bundle):
+        def claimed():
+            return json.loads(record_path.read_text())["runs"].get(str(bundle.resolve()))
+        return claimed
+
+    first = Path(wait_for(run_of(bundles[0]), 120, "the first run's record"))
+    wait_for(lambda: (gate / "started-1").exists(), 120, "the first job")
+    # Stopping one run of the set stops its job, not the set's head: the set goes on with the next.
+    stop = subprocess.run([*TUTORRL, "stop", str(first)], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=200)
+    assert stop.returncode == 0, stop.stderr
+    assert json.loads((first / "run.json").read_text())["status"] == "stopped"
+    second = Path(wait_for(run_of(bundles[1]), 120, "the second run's record"))
+    wait_for(lambda: (gate / "started-2").exists(), 120, "the second job, on the same head")
+    a, b = (json.loads((p / "run.json").read_text()) for p in (first, second))
+    assert (a["head"], a["head_dir"]) == (b["head"], b["head_dir"])
+    stop = subprocess.run([*TUTORRL, "stop", set_id], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=200)
+    assert stop.returncode == 0, stop.stderr
+    doc = json.loads(record_path.read_text())
+    assert doc["status"] == "stopped" and doc["exit_codes"] == {str(bundles[0].resolve()): 130,
+                                                                  str(bundles[1].resolve()): 130}
+    assert json.loads((second / "run.json").read_text())["status"] == "stopped"
+    assert not (gate / "release-2").exists()  # the job was stopped, not let go
+    assert not Path(a["head_dir"]).exists() and procs_with_env("TUTORRL_RUN_ID", set_id) == []
+
+
+def _alive(pid: int) -> bool:
     try:
         return b"zombie" not in Path(f"/proc/{pid}/status").read_bytes()
     except OSError:
