@@ -461,3 +461,91 @@ def wait_ray_ready(url: str, token: str | None, *, nodes: int = 1, procs=(), log
         return got if got.alive_nodes >= nodes else None
 
     return wait_until(ready, timeout, what or f"{nodes} ALIVE Ray node(s) at {url}", procs=procs, logs=logs)
+
+
+class RayNodes:
+    """A Ray cluster of real nodes on this machine, as a cluster tutorrl did not start would be: a
+    head (``ray start --head``) and worker nodes joining it (``ray start --address``), each with its
+    own temp folder and ports, on loopback only (``--node-ip-address=127.0.0.1``), token auth, a
+    loopback dashboard. ``ray`` is the ``ray`` command of the environment the nodes run (their
+    workers run its Python); ``env`` is added to each node's environment (what a cluster's image
+    sets). Every process carries ``marker`` in its environment, and ``stop`` ends each by id."""
+
+    def __init__(self, ray: str, marker: str, env: dict[str, str] | None = None):
+        import secrets
+        import tempfile
+
+        self.ray, self.marker = ray, marker
+        self.root = Path(tempfile.mkdtemp(prefix="trn-", dir="/tmp"))  # short: Ray's AF_UNIX paths live below it
+        self.token = secrets.token_hex(16)
+        (self.root / "token").write_text(self.token)
+        self.gcs, dash, self._client, self._agent, m1, m2, self._mexp = free_ports(7)
+        self.url = f"http://127.0.0.1:{dash}"
+        keep = {k: v for k, v in os.environ.items()
+                if not k.startswith(("RAY_", "TUTORRL_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        self.env = {**keep, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+                    "RAY_AUTH_TOKEN_PATH": str(self.root / "token"), "TMPDIR": str(self.root),
+                    "AUTOSCALER_METRIC_PORT": str(m1), "DASHBOARD_METRIC_PORT": str(m2),
+                    "PATH": str(Path(ray).parent) + os.pathsep + os.environ.get("PATH", ""),
+                    marker: str(self.root), **(env or {})}
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+
+    def _start(self, name: str, argv: list[str]) -> None:
+        (self.root / name).mkdir()
+        log = self.root / f"{name}.log"
+        self.logs.append(log)
+        self.procs.append(subprocess.Popen(
+            [self.ray, "start", "--block", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
+             f"--temp-dir={self.root / name}", *argv], env=self.env, stdin=subprocess.DEVNULL,
+            stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True))
+        wait_ray_ready(self.url, self.token, nodes=len(self.procs), procs=self.procs, logs=self.logs,
+                       what=f"Ray node {name} ({len(self.procs)} ALIVE)")
+
+    def start_head(self, *options: str) -> "RayNodes":
+        self._start("head", ["--head", f"--port={self.gcs}", "--dashboard-host=127.0.0.1",
+                             f"--dashboard-port={self.url.rsplit(':', 1)[1]}",
+                             f"--dashboard-agent-listen-port={self._agent}",
+                             f"--ray-client-server-port={self._client}", f"--metrics-export-port={self._mexp}",
+                             "--include-dashboard=true", *options])
+        return self
+
+    def add_worker(self, *options: str) -> "RayNodes":
+        agent, mexp = free_ports(2)
+        self._start(f"worker{len(self.procs)}", [f"--address=127.0.0.1:{self.gcs}",
+                                                 f"--dashboard-agent-listen-port={agent}",
+                                                 f"--metrics-export-port={mexp}", *options])
+        return self
+
+    def state(self, kind: str) -> list[dict]:
+        """Ray's state API (``nodes``, ``actors``, ...), every entry, in detail."""
+        import urllib.request
+
+        from tutorrl.runtime import cluster
+
+        req = urllib.request.Request(f"{self.url}/api/v0/{kind}?detail=1&limit=10000",
+                                     headers=cluster.auth_headers(self.token))
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.load(resp)["data"]["result"]["result"]
+
+    def stop(self) -> None:
+        import shutil
+        import signal
+
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in procs_with_env(self.marker, str(self.root)):  # what left the process groups (Ray's workers)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -15,12 +15,7 @@ nodes Ray's state API lists.
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import signal
-import subprocess
 import sys
-import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -55,68 +50,20 @@ PY
 """
 
 
-def _start(argv: list[str], env: dict, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-
-
 @pytest.fixture(scope="module")
 def two_nodes():
-    """A head and a worker node, like the runtime conftest's ray_cluster head (token
-    auth, a loopback dashboard), plus a second raylet joining it."""
+    """A head and a worker node (support.RayNodes: token auth, a loopback dashboard, each node
+    its own temp folder and ports), 2 CPUs and 1 GPU declared on each, from this venv's Ray."""
     from tutorrl.runtime import cluster
 
-    root = Path(tempfile.mkdtemp(prefix="tmn-", dir="/tmp"))  # short: Ray's AF_UNIX paths live below it
-    token = secrets.token_hex(16)
-    (root / "token").write_text(token)
-    gcs, dash, client, agent, m1, m2, mexp, w_agent, w_mexp = support.free_ports(9)
-    env = clean_env(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(root / "token"),
-                    TMPDIR=str(root), AUTOSCALER_METRIC_PORT=str(m1), DASHBOARD_METRIC_PORT=str(m2),
-                    PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-                    **{MARKER: str(root)})
-    ray = str(Path(sys.executable).parent / "ray")
-    procs = []
-    url = f"http://127.0.0.1:{dash}"
-    headers = cluster.auth_headers(token)
+    # What the run tests' own environment carries (runtime_helpers.clean_env), so the job has it too.
+    nodes = support.RayNodes(str(Path(sys.executable).parent / "ray"), MARKER,
+                             env={"TUTORRL_STACK_CHECK": "skip", "TUTORRL_TRUST_DIGESTS": "1"})
     try:
-        (root / "head").mkdir()
-        procs.append(_start(
-            [ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",
-             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--dashboard-agent-listen-port={agent}",
-             f"--ray-client-server-port={client}", f"--metrics-export-port={mexp}", "--include-dashboard=true",
-             "--disable-usage-stats", f"--temp-dir={root}/head", "--num-gpus=1", "--num-cpus=2"],
-            env, root / "head.log"))
-        logs = [root / "head.log"]
-        support.wait_ray_ready(url, token, procs=procs, logs=logs, what="the head node")
-        (root / "worker").mkdir()
-        procs.append(_start(
-            [ray, "start", "--block", f"--address=127.0.0.1:{gcs}", "--node-ip-address=127.0.0.1",
-             f"--dashboard-agent-listen-port={w_agent}", f"--metrics-export-port={w_mexp}", "--disable-usage-stats",
-             f"--temp-dir={root}/worker", "--num-gpus=1", "--num-cpus=2"],
-            env, root / "worker.log"))
-        logs.append(root / "worker.log")
-        support.wait_ray_ready(url, token, nodes=2, procs=procs, logs=logs, what="the worker node to join")
-        yield {"url": url, "token": token, "headers": headers}
+        nodes.start_head("--num-gpus=1", "--num-cpus=2").add_worker("--num-gpus=1", "--num-cpus=2")
+        yield {"url": nodes.url, "token": nodes.token, "headers": cluster.auth_headers(nodes.token)}
     finally:
-        for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in support.procs_with_env(MARKER, str(root)):  # what left the process groups (Ray's workers)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        import shutil
-
-        shutil.rmtree(root, ignore_errors=True)
+        nodes.stop()
 
 
 def _absolute(make_bundle, workdir, **kw) -> Path:
