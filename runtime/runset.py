@@ -443,6 +443,10 @@ def _settled(record: SetRecord) -> SetRecord:
 
 def list_sets() -> list[SetRecord]:
     """Every set started on this machine (its record readable), oldest first."""
+    from tutorrl.runtime import trust
+
+    if not (trust.state_home() / "sets").is_dir():
+        return []  # no set ever started: nothing to make, just to look
     out = []
     for path in sorted(sets_dir().glob(f"{SET_PREFIX}*.json")):
         try:
