@@ -20,10 +20,7 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
-
-import tomli_w
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
@@ -74,14 +71,12 @@ exit "${STANDIN_EXIT}"
 
 
 def _bundle(tmp_path: Path, on_failure: str | None = None) -> Path:
-    data = tomllib.loads((support.SPECS / "gsm8k_custom_reward.toml").read_text())
-    data["resources"]["trainer_gpus_per_node"] = 1
-    data["rollout"]["tensor_parallel"] = 1  # one GPU: verl's default of 2 would not divide it
-    data["trainer"]["output_dir"] = "ckpt"
-    data["trainer"]["evidence_callback"] = True
-    if on_failure is not None:
-        data["evidence"] = {"on_failure": on_failure}
-    compiled = compile_bytes(tomli_w.dumps(data).encode(), "spec.toml")
+    text = support.spec_toml(
+        support.example_spec("gsm8k_custom_reward.toml"), resources={"trainer_gpus_per_node": 1},
+        rollout={"tensor_parallel": 1},  # one GPU: verl's default of 2 would not divide it
+        trainer={"output_dir": "ckpt", "evidence_callback": True},
+        **({"evidence": {"on_failure": on_failure}} if on_failure is not None else {}))
+    compiled = compile_bytes(text.encode(), "spec.toml")
     return write_bundle(reseal(compiled, launch_sh=STANDIN.encode()), tmp_path / "bundles").path
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-import support
 from tutorrl.compiler import compile_bytes, verify_bundle, write_bundle
 
 EXAMPLE_SPEC = "chess_tutor_grpo.toml"  # under specs/
@@ -64,6 +63,8 @@ def make_bundle(out_root: Path, output_dir: str = "ckpts", model_path: str = "ba
 
     Returns the real bundle folder (`out_root/<id>`), which `verify_bundle` accepts.
     """
+    import support  # here, not at the top: a job's Ray actor imports this module with only tests/evidence on its path
+
     text = support.spec_toml(support.example_spec(EXAMPLE_SPEC), trainer={"output_dir": output_dir},
                              model={"path": model_path})
     compiled = compile_bytes(text.encode(), "evidence-test.toml")
