@@ -38,7 +38,6 @@ _MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z"
 
 # verl's integers are Python ints that end up in torch and C++ (int64).
 _I64 = 2**63 - 1
-Int = Annotated[int, Meta(ge=-_I64, le=_I64)]
 PosInt = Annotated[int, Meta(ge=1, le=_I64)]
 NonNegInt = Annotated[int, Meta(ge=0, le=_I64)]
 # Steps/frequencies where verl uses -1 for "never" or "all".
@@ -47,7 +46,6 @@ StepInt = Annotated[int, Meta(ge=-1, le=_I64)]
 # Hydra cannot take them back.
 Float = Annotated[float, Meta(ge=-1e300, le=1e300)]
 NonNegFloat = Annotated[float, Meta(ge=0.0, le=1e300)]
-PosFloat = Annotated[float, Meta(gt=0.0, le=1e300)]
 Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
 Probability = Annotated[float, Meta(gt=0.0, le=1.0)]
 Text = Annotated[str, Meta(min_length=1)]
