@@ -466,10 +466,14 @@ def wait_ray_ready(url: str, token: str | None, *, nodes: int = 1, procs=(), log
 class RayNodes:
     """A Ray cluster of real nodes on this machine, as a cluster tutorrl did not start would be: a
     head (``ray start --head``) and worker nodes joining it (``ray start --address``), each with its
-    own temp folder and ports, on loopback only (``--node-ip-address=127.0.0.1``), token auth, a
-    loopback dashboard. ``ray`` is the ``ray`` command of the environment the nodes run (their
-    workers run its Python); ``env`` is added to each node's environment (what a cluster's image
-    sets). Every process carries ``marker`` in its environment, and ``stop`` ends each by id."""
+    own temp folder and ports, on loopback only, token auth, a loopback dashboard. Node ``i`` has
+    the address 127.0.0.``i + 2``: `ray start` replaces 127.0.0.1 (and localhost, ::1) by the
+    machine's routable address (``resolve_ip_for_localhost``), and every process then dials that;
+    any other loopback address it keeps, so nothing here leaves the loopback interface.
+
+    ``ray`` is the ``ray`` command of the environment the nodes run (their workers run its
+    Python); ``env`` is added to each node's environment (what a cluster's image sets). Every
+    process carries ``marker`` in its environment, and ``stop`` ends each by id."""
 
     def __init__(self, ray: str, marker: str, env: dict[str, str] | None = None):
         import secrets
@@ -491,12 +495,18 @@ class RayNodes:
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []
 
+    @staticmethod
+    def address(index: int) -> str:
+        """The address of node ``index`` (0: the head)."""
+        return f"127.0.0.{index + 2}"
+
     def _start(self, name: str, argv: list[str]) -> None:
         (self.root / name).mkdir()
         log = self.root / f"{name}.log"
         self.logs.append(log)
         self.procs.append(subprocess.Popen(
-            [self.ray, "start", "--block", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
+            [self.ray, "start", "--block", f"--node-ip-address={self.address(len(self.procs))}",
+             "--disable-usage-stats",
              f"--temp-dir={self.root / name}", *argv], env=self.env, stdin=subprocess.DEVNULL,
             stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True))
         wait_ray_ready(self.url, self.token, nodes=len(self.procs), procs=self.procs, logs=self.logs,
@@ -512,7 +522,7 @@ class RayNodes:
 
     def add_worker(self, *options: str) -> "RayNodes":
         agent, mexp = free_ports(2)
-        self._start(f"worker{len(self.procs)}", [f"--address=127.0.0.1:{self.gcs}",
+        self._start(f"worker{len(self.procs)}", [f"--address={self.address(0)}:{self.gcs}",
                                                  f"--dashboard-agent-listen-port={agent}",
                                                  f"--metrics-export-port={mexp}", *options])
         return self

@@ -103,6 +103,9 @@ def test_the_trainer_workers_ran_one_on_each_node(trained):
     # verl names its worker actors by resource pool and rank; one per GPU, the two GPUs on two nodes.
     assert len(workers) == 2, [(a["class_name"], a["node_id"]) for a in workers]
     assert {a["node_id"] for a in workers} == nodes
+    # On loopback throughout: the job's driver (verl's main_ppo) dialled the head's own loopback
+    # address, which Ray's job supervisor put in its RAY_ADDRESS.
+    assert f"Using address {support.RayNodes.address(0)}:{trained.nodes.gcs} set in the environment" in trained.log
     print(f"two-node run: {trained.seconds:.1f} s; workers on nodes {sorted(a['node_id'][:8] for a in workers)}")
 
 

@@ -96,6 +96,22 @@ def test_job_starts_ray_head_and_workers_then_launch_on_the_head(cluster, tmp_pa
     assert ray_env["TUTORRL_BUNDLE_DIR"] == str(tmp_path / "bundles" / bundle)
 
 
+def test_a_head_address_from_the_environment_replaces_the_head_nodes_own(cluster, tmp_path):
+    """TUTORRL_RAY_HEAD_IP (a network of several, or a loopback address on one machine, which
+    `ray start` keeps where it would replace 127.0.0.1): no node is asked its address, every
+    `ray start`, the wait and the trainer use the given one."""
+    bundle = _bundle_named("chess-tutor-megatron-tp4")
+    result = _submit(cluster, tmp_path, bundle, TUTORRL_RAY_HEAD_IP="127.0.0.2")
+    assert result.returncode == 0, result.stderr
+    steps = [c["argv"] for c in cluster.calls("srun")]
+    assert not [s for s in steps if "hostname" in s] and len(steps) == 3
+    (head,) = [s for s in steps if "--head" in s]
+    (worker,) = [s for s in steps if "ray" in s and "--head" not in s]
+    assert "--node-ip-address=127.0.0.2" in head and "--address=127.0.0.2:6379" in worker
+    assert cluster.calls("wait-nodes")[0]["argv"][-2:] == ["127.0.0.2:6379", "2"]
+    assert cluster.calls("python")[0]["env"]["RAY_ADDRESS"] == "127.0.0.2:6379"
+
+
 def test_job_needs_secrets_by_name_and_never_writes_them(cluster, tmp_path):
     bundle = _bundle_named("chess-tutor-grpo-wandb")
     result = _submit(cluster, tmp_path, bundle)

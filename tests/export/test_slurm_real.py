@@ -19,6 +19,7 @@ machine once Slurm is installed (the job, submit to end, ~30 s of it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -170,6 +171,8 @@ def test_exported_job_starts_ray_and_verl_under_a_real_slurmctld(slurm, tmp_path
     env = dict(slurm.env, HOME=str(home), TMPDIR=str(slurm.root),  # Ray's session folder: short, the test's own
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{slurm.env['PATH']}", TUTORRL_PYTHON=sys.executable,
                TUTORRL_RAY_PORT=str(ray_port),
+               # A loopback address `ray start` keeps (it would replace 127.0.0.1 by the machine's routable one).
+               TUTORRL_RAY_HEAD_IP="127.0.0.2",
                TUTORRL_RAY_HEAD_OPTIONS=" ".join(f"--{name}={port}" for name, port in zip(
                    ("dashboard-port", "ray-client-server-port", "dashboard-agent-listen-port", "metrics-export-port"),
                    head_ports)))
@@ -192,6 +195,12 @@ def test_exported_job_starts_ray_and_verl_under_a_real_slurmctld(slurm, tmp_path
     assert out.startswith(f"ok: bundles/{bundle} is bundle sha256:{bundle}") and "re-derived from its spec" in out
     # Ray's head came up in its srun step; the token-carrying probe saw it (no InvalidAuthToken hang).
     assert "Ray runtime started." in out and "InvalidAuthToken" not in out
+    # Loopback only: the head took the address it was given, and every address Ray printed is loopback.
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert "Local node IP: 127.0.0.2" in plain
+    ray_start = "\n".join(line for line in plain.splitlines() if "scripts.py" in line)  # `ray start`'s own lines
+    shown = re.findall(r"\b\d{1,3}(?:\.\d{1,3}){3}\b", ray_start)
+    assert shown and all(a.startswith("127.") for a in shown), shown
     # verl's own Hydra composed the bundle's config (--cfg job) and printed it.
     assert "experiment_name: chess-tutor-grpo\n" in out and "\nray_kwargs:\n" in out
     # The job's token folder is gone; the stale file in ~/.ray was neither used nor touched.

@@ -80,6 +80,8 @@ def _state_nodes(two_nodes) -> list[dict]:
 def test_preflight_counts_both_nodes_and_the_job_spans_them(two_nodes, make_bundle, workdir):
     nodes = _state_nodes(two_nodes)
     assert len(nodes) == 2 and {n["resources_total"].get("GPU") for n in nodes} == {1.0}
+    # Loopback only: each node has the address it was given, not one Ray chose for it.
+    assert sorted(n["node_ip"] for n in nodes) == [support.RayNodes.address(0), support.RayNodes.address(1)]
     env = clean_env(RAY_AUTH_TOKEN=two_nodes["token"])
 
     # A dry run of the real launch.sh (verl composes its config): the GPUs it would need are 2,

@@ -67,8 +67,15 @@ tutorrl_wait_nodes() {
 }
 mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 head_node=${nodes[0]}
-head_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)
-head_ip=${head_ip%% *}  # the first address where a node has several
+# The head's address: the head node's own, unless TUTORRL_RAY_HEAD_IP names another (a network of
+# several; on one machine a loopback address other than 127.0.0.1, which `ray start` would replace
+# by the machine's routable address).
+if [ -n "${TUTORRL_RAY_HEAD_IP:-}" ]; then
+  head_ip=$TUTORRL_RAY_HEAD_IP
+else
+  head_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)
+  head_ip=${head_ip%% *}  # the first address where a node has several
+fi
 # A node shared with other jobs: TUTORRL_RAY_PORT and TUTORRL_RAY_HEAD_OPTIONS (e.g. --dashboard-port=N)
 # move the head off Ray's default ports.
 port=${TUTORRL_RAY_PORT:-6379}
