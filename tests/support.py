@@ -507,7 +507,7 @@ class RayNodes:
         self.procs.append(subprocess.Popen(
             [self.ray, "start", "--block", f"--node-ip-address={self.address(len(self.procs))}",
              "--disable-usage-stats",
-             f"--temp-dir={self.root / name}", *argv], env=self.env, stdin=subprocess.DEVNULL,
+             f"--temp-dir={self.root / name}", *argv], env=self.env, cwd=self.root, stdin=subprocess.DEVNULL,
             stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True))
         wait_ray_ready(self.url, self.token, nodes=len(self.procs), procs=self.procs, logs=self.logs,
                        what=f"Ray node {name} ({len(self.procs)} ALIVE)")

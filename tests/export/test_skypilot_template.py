@@ -40,6 +40,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.wheels]
 SKYPILOT = "skypilot==0.14.1"
 TEMPLATE = "sky_templates/ray/start_cluster"
 MARKER = "TUTORRL_TEST_SKY_TEMPLATE"
+# The node's address: loopback, but not 127.0.0.1, which `ray start` replaces by the machine's
+# routable address (support.RayNodes says why).
+NODE_IP = "127.0.0.2"
 
 # verl's trainer's place: connect as its ray.init() does (RAY_ADDRESS, the token from the environment).
 DRIVER = ("import os, ray; ray.init(logging_level='ERROR'); alive = [n for n in ray.nodes() if n['Alive']]; "
@@ -98,11 +101,11 @@ def test_the_task_starts_ray_with_skypilots_template_and_can_run_again(node):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SKYPILOT_", "TUTORRL_"))}
     env.update(PATH=f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
                HOME=str(home), TMPDIR=str(node), TUTORRL_PYTHON=str(bin_dir / "python"),
-               SKYPILOT_NODE_RANK="0", SKYPILOT_NODE_IPS="127.0.0.1", SKYPILOT_NUM_NODES="1",
+               SKYPILOT_NODE_RANK="0", SKYPILOT_NODE_IPS=NODE_IP, SKYPILOT_NUM_NODES="1",
                SKYPILOT_NUM_GPUS_PER_NODE=task["resources"]["accelerators"].split(":")[1],
                RAY_AUTH_TOKEN=secrets.token_hex(32),  # the task's secret
                RAY_HEAD_PORT=str(head), RAY_DASHBOARD_PORT=str(dashboard),
-               RAY_DASHBOARD_AGENT_LISTEN_PORT=str(agent), RAY_HEAD_IP_ADDRESS="127.0.0.1",  # loopback only
+               RAY_DASHBOARD_AGENT_LISTEN_PORT=str(agent), RAY_HEAD_IP_ADDRESS=NODE_IP,  # loopback only
                RAY_USAGE_STATS_ENABLED="0", **{MARKER: str(node)})
 
     def run():
@@ -113,11 +116,11 @@ def test_the_task_starts_ray_with_skypilots_template_and_can_run_again(node):
     out = first.stdout + first.stderr
     assert first.returncode == 0, out[-4000:]
     assert "Starting Ray head node..." in out and "Head node started successfully." in out
-    assert f"driver: 127.0.0.1:{head}, 1 node(s), 8 GPU" in first.stdout
+    assert f"driver: {NODE_IP}:{head}, 1 node(s), 8 GPU" in first.stdout
 
     again = run()
     out = again.stdout + again.stderr
     assert again.returncode == 0, out[-4000:]
     assert "Ray cluster is already running." in out and "Starting Ray head node..." not in out
-    assert f"driver: 127.0.0.1:{head}, 1 node(s), 8 GPU" in again.stdout
+    assert f"driver: {NODE_IP}:{head}, 1 node(s), 8 GPU" in again.stdout
     assert (home / ".ray" / "auth_token").read_text() == "left-by-an-earlier-ray-init"

@@ -5,9 +5,6 @@ Ray head on loopback, and helpers to run the real `tutorrl` command."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -124,42 +121,13 @@ def _private_state_dir(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A Ray head started apart from tutorrl (plain `ray start`, token auth, loopback
-    dashboard) playing an existing cluster. Its environment does not carry
-    anything tutorrl would set on an embedded head."""
-    import secrets
-    import tempfile
-
-    from tutorrl.runtime.head import free_ports
-
-    run_dir = Path(tempfile.mkdtemp(prefix="trc-", dir="/tmp"))
-    token = secrets.token_hex(16)
-    (run_dir / "token").write_text(token)
-    gcs, dash, client, agent, m1, m2, mexp = free_ports(7)
-    env = clean_env(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(run_dir / "token"),
-                    TMPDIR=str(run_dir), AUTOSCALER_METRIC_PORT=str(m1), DASHBOARD_METRIC_PORT=str(m2),
-                    PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    ray = str(Path(sys.executable).parent / "ray")
-    proc = subprocess.Popen(
-        [ray, "start", "--head", "--block", f"--port={gcs}", "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={dash}", f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
-         f"--metrics-export-port={mexp}", "--include-dashboard=true", "--disable-usage-stats",
-         f"--temp-dir={run_dir}/ray", "--num-gpus=0"],
-        env=env, cwd=run_dir, stdout=open(run_dir / "head.log", "wb"), stderr=subprocess.STDOUT,
-        start_new_session=True)
-    url = f"http://127.0.0.1:{dash}"
+    dashboard; support.RayNodes) playing an existing cluster. Its environment does not carry
+    anything tutorrl would set on an embedded head, only what runtime_helpers.clean_env gives
+    the run tests' own processes."""
+    extra = {k: v for k, v in clean_env().items() if k.startswith("TUTORRL_")}
+    nodes = support.RayNodes(str(Path(sys.executable).parent / "ray"), "TUTORRL_TEST_RAY_CLUSTER", env=extra)
     try:
-        support.wait_ray_ready(url, token, procs=[proc], logs=[run_dir / "head.log"], what="the test cluster head")
-        yield {"url": url, "token": token}
+        nodes.start_head("--num-gpus=0")
+        yield {"url": nodes.url, "token": nodes.token}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        import shutil
-
-        shutil.rmtree(run_dir, ignore_errors=True)
+        nodes.stop()
