@@ -395,6 +395,12 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
         notes.append(f"verl {release} declares and never reads {', '.join(keys)}: the launch as written runs with "
                      "them ignored; the spec leaves them out (see 'dropped' for the spec fields that do what "
                      "they meant)")
+        from tutorrl.importer.translate import meant_settings
+
+        meant = meant_settings(translation)
+        if meant:
+            notes.append(f"what they meant, in settings verl {release} reads, is offered (commented) at the end of "
+                         "the spec: " + ", ".join(f"{field} = {shown}" for field, shown, _ in meant))
         reads = choose_release(prep.overrides, None, variant)[0]
         if reads != release and not elsewhere:
             notes.append(f"verl {reads} reads them: import with --verl {reads} for the launch the script meant")

@@ -361,7 +361,44 @@ def render_spec(translation: Translation, source: str) -> str:
                           for name, r in ordered["roots"].items())
         body = re.sub(r"(\[roots\.[A-Za-z0-9_]+\]\ndefault = [^\n]*\n\n)+", lambda _: f"[roots]\n{entries}\n", body,
                       count=1)
+    meant = meant_settings(translation)
+    if meant:
+        # Offered, not set: the spec is the launch as verl runs it, so the round
+        # trip holds; these lines are what the script meant, where verl reads it.
+        body += (f"\n# The launch sets keys verl {translation.release} declares and never reads (it runs without them).\n"
+                 "# What they meant, in the settings this release reads; add them to have it done:\n")
+        body += "".join(f"#   [{field.split('.', 1)[0]}] {field.split('.', 1)[1]} = {shown}    (for {override})\n"
+                        for field, shown, override in meant)
     return "\n".join(lines) + "\n\n" + body
+
+
+def meant_settings(translation: Translation) -> list[tuple[str, str, str]]:
+    """(spec field, its value as TOML, the override) for each dropped override the release reads under another key.
+
+    verl 0.9 declares ``reward_model.reward_manager`` and never reads it; it
+    reads ``reward.reward_manager.name``, which the spec's ``reward.manager`` writes.
+    """
+    import tomli_w
+
+    lock = load_lock(translation.release, translation.variant)
+    out = []
+    for m in translation.mapped:
+        if m.how != "dropped":
+            continue
+        head, sep, value = m.override.partition("=")
+        key = head.lstrip("+~")
+        ignored = lock.ignored_by(key)
+        new = next((n + key[len(o):] for o, n in (ignored.instead.items() if ignored else ()) if key.startswith(o)),
+                   None)
+        if not sep or new is None:
+            continue
+        there = translate([f"{head[:len(head) - len(key)]}{new}={value}"], translation.release,
+                          variant=translation.variant)
+        home = there.mapped[-1]
+        if home.how == "field":
+            shown = tomli_w.dumps({"v": _get(there.spec, home.field)})[4:].strip()
+            out.append((home.field, shown, m.override))
+    return out
 
 
 def _is_table_field(name: str) -> bool:

@@ -65,3 +65,18 @@ def test_the_corpus_target_is_the_newest_reader_that_takes_the_spec():
     assert trips["0.2.0.post2"].exact is True
     # Without the check, the newest that reads every key, as before.
     assert corpus.newest_composing(LARGE_MINI, releases, _default_config)[0] == releases[-1]
+
+
+def test_what_a_never_read_key_meant_is_offered_in_the_settings_the_release_reads():
+    # verl 0.9 declares reward_model.reward_manager and never reads it; it reads reward.reward_manager.name.
+    launch = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "reward_model.reward_manager=dapo"], {}, [])
+    text, report = import_launch(launch, "0.9.1")
+    assert report.exact is False and [d.key for d in report.differences] == ["reward_model.reward_manager"]
+    assert '#   [reward] manager = "dapo"    (for reward_model.reward_manager=dapo)\n' in text
+    assert 'what they meant, in settings verl 0.9.1 reads, is offered (commented) at the end of the spec: ' \
+           'reward.manager = "dapo"' in report.notes
+    # Offered, not set: the spec is the launch as verl 0.9.1 runs it.
+    assert "\n[reward]" not in text
+    # Where the release reads the key as written (0.8.0 migrates it), nothing is offered: it is imported.
+    text, report = import_launch(launch, "0.8.0")
+    assert report.exact is True and "What they meant" not in text
