@@ -632,7 +632,8 @@ def newest_composing(prep, releases: Sequence[str], default_name, takes=None) ->
     The newest supported release whose real config composes the launch as
     written and reads every key it sets (by `tutorrl import`'s own
     translation: nothing dropped as declared-and-never-read); where no release
-    that composes reads them all, the newest that composes. With ``takes``
+    that composes reads them all, the newest that composes and reads the most
+    of them (as ``tutorrl import`` without ``--verl`` chooses). With ``takes``
     (release -> whether the imported spec compiles there), of the releases
     that read every key the newest that takes it, where one does: the launch
     as verl runs it is the reference, and verl 0.3+ refuses at start what 0.2
@@ -653,17 +654,23 @@ def newest_composing(prep, releases: Sequence[str], default_name, takes=None) ->
             newest_error = newest_error or result.error
     if not composing:
         return None, "", newest_error
-    readers = []
+    readers, unread = [], {}
     for release in composing:
         mapped = validate(translate(list(prep.overrides), release, config_name=prep.config_name,
                                     config_path=prep.config_path, variant=variant)).mapped
         # A key the release reads under another name (the spec field writes that name) is not read as written.
-        if not any(m.how == "dropped" or (m.how == "field" and m.note.startswith("the key moved")) for m in mapped):
+        unread[release] = sum(1 for m in mapped if m.how == "dropped" or
+                              (m.how == "field" and m.note.startswith("the key moved")))
+        if not unread[release]:
             readers.append(release)
             if takes is None or takes(release):
                 break
     if not readers:
-        return composing[0], "the newest that composes it (none that composes it reads every key it sets)", ""
+        # As `tutorrl import` without --verl chooses: the newest that reads the most of them.
+        fewest = min(unread.values())
+        release = next(r for r in composing if unread[r] == fewest)
+        return release, ("the newest that composes it and reads the most of the keys it sets "
+                         "(none that composes it reads every one)"), ""
     release = readers[-1] if takes is None or takes(readers[-1]) else readers[0]
     why = ("the newest that composes it" if release == composing[0] else
            "the newest that composes it and reads every key it sets")
@@ -906,8 +913,8 @@ def render_thirdparty(s: dict, command: str) -> str:
         "each launch of `verl.trainer.main_ppo` is composed with the real config of every supported",
         "release, and imported with `--verl` its *target*: the newest release where the launch as written",
         "composes and every key it sets is read (of those, the newest where the imported spec compiles,",
-        "if one does; else the newest where it composes), through the same `import_launch` round trip",
-        "as above. Numbers in `thirdparty.json`.",
+        "if one does; where none reads them all, the newest where it composes that reads the most), through",
+        "the same `import_launch` round trip as above. Numbers in `thirdparty.json`.",
         "",
         "| repositories | scripts | launching main_ppo | launches | megatron | with placeholders | with a target | exact | without --verl: exact | --verl written-for: exact |",
         "|---|---|---|---|---|---|---|---|---|---|",

@@ -80,3 +80,20 @@ def test_what_a_never_read_key_meant_is_offered_in_the_settings_the_release_read
     # Where the release reads the key as written (0.8.0 migrates it), nothing is offered: it is imported.
     text, report = import_launch(launch, "0.8.0")
     assert report.exact is True and "What they meant" not in text
+
+
+def test_where_no_release_reads_every_key_the_corpus_target_reads_the_most():
+    # LeonLixyz/r2e-verl's launches: verl up to 0.5.0 reads rollout.repetition_penalty (vLLM's sampling
+    # parameter), none reads val_kwargs.repetition_penalty, 0.9 no longer reads reward_model.reward_manager.
+    launch = Prepared("t", None, None, [
+        "algorithm.adv_estimator=grpo", "reward_model.reward_manager=naive",
+        "+actor_rollout_ref.rollout.repetition_penalty=1.1", "+actor_rollout_ref.rollout.val_kwargs.repetition_penalty=1.1",
+    ], {}, [])
+    releases = corpus.supported_releases()
+    assert corpus.newest_composing(launch, releases, _default_config) == (
+        "0.5.0", "the newest that composes it and reads the most of the keys it sets (none that composes it reads "
+        "every one)", "")
+    # The same release `tutorrl import` chooses without --verl.
+    _, report = import_launch(launch, None)
+    assert report.release == "0.5.0"
+    assert [d.key for d in report.differences] == ["actor_rollout_ref.rollout.val_kwargs.repetition_penalty"]
