@@ -72,7 +72,7 @@ TRIVIAL = "#!/usr/bin/env bash\necho hello from the trivial bundle\n"
 def trivial_bundle(root: Path) -> Path:
     """A compiled bundle whose launch.sh only echoes, re-sealed so it verifies."""
     from tutorrl.compiler import compile_spec, write_bundle
-    from tutorrl.compiler.bundle import reseal
+    from tutorrl.compiler.bundle.manifest import reseal
 
     spec = root / "bench.toml"
     # Absolute paths: a real run on an existing cluster refuses relative ones

@@ -1,38 +1,34 @@
 """The compiler: spec file -> content-hashed launch bundle.
 
+Three materials and the pipeline between them, one sub-package each:
+
+* :mod:`~tutorrl.compiler.spec` -- the spec language (structs, loader, layers);
+* :mod:`~tutorrl.compiler.release` -- what tutorrl knows of verl's releases
+  (key map, locks, key sets, Hydra spelling);
+* :mod:`~tutorrl.compiler.bundle` -- the bundle format (manifest, store, templates);
+* :mod:`~tutorrl.compiler.pipeline` -- spec to bundle and back (compile,
+  resolve, rules, effective values, roots, family, migrate, verify).
+
 Public surface: :func:`compile_spec`, :func:`write_bundle`,
-:func:`verify_bundle`, and the types they return. Everything else in this
-package is an implementation detail.
+:func:`verify_bundle`, and the types they return. ``commands.py`` and
+``keys_commands.py`` register the command-line verbs.
 """
 
-# Imported on first use (PEP 562): `tutorrl compile` needs compile and
-# bundle, not verify; each import is part of every cold compile's time.
+# Loaded on first use (PEP 562): `tutorrl compile` needs compile and the
+# store, not verify; each import is part of every cold compile's time.
+from typing import TYPE_CHECKING
+
+from tutorrl._face import attach
+
+if TYPE_CHECKING:
+    from tutorrl.compiler.bundle import CompiledBundle, Manifest, WriteResult, write_bundle
+    from tutorrl.compiler.pipeline import LoadedBundle, compile_bytes, compile_family, compile_spec, verify_bundle
+
 _EXPORTS = {
-    "CompiledBundle": "bundle",
-    "Manifest": "bundle",
-    "WriteResult": "bundle",
-    "write_bundle": "bundle",
-    "compile_bytes": "compile",
-    "compile_spec": "family",
-    "compile_family": "family",
-    "LoadedBundle": "verify",
-    "verify_bundle": "verify",
+    "bundle": ("CompiledBundle", "Manifest", "WriteResult", "write_bundle"),
+    "pipeline": ("LoadedBundle", "compile_bytes", "compile_family", "compile_spec", "verify_bundle"),
 }
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    __import__(f"{__name__}.{module}")
-    value = getattr(globals()[module], name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
-
+__getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
     "CompiledBundle",

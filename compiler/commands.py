@@ -75,14 +75,14 @@ def _compile(args) -> int:
 
     if len(args.specs) > 1 or _is_pattern(args.specs[0]):
         return _compile_many(args)
-    from tutorrl.compiler.compose import might_compose
-    from tutorrl.compiler.load import read_spec_bytes
+    from tutorrl.compiler.spec import might_compose
+    from tutorrl.compiler.spec import read_spec_bytes
 
     path, sets = args.specs[0], getattr(args, "set", [])
     raw = read_spec_bytes(path, path)
     if sets or might_compose(raw):
         # Only a spec that may extend a base or sweep loads the composition (a cold compile's time).
-        from tutorrl.compiler.family import compile_raw
+        from tutorrl.compiler.pipeline import compile_raw
 
         family = compile_raw(path, path, raw, sets=sets)
         if len(family) > 1:
@@ -155,7 +155,7 @@ def _compile_many(args, done: dict | None = None) -> int:
     from tutorrl._files import display_path
     from tutorrl.cli import printable
     from tutorrl.compiler import write_bundle
-    from tutorrl.compiler.family import bases_of, compile_family
+    from tutorrl.compiler.pipeline import bases_of, compile_family
     from tutorrl.errors import InputError, Problem, SpecError, TutorrlError
 
     sets = getattr(args, "set", [])
@@ -235,10 +235,10 @@ def _bases_in(paths: list[str], bases_of) -> dict[str, int]:
 def _points_table(path: str, family: list, written: dict) -> str:
     """A sweep's points and their bundles, one row each, the swept settings as columns."""
     from tutorrl._files import display_path
-    from tutorrl.compiler.sweep import _shown
+    from tutorrl.compiler.spec import shown
 
     keys = [k for k, _ in family[0].point.values]
-    rows = [[str(n + 1)] + [_shown(v) for _, v in launch.point.values] + [display_path(written[id(launch)].folder)]
+    rows = [[str(n + 1)] + [shown(v) for _, v in launch.point.values] + [display_path(written[id(launch)].folder)]
             for n, launch in enumerate(family)]
     header = ["point"] + keys + ["bundle"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]

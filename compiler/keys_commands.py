@@ -9,19 +9,19 @@ import argparse
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.keyset_import import cmd_import
+    from tutorrl.compiler.release import cmd_import
 
     return cmd_import(args)
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.keyset_import import cmd_list
+    from tutorrl.compiler.release import cmd_list
 
     return cmd_list(args)
 
 
 def _run_lock(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.lockgen import cmd_lock
+    from tutorrl.compiler.release import cmd_lock
 
     return cmd_lock(args)
 
@@ -73,7 +73,7 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.migrate import cmd_migrate
+    from tutorrl.compiler.pipeline import cmd_migrate
 
     return cmd_migrate(args)
 

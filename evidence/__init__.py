@@ -30,4 +30,41 @@ def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list
     return impl(bundle_path, bundle_digest)
 
 
-__all__ = ["output_dir_before_run", "record_run_checkpoints", "verify_evidence"]
+# The package's face (tutorrl/_face.py): the names other packages may import,
+# each loaded on first use; the TYPE_CHECKING imports are for editors.
+from typing import TYPE_CHECKING
+
+from tutorrl._face import attach
+
+if TYPE_CHECKING:
+    from tutorrl.evidence.anchor import parse_anchor
+    from tutorrl.evidence.bundle import load_bundle
+    from tutorrl.evidence.lineage import Before
+    from tutorrl.evidence.record import read_records
+    from tutorrl.evidence.sign import ENV_KEY, configured_key_path, load_trusted
+    from tutorrl.evidence.verify import check_evidence, rehash_evidence
+
+_EXPORTS = {
+    "anchor": ("parse_anchor",),
+    "bundle": ("load_bundle",),
+    "lineage": ("Before",),
+    "record": ("read_records",),
+    "sign": ("ENV_KEY", "configured_key_path", "load_trusted"),
+    "verify": ("check_evidence", "rehash_evidence"),
+}
+__getattr__, __dir__ = attach(__name__, _EXPORTS)
+
+__all__ = [
+    "Before",
+    "ENV_KEY",
+    "check_evidence",
+    "configured_key_path",
+    "load_bundle",
+    "load_trusted",
+    "output_dir_before_run",
+    "parse_anchor",
+    "read_records",
+    "record_run_checkpoints",
+    "rehash_evidence",
+    "verify_evidence",
+]

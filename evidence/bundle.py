@@ -36,7 +36,7 @@ class BundleInfo(msgspec.Struct, frozen=True):
 
 
 def load_bundle(path: Path) -> BundleInfo:
-    from tutorrl.compiler.effective import effective
+    from tutorrl.compiler.pipeline import effective
 
     # Recording evidence (in the trainer, after a run, by hand) is not the gate
     # a launch passes: `run` and `verify` refuse a bundle they cannot re-derive

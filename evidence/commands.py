@@ -103,7 +103,7 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
                    help="hashing threads for --rehash (default: all usable cores)")
     p.add_argument("--require-checkpoints", action="store_true",
                    help="with --rehash, a recorded checkpoint no longer on disk is a failure too")
-    from tutorrl.compiler.verify import add_trust_digests_option
+    from tutorrl.compiler.pipeline import add_trust_digests_option
 
     add_trust_digests_option(p)
     p.set_defaults(handler=_verify)
@@ -128,7 +128,7 @@ def _verify(args) -> int:
     from tutorrl import api
     from tutorrl._files import display_path
     from tutorrl._text import printable
-    from tutorrl.compiler.verify import apply_trust_digests
+    from tutorrl.compiler.pipeline import apply_trust_digests
     from tutorrl.errors import BundleError, TutorrlError
 
     apply_trust_digests(args)

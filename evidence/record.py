@@ -393,7 +393,7 @@ def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, st
     the value the run passed, else the spec's default, as launch.sh computed it."""
     if not bundle.output_dir:
         return None
-    from tutorrl.compiler.roots import expand
+    from tutorrl.compiler.pipeline import expand
 
     expanded = expand(bundle.output_dir, {**bundle.root_defaults, **(roots or {})})
     if expanded is None:

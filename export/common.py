@@ -57,8 +57,8 @@ class Bundle(msgspec.Struct, frozen=True):
 def load(path: str) -> Bundle:
     """Verify ``path`` as ``tutorrl verify`` does (digests, then re-derivation) and read it."""
     from tutorrl.compiler import verify_bundle
-    from tutorrl.runtime.preflight import gpu_layout
-    from tutorrl.runtime.submit import passthrough_names
+    from tutorrl.runtime import gpu_layout
+    from tutorrl.runtime import passthrough_names
 
     bundle = verify_bundle(path)
     files = {}
@@ -94,7 +94,7 @@ def _check_names(path: str, job: dict) -> None:
     names and nothing else."""
     import re
 
-    from tutorrl.runtime.submit import passthrough_names
+    from tutorrl.runtime import passthrough_names
 
     env = (job.get("runtime_env") or {}).get("env_vars") or {}
     for name in [*passthrough_names(job), *env]:

@@ -83,7 +83,7 @@ def _group(name: str, replicas: int, image: str, bundle: Bundle, secret: str, gp
 
 
 def render(bundle: Bundle, *, image: str, secret: str = DEFAULT_SECRET) -> str:
-    from tutorrl.runtime.envtransport import encode_env
+    from tutorrl.runtime import encode_env
 
     config_map = {
         "apiVersion": "v1",

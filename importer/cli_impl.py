@@ -173,16 +173,16 @@ def _defaulted_folders(script: str) -> list[tuple[str, str]]:
         text = Path(script).read_text(errors="replace")
     except OSError:
         return []
-    from tutorrl.compiler import rules
+    from tutorrl.compiler.pipeline import RESERVED_ENV_PREFIX, bash_changes, looks_secret, takes_over
 
     found: dict[str, set[str]] = {}
     for name, folder in _DEFAULTED.findall(text):
         folder = folder.rstrip("/")
         # A name the compiler refuses as a root (bash's own, one that takes the launch over, a
         # secret's, tutorrl's) keeps its literal value: the spec must still compile.
-        if folder and name != "HOME" and not (rules.bash_changes(name) or rules.takes_over(name)
-                                              or rules.looks_secret(name)
-                                              or name.startswith(rules.RESERVED_ENV_PREFIX)):
+        if folder and name != "HOME" and not (bash_changes(name) or takes_over(name)
+                                              or looks_secret(name)
+                                              or name.startswith(RESERVED_ENV_PREFIX)):
             found.setdefault(name, set()).add(folder)
     return [(name, next(iter(folders))) for name, folders in found.items() if len(folders) == 1]
 
@@ -237,8 +237,8 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
 
 def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str, list[str]]:
     """:func:`choose_release`, and every release that reads as many of the keys (oldest first)."""
-    from tutorrl.compiler.keymap import describe_releases, load_keymap, load_lock
-    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.compiler.release import describe_releases, load_keymap, load_lock
+    from tutorrl.compiler.release import load_keyset
 
     keys, spelled = [], []
     for text in overrides:
@@ -287,7 +287,7 @@ def _standins(overrides: list[str], release: str, variant: str) -> dict[str, str
     A placeholder that is the whole value of a number or boolean key stands for
     such a value (1, true); any other for text (``UNSET_NAME``).
     """
-    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.compiler.release import load_keyset
     from tutorrl.importer.translate import PLACEHOLDER
 
     keyset = load_keyset(release, variant)
@@ -483,7 +483,7 @@ def cmd_import(args) -> int:
 
 
 def _default_config(release: str, variant: str) -> str:
-    from tutorrl.compiler.keymap import load_lock
+    from tutorrl.compiler.release import load_lock
 
     return load_lock(release, variant).config_name
 

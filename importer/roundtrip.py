@@ -33,12 +33,12 @@ class Composed(msgspec.Struct, frozen=True):
 
 def config_root(release: str, cache: Path | None = None) -> Path:
     """A folder holding ``verl/trainer/config`` of ``release`` (extracted once from its wheel)."""
-    from tutorrl.compiler import keyset_import as ki
+    from tutorrl.compiler.release import extract_config, fetch_wheel
 
     root = (cache or Path.home() / ".cache" / "tutorrl" / "configs") / release
     done = root / ".complete"
     if not done.exists():
-        ki.extract_config(ki.fetch_wheel(release), root)
+        extract_config(fetch_wheel(release), root)
         done.touch()
     return root
 
@@ -149,8 +149,8 @@ class RoundTrip(msgspec.Struct, frozen=True):
 def round_trip(spec_text: str, original: list[str], *, config_name: str, config_path: str | None = None,
                root: Path | None = None, base: Path | None = None) -> RoundTrip:
     """Compile ``spec_text`` and compare its composed config with the original launch's."""
-    from tutorrl.compiler.compile import resolve_bytes
-    from tutorrl.compiler.roots import expand, references
+    from tutorrl.compiler.pipeline import resolve_bytes
+    from tutorrl.compiler.pipeline import expand, references
 
     spec, lock, resolved, found = resolve_bytes(spec_text.encode(), "imported.toml")
     warnings = [f"{w.key}: {w.message}" if w.key else w.message for w in found]

@@ -26,8 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from tutorrl.compiler.keymap import Lock, load_lock
-from tutorrl.compiler.spelling import EVIDENCE_CALLBACK
+from tutorrl.compiler.release import EVIDENCE_CALLBACK, Lock, load_lock
 
 How = Literal["field", "extra", "dropped", "refused", "selection"]
 PLACEHOLDER = re.compile(r"__UNSET_([A-Za-z0-9_]+)__")
@@ -70,7 +69,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     """The spec for a launch of ``release`` (raises SpecError for an unsupported release)."""
     variant = variant or variant_of(config_name, overrides)
     lock = load_lock(release, variant)
-    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.compiler.release import load_keyset
 
     keyset = load_keyset(release, variant)
     parser = _parser()
@@ -205,7 +204,7 @@ def _reads_as_written(key: str, lock: Lock) -> bool:
 
 def _moved_home(key: str, value: Any, lock: Lock, by_key: dict, tables: list):
     """The field of a key another release uses for a setting this release has under another key."""
-    from tutorrl.compiler.keymap import load_keymap, settings_writing
+    from tutorrl.compiler.release import load_keymap, settings_writing
 
     keymap = load_keymap()
     for setting in settings_writing(key):
@@ -239,7 +238,7 @@ def validate(translation: Translation) -> Translation:
     """
     import tomli_w
 
-    from tutorrl.compiler.load import parse_spec
+    from tutorrl.compiler.spec import parse_spec
     from tutorrl.errors import SpecError
 
     spec = _copy(translation.spec)
@@ -268,8 +267,8 @@ def validate(translation: Translation) -> Translation:
 
 def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     """Raw overrides verl would accept and never read are dropped and named, as the compiler would refuse them."""
-    from tutorrl.compiler.keysets import load_keyset
-    from tutorrl.compiler.resolve import check_extra
+    from tutorrl.compiler.release import load_keyset
+    from tutorrl.compiler.pipeline import check_extra
 
     extra = spec.get("verl", {}).get("extra_overrides", [])
     if not extra:
@@ -333,7 +332,7 @@ def render_spec(translation: Translation, source: str) -> str:
     """The spec as TOML: a header naming the source and release, sections in spec order."""
     import tomli_w
 
-    from tutorrl.compiler.bundle import spec_settings
+    from tutorrl.compiler.pipeline import spec_settings
 
     order = {name: i for i, name in enumerate(spec_settings())}
     spec = translation.spec
@@ -402,7 +401,7 @@ def meant_settings(translation: Translation) -> list[tuple[str, str, str]]:
 
 
 def _is_table_field(name: str) -> bool:
-    from tutorrl.compiler.keymap import load_keymap
+    from tutorrl.compiler.release import load_keymap
 
     setting = load_keymap().setting.get(name)
     return setting is not None and setting.kind == "table"

@@ -14,8 +14,8 @@ from typing import Annotated
 from msgspec import Meta, Struct
 
 from tutorrl import __version__
-from tutorrl.compiler import keymap
-from tutorrl.compiler.settings import variant_of
+from tutorrl.compiler.release import load_lock
+from tutorrl.compiler.spec import variant_of
 
 _DEVICE = r"^(cpu|cuda(:[0-9]+)?)\Z"
 
@@ -64,7 +64,7 @@ _REWARD_GPU_ENV = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
 
 def _has_reward_workers(spec) -> bool:
     """Whether the spec's release has verl's reward.num_workers (asked of its lock, not a version cut-off)."""
-    return "reward.workers" in keymap.load_lock(spec.experiment.verl, variant_of(spec)).targets
+    return "reward.workers" in load_lock(spec.experiment.verl, variant_of(spec)).targets
 
 
 class _Chess:

@@ -1,1 +1,24 @@
+"""Reviewing bundles: diff two (or a set), check committed bundles are current, the JSON Schema.
+"""
 
+# The package's face (tutorrl/_face.py): the names other packages may import,
+# each loaded on first use; the TYPE_CHECKING imports are for editors.
+from typing import TYPE_CHECKING
+
+from tutorrl._face import attach
+
+if TYPE_CHECKING:
+    from tutorrl.review.model import Diff, diff_sides
+    from tutorrl.review.sides import load_side
+
+_EXPORTS = {
+    "model": ("Diff", "diff_sides"),
+    "sides": ("load_side",),
+}
+__getattr__, __dir__ = attach(__name__, _EXPORTS)
+
+__all__ = [
+    "Diff",
+    "diff_sides",
+    "load_side",
+]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tutorrl._files import display_path
-from tutorrl.compiler.bundle import APPENDED_DIRS, MANIFEST, CompiledBundle
-from tutorrl.compiler.family import compile_raw
+from tutorrl.compiler.bundle import CompiledBundle
+from tutorrl.compiler.pipeline import compile_raw
+from tutorrl.contract import APPENDED_DIRS, MANIFEST
 from tutorrl.errors import TutorrlError
 from tutorrl.review.model import Diff, diff_sides
 from tutorrl.review.sides import Side, bundle_side, compiled_side
@@ -373,7 +374,7 @@ class _Bases:
         return label in self.names
 
     def read(self, path: str, name: str) -> bytes:
-        from tutorrl.compiler.load import read_spec_bytes
+        from tutorrl.compiler.spec import read_spec_bytes
 
         if self._staged is not None:
             staged = self._staged.get(os.path.normpath(path))
@@ -385,7 +386,7 @@ class _Bases:
 def _bases(tree) -> _Bases:
     """Which of the tree's specs are bases of others: each spec that may extend
     one (a substring test, then its chain) names its bases."""
-    from tutorrl.compiler.family import bases_of, might_compose
+    from tutorrl.compiler.pipeline import bases_of, might_compose
 
     staged = {os.path.normpath(label): raw for label, raw in tree.specs()} if tree.staged else None
     found = _Bases(set(), staged)

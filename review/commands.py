@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="output format: text (coloured on a terminal; NO_COLOR respected), markdown for a "
                            "pull request, json (default: text)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
-    from tutorrl.compiler.verify import add_trust_digests_option
+    from tutorrl.compiler.pipeline import add_trust_digests_option
 
     add_trust_digests_option(p)
     p.set_defaults(handler=_diff)
@@ -59,7 +59,7 @@ def _diff(args) -> int:
     import os
     import sys
 
-    from tutorrl.compiler.verify import apply_trust_digests
+    from tutorrl.compiler.pipeline import apply_trust_digests
     from tutorrl.errors import InputError, Problem
 
     apply_trust_digests(args)
@@ -82,7 +82,7 @@ def _diff(args) -> int:
         if args.new:
             raise InputError([Problem("--against compares one spec with its committed self; "
                                       "give one spec, not two paths")])
-        from tutorrl.compiler.load import read_spec_bytes
+        from tutorrl.compiler.spec import read_spec_bytes
         from tutorrl.review.gitref import read_at_ref
 
         now = read_spec_bytes(args.old, args.old)

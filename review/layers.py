@@ -36,7 +36,7 @@ def _base_index(base: str, chain) -> int | None:
 
 def extends(base: str, spec: str) -> bool:
     """Whether the spec file ``spec`` is built on ``base`` (directly or through other bases)."""
-    from tutorrl.compiler.family import read_chain
+    from tutorrl.compiler.pipeline import read_chain
     from tutorrl.errors import TutorrlError
 
     try:
@@ -47,7 +47,7 @@ def extends(base: str, spec: str) -> bool:
 
 def layer_diff(base: str, spec: str) -> LayerDiff:
     """Each setting whose merged value the spec changes over ``base``, as written."""
-    from tutorrl.compiler.family import compose, read_chain
+    from tutorrl.compiler.pipeline import compose, read_chain
 
     chain = read_chain(spec, spec)
     at = _base_index(base, chain)

@@ -79,7 +79,7 @@ def load_sides(words: list[str]) -> list[Side]:
     """The launches named: bundles, folders of bundles, specs (a sweep gives one side per point)."""
     from pathlib import Path
 
-    from tutorrl.compiler.family import compile_family
+    from tutorrl.compiler.pipeline import compile_family
     from tutorrl.contract import MANIFEST
     from tutorrl.errors import Problem, SpecError
     from tutorrl.review.sides import bundle_side, compiled_side
@@ -94,7 +94,7 @@ def load_sides(words: list[str]) -> list[Side]:
             children = sorted(p for p in path.iterdir() if (p / MANIFEST).is_file() and not p.name.startswith("."))
             if not children:
                 raise SpecError([Problem("is neither a bundle nor a folder of bundles", file=word)])
-            from tutorrl.compiler.sweep import order_key
+            from tutorrl.compiler.spec import order_key
 
             sides = [bundle_side(c, str(c)) for c in children]
             out += sorted(sides, key=lambda side: order_key(side.manifest.point, side.manifest.experiment))

@@ -1,7 +1,7 @@
 """The structured diff of two launches, in the terms a reviewer thinks in.
 
 Everything is derived from what the compiler itself uses -- the release-
-independent settings of :func:`tutorrl.compiler.settings.settings` and the
+independent settings of :func:`tutorrl.compiler.spec.flat.settings` and the
 lock of each side's own release -- so a spec retargeted to another verl
 release shows its settings unchanged and the keys the release moved, rather
 than a wall of changed override lines.
@@ -21,11 +21,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from tutorrl.compiler import keymap as keymap_module
-from tutorrl.compiler import spelling as spellings
-from tutorrl.compiler.bundle import CONTENT_FILES
-from tutorrl.compiler.settings import flatten_table, settings
-from tutorrl.compiler.spec import to_builtins
+from tutorrl.compiler.release import load_lock, skipped, spell
+from tutorrl.compiler.spec import flatten_table, settings, to_builtins
+from tutorrl.contract import CONTENT_FILES
 from tutorrl.errors import SpecError
 from tutorrl.review.sides import Side
 
@@ -156,7 +154,7 @@ class _Keys:
         self.release = side.manifest.verl
         self.variant = side.manifest.variant
         try:
-            self.rmap = keymap_module.load_lock(self.release, self.variant)
+            self.rmap = load_lock(self.release, self.variant)
         except SpecError:
             # A bundle compiled for a release this tutorrl no longer maps (or
             # not yet): its values still compare, its keys cannot be named.
@@ -180,7 +178,7 @@ class _Keys:
             if target is None:
                 rows[setting] = _Row(value, ())
                 continue
-            reaches = not spellings.skipped(spellings.spell(value, target.spelling))
+            reaches = not skipped(spell(value, target.spelling))
             keys = (target.spelled(),) if reaches else ()
             rows[setting] = _Row(value, keys, target.spelling, reaches=reaches)
         return rows
@@ -189,7 +187,7 @@ class _Keys:
         """verl's default for a setting this side leaves unset (None: unknown or none)."""
         if self.rmap is None or setting not in self.rmap.targets:
             return None
-        from tutorrl.compiler.effective import Effective
+        from tutorrl.compiler.pipeline import Effective
 
         value = Effective(self.spec, self.rmap)(setting)
         return None if isinstance(value, dict) else value
@@ -210,7 +208,7 @@ def _plugin_fills(spec) -> tuple[str, dict[str, Any], dict[str, str]]:
     name = spec.reward.plugin
     if name is None:
         return "", {}, {}
-    from tutorrl.compiler.rewards import plugin_fill, plugin_of
+    from tutorrl.compiler.spec import plugin_fill, plugin_of
     from tutorrl.compiler.spec import get_field
 
     try:
@@ -298,8 +296,8 @@ def _setting_changes(ok: _Keys, nk: _Keys) -> tuple[list[SettingChange], list[Se
 
 
 def _total(k: _Keys) -> int | None:
-    """Every GPU the launch needs (compiler/effective.py: the same total the run preflight checks)."""
-    from tutorrl.compiler.effective import gpu_pool
+    """Every GPU the launch needs (compiler/pipeline/effective_values.py: the same total the run preflight checks)."""
+    from tutorrl.compiler.pipeline import gpu_pool
 
     return gpu_pool(k.spec).total
 

@@ -109,7 +109,7 @@ def _describe_fields(defs: dict, root: type, prefix: str = "") -> None:
 
 
 def _plugins() -> list[tuple[str, Any]]:
-    from tutorrl.compiler.rewards import available, load_plugin
+    from tutorrl.compiler.spec import available, load_plugin
 
     return [(name, load_plugin(name)) for name in available()]
 
@@ -141,8 +141,8 @@ def _plugin_defs(defs: dict, reward: dict) -> None:
 
 def _composition(defs: dict, root: dict) -> None:
     """``[experiment] extends`` and ``[sweep]``: what a spec is composed of, which the
-    compiler reads before the spec's own structs (tutorrl.compiler.compose, .sweep)."""
-    from tutorrl.compiler.sweep import Sweep
+    compiler reads before the spec's own structs (tutorrl.compiler.spec.compose, .sweep)."""
+    from tutorrl.compiler.spec import Sweep
 
     experiment = defs["Experiment"]
     experiment["properties"]["extends"] = {

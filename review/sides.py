@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tutorrl.compiler import compile_bytes, verify_bundle
-from tutorrl.compiler.bundle import CONTENT_FILES, MANIFEST, CompiledBundle, Manifest
-from tutorrl.compiler.load import parse_spec
-from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.bundle import CompiledBundle, Manifest
+from tutorrl.compiler.spec import Spec, parse_spec
+from tutorrl.contract import CONTENT_FILES, MANIFEST
 from tutorrl.errors import BundleError, Problem, SpecError
 
 
@@ -43,7 +43,7 @@ def load_side(path: str | Path, label: str | None = None) -> Side:
         return bundle_side(p, label)
     if not p.exists():
         raise SpecError([Problem("no such spec file or bundle folder", file=label)])
-    from tutorrl.compiler.family import compile_family
+    from tutorrl.compiler.pipeline import compile_family
 
     # A spec that extends a base is compiled with its chain, as `tutorrl compile` does.
     family = compile_family(str(p), display_name=label)

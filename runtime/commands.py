@@ -7,7 +7,7 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.verify import apply_trust_digests, require_bundle_folder
+    from tutorrl.compiler.pipeline import apply_trust_digests, require_bundle_folder
 
     apply_trust_digests(args)
     if len(args.bundle) > 1 or args.max_parallel is not None or _is_folder_of_bundles(args.bundle[0]):
@@ -22,7 +22,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.verify import require_bundle_folder
+    from tutorrl.compiler.pipeline import require_bundle_folder
 
     require_bundle_folder(args.bundle)
     from tutorrl.runtime.run import runs_command
@@ -149,7 +149,7 @@ def register(subparsers) -> None:
                           "machine has is for CPU runs: verl 0.4/0.5 refuse a pool with no GPU and then compute "
                           "on the CPU all the same (specs/tiny_cpu_grpo.toml)")
     run.add_argument("--quiet", action="store_true", help="no progress lines (the job's log is still shown)")
-    from tutorrl.compiler.verify import add_trust_digests_option
+    from tutorrl.compiler.pipeline import add_trust_digests_option
 
     add_trust_digests_option(run)
     run.add_argument("--detach", action="store_true",

@@ -92,8 +92,8 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     if record.dry_run or record.status not in ("succeeded", "failed", "stopped") or not record.submitted:
         return None
     from tutorrl.evidence import record_run_checkpoints
-    from tutorrl.evidence.bundle import load_bundle
-    from tutorrl.evidence.record import read_records
+    from tutorrl.evidence import load_bundle
+    from tutorrl.evidence import read_records
 
     # Relative output dirs are relative to where the job ran; with an upload
     # that is on the cluster, where no scan from here can look.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from tutorrl.compiler import roots
+from tutorrl.compiler.pipeline import expand, reference
 from tutorrl.contract import PYTHON_ENV, STACK_CHECK_ENV
 from tutorrl.errors import PreflightRefused, RefusedError
 
@@ -114,9 +114,9 @@ def check_paths(spec, cwd: Path, findings: PreflightReport, *, dry_run: bool = F
                 if key == "reward.path" or key.startswith("reward.options.")]
     values = _root_env(spec)
     for key, raw, may_be_hub in entries:
-        rooted = roots.reference(raw) is not None and roots.reference(raw)[0] in spec.roots
+        rooted = reference(raw) is not None and reference(raw)[0] in spec.roots
         if rooted:
-            written, raw = raw, roots.expand(raw, values)
+            written, raw = raw, expand(raw, values)
             if raw is None:
                 continue  # the root has no value: check_roots says so
             key = f"{key} ({written})"
@@ -151,7 +151,7 @@ def spec_paths(spec) -> list[tuple[str, str]]:
                                             ("trainer.output_dir", spec.trainer.output_dir),
                                             ("reward.path", spec.reward.path)) if value is not None]
     if spec.reward.plugin is not None:
-        from tutorrl.compiler.rewards import plugin_of
+        from tutorrl.compiler.spec import plugin_of
 
         plugin, options = plugin_of(spec)
         out += plugin.paths(options)
@@ -167,7 +167,7 @@ def check_relative_paths(spec, where: str, findings: PreflightReport) -> None:
     for key, raw in spec_paths(spec):
         if _URI.match(raw) or os.path.isabs(raw) or raw.startswith("~"):
             continue
-        ref = roots.reference(raw)
+        ref = reference(raw)
         if ref is not None and ref[0] in spec.roots:
             continue  # under a root: check_roots wants the root's value absolute
         if key == "model.path" and _HUB_ID.match(raw) and not raw.startswith(("./", "../")):
@@ -371,8 +371,8 @@ def check_passthrough(names: list[str], findings: PreflightReport) -> None:
 
 
 def _pool(spec):
-    """The GPU pool as verl will see it (compiler/effective.py); unknown is refused here."""
-    from tutorrl.compiler.effective import gpu_pool
+    """The GPU pool as verl will see it (compiler/pipeline/effective_values.py); unknown is refused here."""
+    from tutorrl.compiler.pipeline import gpu_pool
 
     pool = gpu_pool(spec)
     for setting, value, where in (("resources.nodes", pool.nodes, pool.nodes_from),
@@ -440,7 +440,7 @@ def check_stack(spec, job: dict, findings: PreflightReport, *, cwd: Path, cluste
     one fails only after Ray, the workers and the model are up. Notes in a dry
     run, which imports none of it; TUTORRL_STACK_CHECK=skip for a stack
     managed by hand (said in a note)."""
-    from tutorrl.compiler.settings import variant_of
+    from tutorrl.compiler.spec import variant_of
     from tutorrl.runtime import stack as stacks
 
     release, engine = spec.experiment.verl, spec.rollout.engine

@@ -74,7 +74,7 @@ def _version(dist: str) -> str | None:
 
 
 def _nothing_before():
-    from tutorrl.evidence.lineage import Before
+    from tutorrl.evidence import Before
 
     return Before()
 

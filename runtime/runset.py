@@ -95,7 +95,7 @@ def is_set_ref(ref: str | None) -> bool:
 
 def expand(words: list[str]) -> list[Path]:
     """Bundle folders from the words given: a bundle, or a folder of bundles (a sweep's --out)."""
-    from tutorrl.compiler.verify import require_bundle_folder
+    from tutorrl.compiler.pipeline import require_bundle_folder
     from tutorrl.contract import MANIFEST
 
     out: list[Path] = []
@@ -118,7 +118,7 @@ def expand(words: list[str]) -> list[Path]:
 
 def _point_order(bundle: Path) -> tuple:
     """A folder's bundles in their sweep's order (their points), not their ids'."""
-    from tutorrl.compiler.sweep import order_key
+    from tutorrl.compiler.spec import order_key
     from tutorrl.contract import MANIFEST
 
     try:
@@ -131,9 +131,9 @@ def _point_order(bundle: Path) -> tuple:
 
 def _label(manifest) -> str:
     if manifest.point:
-        from tutorrl.compiler.sweep import _shown
+        from tutorrl.compiler.spec import shown
 
-        return ", ".join(f"{k}={_shown(v)}" for k, v in manifest.point.items())
+        return ", ".join(f"{k}={shown(v)}" for k, v in manifest.point.items())
     return manifest.experiment
 
 

@@ -93,7 +93,7 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
 
     runtime_env = dict(job.get("runtime_env") or {})
     env_vars = dict(runtime_env.get("env_vars") or {})
-    from tutorrl.evidence.sign import ENV_KEY, configured_key_path
+    from tutorrl.evidence import ENV_KEY, configured_key_path
 
     clash = [n for n in (NOTHING_VAR, RUN_ID_ENV, BUNDLE_DIR_ENV, ENV_KEY, job_secrets.FILE_ENV)
              if n in env_vars or n in passthrough]

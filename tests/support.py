@@ -116,7 +116,7 @@ checks, runs the programs launch.sh computes values with (roots) under the
 real Python, and records the argv of verl's launch."""
 import json, os, sys
 if len(sys.argv) > 2 and sys.argv[1] == "-c":
-    if sys.argv[2].startswith("import json, math, os, re, sys"):  # the roots program (compiler/roots.py)
+    if sys.argv[2].startswith("import json, math, os, re, sys"):  # the roots program (compiler/pipeline/roots.py)
         os.execv({python!r}, [{python!r}, *sys.argv[1:]])
     print(os.environ.get("STANDIN_VERL", "0.9.1"))
     raise SystemExit(0)
@@ -291,7 +291,7 @@ def as_launched(spec, value):
     """An override's value as verl receives it from launch.sh run with no root set:
     each ``$ROOT/...`` of a root the spec declares with the root's default put
     in (what launch.sh does); a ``$NAME`` the spec does not declare is text."""
-    from tutorrl.compiler import roots
+    from tutorrl.compiler.pipeline import roots
 
     env = {name: root.default for name, root in spec.roots.items() if root.default}
 

@@ -75,9 +75,9 @@ def classify(override: str, release: str, variant: str) -> tuple[Class, str]:
     ``("dropped", why)``: the release accepts the key and never reads it;
     ``("refused", message)``: tutorrl refuses it, with its message.
     """
-    from tutorrl.compiler.keymap import load_lock
-    from tutorrl.compiler.keysets import load_keyset
-    from tutorrl.compiler.resolve import check_extra
+    from tutorrl.compiler.release.keymap import load_lock
+    from tutorrl.compiler.release.keysets import load_keyset
+    from tutorrl.compiler.pipeline.resolve import check_extra
     from tutorrl.importer.translate import translate, validate
 
     mapped = validate(translate([override], release, variant=variant)).mapped[-1]
@@ -156,14 +156,14 @@ def is_release_tag(tag: str) -> bool:
 
 
 def supported_releases() -> list[str]:
-    from tutorrl.compiler.keymap import load_keymap
+    from tutorrl.compiler.release.keymap import load_keymap
 
     return list(load_keymap().releases)
 
 
 def choose_target(release: str, supported: Sequence[str], given: str | None = None) -> tuple[str, str]:
     """(target release, why): ``given``, else ``release`` if supported, else the nearest newer, else older."""
-    from tutorrl.compiler.keysets import release_sort_key
+    from tutorrl.compiler.release.keysets import release_sort_key
 
     if given:
         if given not in supported:
@@ -333,7 +333,7 @@ def git(gitdir: Path, *args: str) -> bytes:
 
 
 def list_tags(gitdir: Path) -> list[str]:
-    from tutorrl.compiler.keysets import release_sort_key
+    from tutorrl.compiler.release.keysets import release_sort_key
 
     tags = [t for t in git(gitdir, "tag").decode().split() if is_release_tag(t)]
     return sorted(tags, key=lambda t: release_sort_key(tag_release(t)))
@@ -351,7 +351,7 @@ def install_wheel_config(release: str, root: Path, wheel_cache: Path | None) -> 
     """Put the release wheel's trainer config in ``root``; (config source, default config name)."""
     import shutil
 
-    from tutorrl.compiler.keyset_import import KeysetImportError, extract_config, fetch_wheel
+    from tutorrl.compiler.release.keyset_import import KeysetImportError, extract_config, fetch_wheel
 
     config = root / "verl" / "trainer" / "config"
     main = root / "verl" / "trainer" / "main_ppo.py"
@@ -1142,7 +1142,7 @@ def main_thirdparty(args) -> int:
 
 def write_readme(out: Path) -> None:
     """docs/corpus/README.md from the committed numbers: every tag's, then the third-party corpus's."""
-    from tutorrl.compiler.keysets import release_sort_key
+    from tutorrl.compiler.release.keysets import release_sort_key
 
     summaries = [json.loads(p.read_text()) for p in sorted(out.glob("v*.json"))]
     summaries.sort(key=lambda s: release_sort_key(s["release"]))

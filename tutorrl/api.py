@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.bundle import CompiledBundle, WriteResult
-    from tutorrl.compiler.family import CompiledPoint
-    from tutorrl.compiler.verify import LoadedBundle
-    from tutorrl.review.model import Diff
-    from tutorrl.runtime.observe import Stopped
-    from tutorrl.runtime.options import Jobs, RunOptions
-    from tutorrl.runtime.records import RunRecord
+    from tutorrl.compiler.bundle import CompiledBundle
+    from tutorrl.compiler.bundle import WriteResult
+    from tutorrl.compiler.pipeline import CompiledPoint
+    from tutorrl.compiler.pipeline import LoadedBundle
+    from tutorrl.review import Diff
+    from tutorrl.runtime import Stopped
+    from tutorrl.runtime import Jobs, RunOptions
+    from tutorrl.runtime import RunRecord
 
 __all__ = ["Run", "Verification", "compile", "compile_family", "diff", "load", "run", "verify", "write"]
 
@@ -55,7 +56,7 @@ def compile(spec: str | os.PathLike | bytes, *, name: str | None = None) -> Comp
 def compile_family(spec: str | os.PathLike, *, sets: list[str] | tuple[str, ...] = ()) -> list[CompiledPoint]:
     """A spec file with its bases (``extends``) and its ``[sweep]``: one compiled bundle per point.
 
-    Each :class:`~tutorrl.compiler.family.CompiledPoint` has ``bundle`` and
+    Each :class:`~tutorrl.compiler.pipeline.family.CompiledPoint` has ``bundle`` and
     ``point`` (None for a spec without a sweep). ``sets`` are ``--set``
     assignments (``"actor.lr=3e-6"``), typed as the setting says. Nothing is
     written: :func:`write` each ``bundle``. Raises :class:`~tutorrl.errors.SpecError`
@@ -118,9 +119,9 @@ def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None 
     evidence that fails is returned (``ok`` false), not raised.
     """
     from tutorrl.contract import EVIDENCE_DIR
-    from tutorrl.evidence.anchor import parse_anchor
-    from tutorrl.evidence.sign import load_trusted
-    from tutorrl.evidence.verify import check_evidence
+    from tutorrl.evidence import parse_anchor
+    from tutorrl.evidence import load_trusted
+    from tutorrl.evidence import check_evidence
 
     trusted = load_trusted([str(p) for p in trust]) if trust else None
     parsed = [parse_anchor(a) for a in anchors]
@@ -129,7 +130,7 @@ def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None 
     problems = list(evidence.problems)
     not_on_disk: list[str] = []
     if rehash:
-        from tutorrl.evidence.verify import rehash_evidence
+        from tutorrl.evidence import rehash_evidence
 
         rehashed = rehash_evidence(loaded.path, jobs=jobs)
         problems += rehashed.mismatches
@@ -144,8 +145,8 @@ def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None 
 
 def diff(old: str | os.PathLike, new: str | os.PathLike) -> Diff:
     """What changes between two bundles or specs, in spec settings (what ``tutorrl diff`` renders)."""
-    from tutorrl.review.model import diff_sides
-    from tutorrl.review.sides import load_side
+    from tutorrl.review import diff_sides
+    from tutorrl.review import load_side
 
     return diff_sides(load_side(str(old)), load_side(str(new)))
 
@@ -169,17 +170,17 @@ class Run:
 
     def state(self) -> RunRecord:
         """The run record, reconciled with Ray's view of the job (a record left open by a dead owner is closed)."""
-        from tutorrl.runtime import lifecycle
+        from tutorrl.runtime import reconcile
 
-        return lifecycle.reconcile(self.path)
+        return reconcile(self.path)
 
     def logs(self, *, last: int | None = None) -> str:
         """The job's log as written so far (``job.log``); ``last``: only its last that many bytes."""
         from tutorrl._read import open_regular
-        from tutorrl.runtime import records
+        from tutorrl.runtime import LOG_FILE
 
         try:
-            with open_regular(self.path / records.LOG_FILE) as fh:
+            with open_regular(self.path / LOG_FILE) as fh:
                 if last is not None:
                     fh.seek(max(0, os.fstat(fh.fileno()).st_size - last))
                 return fh.read().decode("utf-8", errors="replace")
@@ -188,13 +189,13 @@ class Run:
 
     def stop(self) -> Stopped:
         """Stop it (its job, then its embedded head), as ``tutorrl stop`` does."""
-        from tutorrl.runtime.observe import stop_run
+        from tutorrl.runtime import stop_run
 
         return stop_run(self.path)
 
     def evidence(self) -> list[Any]:
         """This run's evidence records (in-toto statements), oldest first."""
-        from tutorrl.evidence.record import read_records
+        from tutorrl.evidence import read_records
 
         bundle = self.path.parent.parent
         return [s for _, s in read_records(bundle) if s is not None and s.predicate.run.run_id == self.run_id]
@@ -211,9 +212,9 @@ def run(bundle: str | os.PathLike | RunOptions, *, jobs: Jobs | None = None, pro
     job's log on the terminal. Refused input raises; a job that fails returns
     a Run whose ``exit_code`` says so.
     """
-    from tutorrl.runtime.options import RunOptions
-    from tutorrl.runtime.progress import Progress
-    from tutorrl.runtime.run import RunSession, exit_code_of
+    from tutorrl.runtime import RunOptions
+    from tutorrl.runtime import Progress
+    from tutorrl.runtime import RunSession, exit_code_of
 
     if isinstance(bundle, RunOptions):
         if options:

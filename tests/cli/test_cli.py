@@ -72,7 +72,7 @@ def test_compile_path_imports_nothing_heavy(tmp_path):
     # The plain `compile SPEC --out DIR` is parsed without argparse (gettext, locale: ~2.5 ms).
     assert "argparse" not in loaded
     # Compiling is not verifying: the verifier loads only when asked for.
-    assert "tutorrl.compiler.verify" not in loaded
+    assert "tutorrl.compiler.pipeline.verify" not in loaded
     assert not [m for m in loaded if m.startswith(("tutorrl.runtime.", "tutorrl.evidence.", "tutorrl.review."))]
 
 

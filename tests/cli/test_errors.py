@@ -80,9 +80,9 @@ def test_templates_exit_only_with_the_stack_code():
 
 
 def test_a_finding_is_one_shape_from_rules_to_problems():
-    from tutorrl.compiler import rules
-    from tutorrl.compiler.keymap import load_lock
-    from tutorrl.compiler.resolve import missing_setting
+    from tutorrl.compiler.pipeline import rules
+    from tutorrl.compiler.release.keymap import load_lock
+    from tutorrl.compiler.pipeline.resolve import missing_setting
 
     assert rules.Finding is errors.Finding
     found = missing_setting("rollout.no_such_setting_anywhere", load_lock("0.5.0", "fsdp"))

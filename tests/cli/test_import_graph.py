@@ -10,20 +10,33 @@ command into code that other programs (verl's trainer, tests, notebooks) load.
 from __future__ import annotations
 
 import ast
+import importlib
+import types
 import tomllib
+from pathlib import Path
 
+import pytest
 import support
 
 PYPROJECT = tomllib.loads((support.REPO / "pyproject.toml").read_text())
 PACKAGE_DIRS = PYPROJECT["tool"]["setuptools"]["package-dir"]
+
+
+def _folder(package: str) -> Path:
+    base = max((k for k in PACKAGE_DIRS if package == k or package.startswith(k + ".")), key=len)
+    return support.REPO / PACKAGE_DIRS[base] / Path(*package[len(base):].split(".")[1:])
+
+
+# Every package pyproject ships that holds code (data-only packages hold none).
+PACKAGES = {p for p in PYPROJECT["tool"]["setuptools"]["packages"] if any(_folder(p).glob("*.py"))}
 # The command-line layer: the entry point and the modules that register sub-commands.
 CLI_LAYER = {"tutorrl.cli", "tutorrl.__main__", "tutorrl.completion"}
 
 
-def _modules() -> dict[str, object]:
+def _modules() -> dict[str, Path]:
     out = {}
-    for package, folder in PACKAGE_DIRS.items():
-        for path in sorted((support.REPO / folder).glob("*.py")):
+    for package in sorted(PACKAGES):
+        for path in sorted(_folder(package).glob("*.py")):
             out[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
     return out
 
@@ -59,8 +72,8 @@ GRAPH = {m: _imports(m) for m in MODULES}
 
 
 def _package(module: str) -> str:
-    two = ".".join(module.split(".")[:2])
-    return two if two in PACKAGE_DIRS else "tutorrl"
+    """The innermost package holding ``module`` (a package is its own)."""
+    return module if module in PACKAGES else module.rpartition(".")[0]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -97,8 +110,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_imports_it_should():
     # A graph that found nothing would pass every test below: check a few known edges.
-    assert "tutorrl.compiler.load" in GRAPH["tutorrl.compiler.compile"] or GRAPH["tutorrl.compiler.compile"]
-    assert "tutorrl.contract" in GRAPH["tutorrl.compiler.bundle"]
+    assert "tutorrl.compiler.spec.load" in GRAPH["tutorrl.compiler.pipeline.compile"] or GRAPH["tutorrl.compiler.pipeline.compile"]
+    assert "tutorrl.contract" in GRAPH["tutorrl.compiler.bundle.manifest"]
     assert "tutorrl.runtime.records" in GRAPH["tutorrl.runtime.lifecycle"]
     assert len(MODULES) > 80
 
@@ -140,3 +153,90 @@ def test_no_test_module_imports_another():
             found += [f"{path.relative_to(support.REPO)}:{node.lineno} {n}" for n in names
                       if n.split(".")[-1].startswith("test_") or n.startswith("tests.")]
     assert found == []
+
+
+def test_packages_meet_only_through_their_faces():
+    """Another package's names come from that package (its face: ``__all__``), never from a module inside it.
+
+    What a package offers is then one list, in one file, that a change inside
+    the package must keep or visibly change; the core package's small modules
+    (``tutorrl._files``, ``tutorrl.errors``, ...) are everyone's."""
+    faces = {}
+    for package in PACKAGES:
+        path = MODULES.get(package)
+        tree = ast.parse(path.read_text()) if path else ast.Module(body=[])
+        faces[package] = next((set(ast.literal_eval(n.value)) for n in tree.body if isinstance(n, ast.Assign)
+                               and any(getattr(t, "id", "") == "__all__" for t in n.targets)), set())
+    found = []
+    for module, path in MODULES.items():
+        own = _package(module)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([(node.module, a.name) for a in node.names] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [(a.name, None) for a in node.names] if isinstance(node, ast.Import) else [])
+            for target, name in names:
+                if target not in MODULES or _package(target) in (own, "tutorrl"):
+                    continue
+                where = f"{path.relative_to(support.REPO)}:{node.lineno}"
+                if target != _package(target):
+                    found.append(f"{where} imports {target}, inside {_package(target)}")
+                elif name is not None and name not in faces[target]:
+                    found.append(f"{where} imports {name}, not in {target}.__all__")
+    assert found == []
+
+
+# ---- the faces themselves
+
+FACES = {}
+for _face_pkg in sorted(PACKAGES):
+    _path = MODULES.get(_face_pkg)
+    if _path is None:
+        continue
+    _tree = ast.parse(_path.read_text())
+    _exports = next((ast.literal_eval(n.value) for n in _tree.body if isinstance(n, ast.Assign)
+                     and any(getattr(t, "id", "") == "_EXPORTS" for t in n.targets)), None)
+    if _exports is not None:
+        FACES[_face_pkg] = (_tree, _exports)
+
+
+def _typing_imports(tree: ast.Module) -> dict[str, str]:
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for imp in node.body:
+                for alias in imp.names:
+                    out[alias.asname or alias.name] = imp.module
+    return out
+
+
+def _all(tree: ast.Module) -> list[str]:
+    return next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and any(getattr(t, "id", "") == "__all__" for t in n.targets))
+
+
+def test_the_faces_are_found():
+    # the compiler's four materials, and the packages other packages import from
+    assert {"tutorrl.compiler", "tutorrl.compiler.spec", "tutorrl.compiler.release", "tutorrl.compiler.bundle",
+            "tutorrl.compiler.pipeline", "tutorrl.runtime", "tutorrl.evidence"} <= set(FACES)
+
+
+@pytest.mark.parametrize("package", sorted(FACES))
+def test_a_face_says_one_list_three_ways(package):
+    tree, exports = FACES[package]
+    table = {name: f"{package}.{module}" for module, names in exports.items() for name in names}
+    assert _typing_imports(tree) == table
+    own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert sorted(_all(tree)) == sorted(set(table) | own)
+
+
+@pytest.mark.parametrize("package", sorted(FACES))
+def test_every_name_of_a_face_is_what_its_module_defines(package):
+    face = importlib.import_module(package)
+    _, exports = FACES[package]
+    for module, names in exports.items():
+        for name in names:
+            value = getattr(face, name)
+            assert not isinstance(value, types.ModuleType), (package, name)
+            assert value is getattr(importlib.import_module(f"{package}.{module}"), name), (package, name)
+    with pytest.raises(AttributeError, match="no attribute"):
+        getattr(face, "no_such_name")
+    assert set(_all(FACES[package][0])) <= set(dir(face))

@@ -170,7 +170,7 @@ def test_wheel_installs_and_compiles_outside_the_source_tree(wheel, tmp_path):
     env["PYTHONPATH"] = str(site)
     # The installed copy, not the checkout (an editable install stays on the path behind it).
     where = subprocess.run(
-        [sys.executable, "-c", "import tutorrl, tutorrl.compiler.keymap as k, tutorrl.templates as t; "
+        [sys.executable, "-c", "import tutorrl, tutorrl.compiler.release.keymap as k, tutorrl.templates as t; "
                                "print(tutorrl.__file__); print(k.__file__); print(t.__file__)"],
         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
     assert where.returncode == 0, where.stderr

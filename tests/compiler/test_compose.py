@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import support
 from tutorrl.compiler import compile_bytes, verify_bundle, write_bundle
-from tutorrl.compiler.compose import Composed, Layer
-from tutorrl.compiler.family import Source, compile_chain, compile_family
-from tutorrl.compiler.toml_positions import key_positions
+from tutorrl.compiler.pipeline.family import Source, compile_chain, compile_family
+from tutorrl.compiler.spec.compose import Composed, Layer
+from tutorrl.compiler.spec.toml_positions import key_positions
 from tutorrl.errors import SpecError
 
 BASE = (support.SPECS / "tiny_cpu_grpo.toml").read_bytes()

@@ -6,7 +6,7 @@ import pytest
 
 import support
 from tutorrl.compiler import compile_bytes, verify_bundle
-from tutorrl.compiler.bundle import CONTENT_FILES
+from tutorrl.contract import CONTENT_FILES
 
 
 def test_the_issue_asks_for_these_examples():
@@ -32,14 +32,14 @@ FAMILIES = sorted((support.SPECS / "families").glob("*.toml"))
 
 
 def _family_ids() -> set[str]:
-    from tutorrl.compiler.family import compile_family
+    from tutorrl.compiler.pipeline.family import compile_family
 
     return {launch.bundle.id for spec in FAMILIES for launch in compile_family(str(spec))}
 
 
 @pytest.mark.parametrize("spec", FAMILIES, ids=lambda p: p.stem)
 def test_committed_family_bundles_are_current(spec):
-    from tutorrl.compiler.family import compile_family
+    from tutorrl.compiler.pipeline.family import compile_family
 
     launches = compile_family(str(spec))
     assert len(launches) > 1 and all(launch.point is not None for launch in launches)

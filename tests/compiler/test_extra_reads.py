@@ -6,9 +6,9 @@ checked there by test_keysets); the cases are launches of the third-party corpus
 
 import pytest
 
-from tutorrl.compiler.keymap import load_lock
-from tutorrl.compiler.keysets import load_keyset
-from tutorrl.compiler.resolve import check_extra
+from tutorrl.compiler.pipeline.resolve import check_extra
+from tutorrl.compiler.release.keymap import load_lock
+from tutorrl.compiler.release.keysets import load_keyset
 
 
 def _check(text: str, release: str, variant: str = "fsdp", emitted: dict | None = None):

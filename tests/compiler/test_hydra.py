@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import support
 from compiler_helpers import strings  # the issue's alphabet: quotes, $, ${, brackets, non-ASCII
-from tutorrl.compiler.hydra import omegaconf_escape, render_override, render_value
+from tutorrl.compiler.release.hydra import omegaconf_escape, render_override, render_value
 
 scalars = st.one_of(
     strings,
@@ -79,7 +79,8 @@ def test_launch_programs_carry_each_function_as_inspect_reads_it():
     read without importing inspect (a cold compile's cost); it must be the same text."""
     import inspect
 
-    from tutorrl.compiler import hydra, roots
+    from tutorrl.compiler.release import hydra
+    from tutorrl.compiler.pipeline import roots
 
     for function in (hydra.omegaconf_escape, hydra.quote_string, hydra.render_value, roots.join):
         assert hydra.function_source(function) == inspect.getsource(function), function.__name__

@@ -18,9 +18,9 @@ import pytest
 
 import support
 from tutorrl.compiler import compile_bytes
-from tutorrl.compiler import keyset_import as ki
-from tutorrl.compiler.compile import resolve_bytes
-from tutorrl.compiler.keymap import load_lock, supported_releases
+from tutorrl.compiler.pipeline.compile import resolve_bytes
+from tutorrl.compiler.release import keyset_import as ki
+from tutorrl.compiler.release.keymap import load_lock, supported_releases
 from tutorrl.errors import SpecError
 
 # Only the settings under test (a base of its own, not support.MINIMAL_SPEC: verl 0.2 loads no reward

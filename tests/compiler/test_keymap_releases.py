@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from tutorrl.compiler.compile import compile_bytes
-from tutorrl.compiler.keymap import describe_releases, load_keymap
+from tutorrl.compiler.pipeline.compile import compile_bytes
+from tutorrl.compiler.release.keymap import describe_releases, load_keymap
 from tutorrl.errors import SpecError
 
 import support

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tutorrl.compiler import keyset_import as ki
-from tutorrl.compiler import keysets as ks
 from tutorrl.compiler.keys_commands import register_keys
+from tutorrl.compiler.release import keyset_import as ki, keysets as ks
 from tutorrl.errors import InputError, TutorrlError
 
 # (fsdp, megatron) key counts. 0.2.0.post2, 0.3.0.post1 and 0.4.1-0.9.1 are
@@ -144,7 +143,7 @@ def test_unknown_release_or_variant_is_a_clear_error():
 
 def test_loading_imports_nothing_heavy():
     code = (
-        "import sys; from tutorrl.compiler.keysets import load_keyset; load_keyset('0.9.1', 'fsdp'); "
+        "import sys; from tutorrl.compiler.release.keysets import load_keyset; load_keyset('0.9.1', 'fsdp'); "
         "bad = [m for m in ('hydra', 'omegaconf', 'verl', 'torch', 'ray') if m in sys.modules]; "
         "assert not bad, bad"
     )

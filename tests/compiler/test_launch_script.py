@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
-from tutorrl.compiler.load import parse_spec
-from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve
-from tutorrl.compiler.settings import variant_of
-from tutorrl.compiler.keymap import load_lock
+from tutorrl.compiler.pipeline.resolve import resolve
+from tutorrl.compiler.release.keymap import load_lock
+from tutorrl.compiler.spec.flat import variant_of
+from tutorrl.compiler.spec.load import parse_spec
+from tutorrl.compiler.spec.normal_form import normalize
 
 from compiler_helpers import strings  # the alphabet
 
@@ -24,7 +24,7 @@ def _expected_argv(raw: bytes, *, rooted_as_written: bool = False) -> list[str]:
     spec, _ = parse_spec(raw, "spec.toml")
     spec = normalize(spec)
     rmap = load_lock(spec.experiment.verl, variant_of(spec))
-    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.compiler.release.keysets import load_keyset
 
     resolved, findings = resolve(spec, rmap, load_keyset(rmap.release, rmap.variant))
     assert not findings
@@ -42,7 +42,7 @@ def _expected_argv(raw: bytes, *, rooted_as_written: bool = False) -> list[str]:
 def _with_roots(override, values: dict[str, str]) -> str:
     import msgspec
 
-    from tutorrl.compiler import roots
+    from tutorrl.compiler.pipeline import roots
 
     value = override.value
     if override.raw is None and any(name in values for name, _ in roots.references(value)):

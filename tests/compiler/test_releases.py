@@ -23,15 +23,24 @@ from hypothesis import HealthCheck, example, given, settings as hsettings, strat
 
 import support
 from compiler_helpers import CHESS, FSDP_CUSTOM, spec_at
-from tutorrl.compiler import keyset_import as ki
-from tutorrl.compiler.bundle import spec_settings, write_bundle
-from tutorrl.compiler.compile import compile_bytes
-from tutorrl.compiler.keymap import VARIANTS, build_lock, encode_lock, load_keymap, load_lock, lock_path, release_tuple
-from tutorrl.compiler.keysets import available_keysets, load_keyset
-from tutorrl.compiler.load import parse_spec
-from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve
-from tutorrl.compiler.settings import NOT_SETTINGS, variant_of
+from tutorrl.compiler.bundle.store import write_bundle
+from tutorrl.compiler.pipeline.assemble import spec_settings
+from tutorrl.compiler.pipeline.compile import compile_bytes
+from tutorrl.compiler.pipeline.resolve import resolve
+from tutorrl.compiler.release import keyset_import as ki
+from tutorrl.compiler.release.keymap import (
+    VARIANTS,
+    build_lock,
+    encode_lock,
+    load_keymap,
+    load_lock,
+    lock_path,
+    release_tuple,
+)
+from tutorrl.compiler.release.keysets import available_keysets, load_keyset
+from tutorrl.compiler.spec.flat import NOT_SETTINGS, variant_of
+from tutorrl.compiler.spec.load import parse_spec
+from tutorrl.compiler.spec.normal_form import normalize
 from tutorrl.errors import SpecError
 
 RELEASES = load_keymap().releases
@@ -87,16 +96,16 @@ def test_the_map_and_the_spec_name_the_same_settings():
 def test_table_settings_are_exactly_the_dict_fields():
     import typing
 
-    from tutorrl.compiler.load import _unwrap
-    from tutorrl.compiler.spec import Spec
+    from tutorrl.compiler.spec.load import _unwrap
+    from tutorrl.compiler.spec.structs import Spec
 
     def annotation(path: str):
         cls = Spec
         *parents, leaf = path.split(".")
         for part in parents:
-            from tutorrl.compiler.load import _struct_in
+            from tutorrl.compiler.spec.load import struct_in
 
-            cls = _struct_in(cls.__annotations__[part])
+            cls = struct_in(cls.__annotations__[part])
         return cls.__annotations__[leaf]
 
     def is_dict(hint) -> bool:
@@ -319,7 +328,7 @@ def test_module_file_is_quoted_exactly_as_the_compiler_quotes(dirname, launcher,
     bundle = write_bundle(compiled, tmp_path_factory.mktemp("b")).path
     proc, argv = launcher(bundle, "0.6.1", site_dir=site)
     assert proc.returncode == 0, proc.stderr
-    from tutorrl.compiler.hydra import quote_string
+    from tutorrl.compiler.release.hydra import quote_string
 
     path = str(site / "tutorrl_test_reward" / "rewards.py")
     assert f"custom_reward_function.path={quote_string(path)}" in argv

@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from tutorrl.compiler import compile_bytes
-from tutorrl.compiler.rewards import BUILTIN, GROUP
+from tutorrl.compiler.spec.rewards import BUILTIN, GROUP
 
 
 def test_builtin_names_are_exactly_the_registered_entry_points():

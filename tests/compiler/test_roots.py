@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import support
 from compiler_helpers import ALPHABET
-from tutorrl.compiler import compile_bytes, roots, write_bundle
+from tutorrl.compiler import compile_bytes, write_bundle
+from tutorrl.compiler.pipeline import roots
 from tutorrl.errors import SpecError
 
 EXAMPLE = support.SPECS / "gsm8k_custom_reward.toml"

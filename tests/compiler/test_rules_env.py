@@ -12,7 +12,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tutorrl.compiler.rules import looks_secret, takes_over
+from tutorrl.compiler.pipeline.rules import looks_secret, takes_over
 
 TAKEOVER = re.compile(r"^(PATH|BASH_ENV|ENV|IFS|CDPATH|GLOBIGNORE|EXECIGNORE|POSIXLY_CORRECT|PS4|PROMPT_COMMAND|"
                       r"BASH_.+|LD_.+|DYLD_.+|GCONV_PATH|OPENSSL_CONF|OPENSSL_ENGINES|PYTHON.*|PERL5?LIB|PERL5OPT|"
@@ -37,7 +37,7 @@ def test_takeover_names_as_stated(name):
 @settings(max_examples=3000, deadline=None)
 @given(NAMES)
 def test_secret_tails_as_stated(name):
-    import tutorrl.compiler.rules as rules
+    import tutorrl.compiler.pipeline.rules as rules
 
     by_tail = name.upper().rstrip("0123456789").endswith(rules._SECRET_TAIL)
     assert by_tail == bool(SECRET_TAIL.search(name.upper()))

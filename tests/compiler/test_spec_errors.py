@@ -9,7 +9,7 @@ import pytest
 
 import support
 from tutorrl.compiler import compile_bytes
-from tutorrl.compiler.load import parse_spec
+from tutorrl.compiler.spec.load import parse_spec
 from tutorrl.errors import SpecError
 
 BASE = textwrap.dedent("""\

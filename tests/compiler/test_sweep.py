@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import support
 from tutorrl import cli
 from tutorrl.compiler import compile_bytes
-from tutorrl.compiler.family import Source, compile_chain, compile_family
-from tutorrl.compiler.sweep import MAX_POINTS
+from tutorrl.compiler.pipeline.family import Source, compile_chain, compile_family
+from tutorrl.compiler.spec.sweep import MAX_POINTS
 from tutorrl.errors import SpecError
 
 BASE = (support.SPECS / "tiny_cpu_grpo.toml").read_bytes()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tutorrl.compiler import templates
+from tutorrl.compiler.bundle import templates
 
 
 class _Reference(string.Template):

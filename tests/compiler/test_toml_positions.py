@@ -8,7 +8,7 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tutorrl.compiler.toml_positions import key_positions
+from tutorrl.compiler.spec.toml_positions import key_positions
 
 TRICKY = '''\
 # comment [not.a.table]

@@ -123,7 +123,7 @@ def _reseal_job(bundle, data: bytes) -> None:
     """ray-job.json replaced and its sha256 put in the manifest: only the structure can catch it."""
     import json
 
-    from tutorrl.compiler.bundle import canonical_json, sha256
+    from tutorrl.compiler.bundle.manifest import canonical_json, sha256
 
     (bundle / "ray-job.json").write_bytes(data)
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -148,12 +148,13 @@ def test_a_hostile_ray_job_json_is_a_failed_verification(bundle, data, words):
 def test_the_manifests_compiler_claim_reaches_the_terminal_escaped(bundle, tmp_path):
     """A bundle claiming another compiler is still re-derived (the claim decides nothing), and the
     note quoting the claim cannot move the cursor or reorder the line: whoever sealed it wrote it."""
-    from tutorrl.compiler.bundle import _seal, CONTENT_FILES
+    from tutorrl.compiler.bundle.manifest import seal
+    from tutorrl.contract import CONTENT_FILES
 
     loaded = verify_bundle(bundle)
     m = loaded.manifest
     files = {n: (bundle / n).read_bytes() for n in CONTENT_FILES if n != "ray-job.json"}
-    forged = _seal(files, loaded.job, experiment=m.experiment, verl=m.verl, variant=m.variant,
+    forged = seal(files, loaded.job, experiment=m.experiment, verl=m.verl, variant=m.variant,
                    keymap_digest=m.keymap_digest, reward_plugin=m.reward_plugin,
                    compiler="tutorrl 0.0.9\x1b[2K\x1b[1A\rok: all good\u202e")
     path = write_bundle(forged, tmp_path / "forged").path

@@ -6,11 +6,11 @@ import pytest
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
-from tutorrl.compiler.keymap import load_lock
-from tutorrl.compiler.load import parse_spec
-from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve
-from tutorrl.compiler.settings import variant_of
+from tutorrl.compiler.pipeline.resolve import resolve
+from tutorrl.compiler.release.keymap import load_lock
+from tutorrl.compiler.spec.flat import variant_of
+from tutorrl.compiler.spec.load import parse_spec
+from tutorrl.compiler.spec.normal_form import normalize
 
 SELECT = {"fsdp": [], "megatron": ["model_engine=megatron"]}
 # Tables verl reads with .get() but never declares: '+' is the only way in.
@@ -43,7 +43,7 @@ def test_every_locked_key_is_in_the_real_config_or_appended_where_verl_reads_it(
         if target.kind == "table":
             node = OmegaConf.select(config, target.key)
             if target.passthrough and node is None:
-                from tutorrl.compiler.keymap import load_keymap
+                from tutorrl.compiler.release.keymap import load_keymap
 
                 entry = load_keymap().setting[setting].at("0.9.1", variant)
                 assert target.key in UNDECLARED_BUT_READ or target.key in lock.undeclared or entry.undeclared, setting
@@ -98,7 +98,7 @@ def test_example_composes_with_the_intended_values(spec_path, tmp_path, standin_
     spec = normalize(parse_spec(raw, spec_path.name)[0])
     rmap = load_lock("0.9.1", variant_of(spec))
     resolved, _ = resolve(spec, rmap, None if not spec.verl.extra_overrides else __import__(
-        "tutorrl.compiler.keysets", fromlist=["load_keyset"]).load_keyset("0.9.1", rmap.variant))
+        "tutorrl.compiler.release.keysets", fromlist=["load_keyset"]).load_keyset("0.9.1", rmap.variant))
     checked = 0
     for override in resolved.overrides:
         if override.raw is not None:

@@ -120,7 +120,7 @@ def test_verl_rejection_surfaces_as_failed_run(head, tmp_path):
     hold (a test hook; a real user cannot get here without a tampered bundle,
     and then only with --trust-digests)."""
     from tutorrl.compiler import compile_bytes, write_bundle
-    from tutorrl.compiler.bundle import reseal
+    from tutorrl.compiler.bundle.manifest import reseal
 
     compiled = compile_bytes(SPECS[0].read_bytes(), SPECS[0].name)
     launch = compiled.files["launch.sh"].decode()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
-from tutorrl.compiler.bundle import reseal
+from tutorrl.compiler.bundle.manifest import reseal
 
 STANDIN = r'''#!/usr/bin/env bash
 set -euo pipefail

@@ -214,6 +214,6 @@ def test_never_raises_into_the_trainer_by_default(build, tmp_path, monkeypatch, 
 
 
 def test_the_compiler_and_the_callback_name_the_same_variable():
-    from tutorrl.compiler.bundle import EVIDENCE_ON_FAILURE_ENV
+    from tutorrl.contract import EVIDENCE_ON_FAILURE_ENV
 
     assert EVIDENCE_ON_FAILURE_ENV == callback_module.ENV_ON_FAILURE

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from evidence_contract_server import ContractServer
-from tutorrl.compiler.keyset_import import default_wheel_cache
+from tutorrl.compiler.release.keyset_import import default_wheel_cache
 from tutorrl.evidence import sglang
 
 pytestmark = [pytest.mark.slow, pytest.mark.wheels]

@@ -77,7 +77,8 @@ def _resealed(tmp_path, passthrough: str):
     recomputed: what --trust-digests accepts (with a warning), as nothing re-derives it."""
     import json
 
-    from tutorrl.compiler.bundle import CONTENT_FILES, DIGEST_FIELD, bundle_id, compute_digest, sha256
+    from tutorrl.contract import CONTENT_FILES, DIGEST_FIELD
+    from tutorrl.compiler.bundle.manifest import bundle_id, compute_digest, sha256
 
     work = tmp_path / "work"
     shutil.copytree(support.BUNDLES / _bundle_named("chess-tutor-grpo-wandb"), work)

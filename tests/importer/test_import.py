@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 import support
-from tutorrl.compiler.hydra import render_value
-from tutorrl.compiler.keysets import load_keyset
+from tutorrl.compiler.release.hydra import render_value
+from tutorrl.compiler.release.keysets import load_keyset
 from tutorrl.importer.roundtrip import config_root, round_trip
 from tutorrl.importer.translate import render_spec, translate, validate
 

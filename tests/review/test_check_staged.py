@@ -227,7 +227,7 @@ def test_each_staged_spec_is_compiled_once(repo, git_env):
     git(repo, git_env, "add", "specs", "bundles")
     code = """
 import sys
-from tutorrl.compiler import compile as c
+from tutorrl.compiler.pipeline import compile as c
 from tutorrl.review import gitindex
 seen, blobs = [], []
 real, real_blobs = c.resolve_bytes, gitindex.read_blobs

@@ -118,7 +118,7 @@ def test_registering_imports_nothing_heavy():
 def test_a_bundle_that_does_not_re_derive_is_diffed_only_when_trusted(work, capsys, monkeypatch):
     """A launch that does not follow from its spec cannot hide behind a matching spec diff."""
     from tutorrl.compiler import compile_bytes, write_bundle
-    from tutorrl.compiler.bundle import reseal
+    from tutorrl.compiler.bundle.manifest import reseal
 
     monkeypatch.delenv("TUTORRL_TRUST_DIGESTS", raising=False)
     compiled = compile_bytes(toml_bytes(base()), "a.toml")

@@ -6,8 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from review_helpers import base, side, with_
-from tutorrl.compiler.settings import flatten_table
-from tutorrl.compiler.settings import settings as spec_settings
+from tutorrl.compiler.spec.flat import flatten_table, settings as spec_settings
 from tutorrl.review.model import diff_sides
 
 # Each mutation keeps the spec valid under the compiler's cross-field rules,

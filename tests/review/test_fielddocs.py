@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tutorrl.compiler.spec import Section, Spec, Trainer
+from tutorrl.compiler.spec.structs import Section, Spec, Trainer
 from tutorrl.review.fielddocs import field_docs
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from review_helpers import base, side, with_
-from tutorrl.compiler import keymap as keymap_module
-from tutorrl.compiler.keymap import load_keymap
-from tutorrl.compiler.resolve import resolve
-from tutorrl.compiler.settings import settings, variant_of
+from tutorrl.compiler.pipeline.resolve import resolve
+from tutorrl.compiler.release import keymap as keymap_module
+from tutorrl.compiler.release.keymap import load_keymap
+from tutorrl.compiler.spec.flat import settings, variant_of
 from tutorrl.errors import SpecError
 from tutorrl.review.model import diff_sides
 

@@ -7,7 +7,7 @@ import tomllib
 import jsonschema
 import pytest
 
-from tutorrl.compiler.family import Source, compile_chain, compile_family
+from tutorrl.compiler.pipeline.family import Source, compile_chain, compile_family
 from tutorrl.errors import SpecError
 from tutorrl.review.schema import spec_schema
 

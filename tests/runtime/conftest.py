@@ -67,7 +67,7 @@ def make_bundle(tmp_path):
 
     ``launch`` replaces launch.sh (then re-sealed); None keeps the compiled one."""
     from tutorrl.compiler import compile_spec, write_bundle
-    from tutorrl.compiler.bundle import reseal
+    from tutorrl.compiler.bundle.manifest import reseal
 
     counter = [0]
 

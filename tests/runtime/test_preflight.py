@@ -3,7 +3,7 @@ from types import SimpleNamespace as NS
 import msgspec
 import pytest
 
-from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.spec.structs import Spec
 from tutorrl.errors import RefusedError
 from tutorrl.runtime import preflight
 from tutorrl.runtime.cluster import Resources, is_loopback, normalise_address

@@ -22,11 +22,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from runtime_helpers import clean_env, run_tutorrl
-from tutorrl.compiler import keyset_import as ki
-from tutorrl.compiler.keymap import load_keymap
-from tutorrl.compiler.spec import Spec
-from tutorrl.runtime import preflight
-from tutorrl.runtime import stack as stacks
+from tutorrl.compiler.release import keyset_import as ki
+from tutorrl.compiler.release.keymap import load_keymap
+from tutorrl.compiler.spec.structs import Spec
+from tutorrl.runtime import preflight, stack as stacks
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

@@ -7,11 +7,9 @@ from pathlib import Path
 
 import msgspec
 
-from tutorrl.compiler.bundle import (
-    APPENDED_DIRS, CONTENT_FILES, DIGEST_FIELD, MANIFEST, SCHEMA, Manifest, bundle_id, compute_digest, sha256,
-)
-from tutorrl.compiler.load import parse_spec
-from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.bundle import Manifest, bundle_id, compute_digest, sha256
+from tutorrl.compiler.spec import Spec, parse_spec
+from tutorrl.contract import APPENDED_DIRS, BUNDLE_SCHEMA as SCHEMA, CONTENT_FILES, DIGEST_FIELD, MANIFEST
 from tutorrl.errors import BundleError
 
 
@@ -277,7 +275,7 @@ def _rederive(path: Path, manifest: Manifest, manifest_bytes: bytes, files: dict
     """
     from tutorrl import __version__
     from tutorrl.compiler.bundle import manifest_json
-    from tutorrl.compiler.compile import compile_bytes
+    from tutorrl.compiler.pipeline.compile import compile_bytes
     from tutorrl.errors import TutorrlError
 
     here = f"tutorrl {__version__}"

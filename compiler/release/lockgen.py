@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tutorrl.compiler.keymap import VARIANTS, LockError, build_lock, encode_lock, load_keymap, lock_path
+from tutorrl.compiler.release.keymap import LockError, VARIANTS, build_lock, encode_lock, load_keymap, lock_path
 from tutorrl.errors import InputError, Problem
 
 

@@ -12,7 +12,7 @@ import re
 
 import msgspec
 
-from tutorrl.compiler.keymap import Lock
+from tutorrl.compiler.release import Lock
 from tutorrl.compiler.spec import Spec, get_field
 
 
@@ -59,8 +59,8 @@ class Effective:
 
 def effective(spec: Spec) -> Effective:
     """Values as verl will see them for a (normalised) spec, defaults from its release's lock."""
-    from tutorrl.compiler.keymap import load_lock
-    from tutorrl.compiler.settings import variant_of
+    from tutorrl.compiler.release import load_lock
+    from tutorrl.compiler.spec import variant_of
 
     return Effective(spec, load_lock(spec.experiment.verl, variant_of(spec)))
 
@@ -90,8 +90,8 @@ def gpu_pool(spec: Spec) -> GpuPool:
     """The spec's pool, verl's default for its release where unset; for a release this
     tutorrl has no lock for (a bundle compiled elsewhere), the default every release it
     does lock agrees on, else unknown (None)."""
-    from tutorrl.compiler.keymap import load_lock, supported_releases
-    from tutorrl.compiler.settings import variant_of
+    from tutorrl.compiler.release import load_lock, supported_releases
+    from tutorrl.compiler.spec import variant_of
     from tutorrl.errors import SpecError
 
     found: list[tuple[int | None, str]] = []

@@ -15,12 +15,20 @@ from __future__ import annotations
 
 import msgspec
 
-from tutorrl.compiler import spelling as spellings
-from tutorrl.compiler.hydra import render_value
-from tutorrl.compiler.keymap import Lock, Target, describe_releases, load_lock, releases_with, supported_releases
-from tutorrl.compiler.resolve import resolve
-from tutorrl.compiler.settings import flatten_table, settings, variant_of
-from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.pipeline.resolve import resolve
+from tutorrl.compiler.release import (
+    Lock,
+    Target,
+    WORDS,
+    describe_releases,
+    load_lock,
+    releases_with,
+    render_value,
+    skipped,
+    spell,
+    supported_releases,
+)
+from tutorrl.compiler.spec import Spec, flatten_table, settings, variant_of
 from tutorrl.errors import Problem, SpecError
 
 
@@ -74,8 +82,8 @@ def _override_texts(value: object, target: Target) -> list[str]:
         return [f"{target.spelled(sub)}={render_value(v)}" for sub, v in flatten_table(value)]
     if target.spelling == "module-file":
         return [f"{target.spelled()}=<file of module {value}, found by launch.sh with the job's Python>"]
-    value = spellings.spell(value, target.spelling)
-    if spellings.skipped(value):
+    value = spell(value, target.spelling)
+    if skipped(value):
         return []
     return [f"{target.spelled()}={render_value(value)}"]
 
@@ -112,7 +120,7 @@ def _compare(setting: str, before: Place | None, after: Place | None, source: Lo
                 changes.append(f"the old key is a trap in verl {target.release}: {ignored.reason}")
     if before.spelling != after.spelling:
         status = "respelled" if status == "same" else status
-        changes.append(f"value: {spellings.WORDS[before.spelling]} -> {spellings.WORDS[after.spelling]}")
+        changes.append(f"value: {WORDS[before.spelling]} -> {WORDS[after.spelling]}")
     if before.append != after.append:
         status = "plus-changed" if status == "same" else status
         changes.append("now declared by verl: drop the '+'" if before.append
@@ -140,7 +148,7 @@ def migrate_spec(spec: Spec, source: str, target: str, *, as_written: Spec | Non
     for setting, value in settings(spec):
         changes.append(_compare(setting, _place(setting, value, before_map), _place(setting, value, after_map),
                                 before_map, after_map))
-    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.compiler.release import load_keyset
 
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
     _, findings = resolve(retargeted, after_map, load_keyset(target, variant))
@@ -155,11 +163,11 @@ def migrate_spec(spec: Spec, source: str, target: str, *, as_written: Spec | Non
 
 def _compile_blockers(spec: Spec, target: str, locate) -> list[Blocker]:
     """What stops ``spec`` compiling once ``experiment.verl = target``: the compiler's own answer."""
-    from tutorrl.compiler.bundle import assemble
-    from tutorrl.compiler.compile import resolve_parsed
+    from tutorrl.compiler.pipeline.assemble import assemble
+    from tutorrl.compiler.pipeline.compile import resolve_parsed
 
     if locate is None:
-        from tutorrl.compiler.load import Locator
+        from tutorrl.compiler.spec import Locator
 
         locate = Locator("spec", {})
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
@@ -218,8 +226,8 @@ def render_json(m: Migration) -> str:
 
 
 def cmd_migrate(args) -> int:
-    from tutorrl.compiler.load import parse_spec, read_spec_bytes
-    from tutorrl.compiler.normalize import normalize
+    from tutorrl.compiler.spec import parse_spec, read_spec_bytes
+    from tutorrl.compiler.spec import normalize
 
     as_written, locate = parse_spec(read_spec_bytes(args.spec, args.spec), args.spec)
     spec = normalize(as_written)

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from tutorrl.compiler.compose import SWEEP, KeyPath, path_problem, split_path
+from tutorrl.compiler.spec.compose import KeyPath, SWEEP, path_problem, split_path
 from tutorrl.errors import Problem
 
 # A sweep larger than this is a search, not a family of launches a person
@@ -44,7 +44,7 @@ class Point(msgspec.Struct, frozen=True):
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{k}={_shown(v)}" for k, v in self.values)
+        return ", ".join(f"{k}={shown(v)}" for k, v in self.values)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.values)
@@ -57,7 +57,7 @@ def order_key(point: dict, experiment: str = "") -> tuple:
                  for k, v in point.items()) + ((experiment,),)
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -130,7 +130,7 @@ def check(table: Any, locate) -> list[Problem]:
                 continue
             dupes = [v for i, v in enumerate(values) if v in values[:i] and not isinstance(v, (dict, list))]
             if dupes:
-                problems.append(locate(at, f"the value {_shown(dupes[0])} is given twice",
+                problems.append(locate(at, f"the value {shown(dupes[0])} is given twice",
                                        "each point of a sweep is a different launch"))
     if len(set(lengths.values())) > 1:
         said = ", ".join(f"{k} has {n}" for k, n in lengths.items())

@@ -3,7 +3,7 @@
 tutorrl checks each verl override it emits against the key set of the target
 release. A key set is data: ``keysets/verl-<release>-<variant>.json`` in this
 package, extracted from the release's own wheel by
-:mod:`tutorrl.compiler.keyset_import` (``tutorrl keys import <release>``) and
+:mod:`tutorrl.compiler.release.keyset_import` (``tutorrl keys import <release>``) and
 committed after review.
 
 This module is on the compile path, so it imports nothing heavy: only msgspec

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.spec.structs import Spec
 
 Variant = str  # "fsdp" | "megatron"
 

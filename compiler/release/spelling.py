@@ -5,7 +5,7 @@
 * ``module-file``: the file of an installed module (verl before 0.7.1 opens a
   path). Only the job's Python knows that path, so ``launch.sh`` computes it
   at start with :func:`launch_program`, built from the very quoting functions
-  the compiler uses (:mod:`tutorrl.compiler.hydra`), never a copy.
+  the compiler uses (:mod:`tutorrl.compiler.release.hydra`), never a copy.
 * ``evidence-callback``: ``true`` names tutorrl's checkpoint-evidence class;
   ``false`` emits nothing (verl's default, no callback).
 """
@@ -45,7 +45,7 @@ def is_runtime(spelling: str) -> bool:
 
 def launch_program(release: str) -> str:
     """Python run by launch.sh: ``argv = [key, module]`` -> prints ``key="<quoted file path>"``."""
-    from tutorrl.compiler import hydra
+    from tutorrl.compiler.release import hydra
 
     return "\n".join([
         "import importlib.util, re, sys",

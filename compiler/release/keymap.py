@@ -36,7 +36,7 @@ Variant = Literal["fsdp", "megatron"]
 VARIANTS: tuple[Variant, ...] = ("fsdp", "megatron")
 # plain: the value; pkg: "pkg://<module>"; module-file: the module's file,
 # found by launch.sh with the job's Python; evidence-callback: true -> the
-# class verl calls after every save (see compiler/spelling.py).
+# class verl calls after every save (see compiler/release/spelling.py).
 Spelling = Literal["plain", "pkg", "module-file", "evidence-callback"]
 Kind = Literal["value", "table"]
 
@@ -307,7 +307,7 @@ class LockError(Exception):
 
 def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, keyset=None) -> Lock:
     """Derive the lock of ``release``/``variant`` from the map and the release's key set."""
-    from tutorrl.compiler.keysets import load_keyset
+    from tutorrl.compiler.release.keysets import load_keyset
 
     keymap = keymap or load_keymap()
     keyset = keyset or load_keyset(release, variant)

@@ -13,11 +13,19 @@ import re
 
 import msgspec
 
-from tutorrl.compiler import spelling as spellings
-from tutorrl.compiler.hydra import render_value
-from tutorrl.compiler.keymap import Lock, describe_releases, load_keymap, load_lock, releases_with, settings_writing
-from tutorrl.compiler.settings import flatten_table, settings
-from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.release import (
+    Lock,
+    describe_releases,
+    is_runtime,
+    load_keymap,
+    load_lock,
+    releases_with,
+    render_value,
+    settings_writing,
+    skipped,
+    spell,
+)
+from tutorrl.compiler.spec import Spec, flatten_table, settings
 from tutorrl.errors import Finding
 
 
@@ -35,7 +43,7 @@ class Override(msgspec.Struct, frozen=True):
 
     @property
     def runtime(self) -> bool:
-        return spellings.is_runtime(self.spelling)
+        return is_runtime(self.spelling)
 
     @property
     def spelled(self) -> str:
@@ -87,8 +95,8 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
                 emitted[key] = setting
                 overrides.append(Override(setting, key, item, plus))
             continue
-        value = spellings.spell(value, target.spelling)
-        if spellings.skipped(value):
+        value = spell(value, target.spelling)
+        if skipped(value):
             continue
         if target.key in emitted:
             findings.append(Finding(setting, f"'{target.key}' is also set by the spec's {emitted[target.key]}", None))
@@ -152,7 +160,7 @@ def moved_key(key: str, lock: Lock) -> str | None:
 
 def releases_declaring(key: str, variant: str) -> list[str]:
     """Releases whose key set declares ``key``. Only on the error path: it reads every key set."""
-    from tutorrl.compiler.keysets import available_keysets, load_keyset
+    from tutorrl.compiler.release import available_keysets, load_keyset
 
     found = []
     for release in load_keymap().releases:

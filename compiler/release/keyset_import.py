@@ -12,7 +12,7 @@ For one release this
    ``ppo_trainer`` + ``model_engine=megatron`` in those with one). Every
    release from 0.2.0.post2 to 0.9.1 composes this way from its own config
    folder alone (no Hydra search path; both trainer configs shipped);
-4. flattens the composed config to dotted keys (see :mod:`tutorrl.compiler.keysets`)
+4. flattens the composed config to dotted keys (see :mod:`tutorrl.compiler.release.keysets`)
    and writes ``verl-<release>-<variant>.json``, byte-for-byte deterministic,
    one key per line so that a review diff shows one line per changed key.
 
@@ -37,8 +37,8 @@ from typing import Any
 
 import msgspec
 
-from tutorrl.compiler.keysets import SCHEMA, VARIANTS, KeyInfo, KeySet, available_keysets, load_keyset
 from tutorrl import _files
+from tutorrl.compiler.release.keysets import KeyInfo, KeySet, SCHEMA, VARIANTS, available_keysets, load_keyset
 from tutorrl.errors import KeysetImportError  # its home; importable from here too
 
 CONFIG_PREFIX = "verl/trainer/config/"
@@ -286,7 +286,7 @@ def import_release(release: str, dest_dir: Path, wheel_cache: Path | None = None
 
 def packaged_keyset_dir() -> Path:
     """The package's own ``keysets/`` folder (the source tree in an editable install)."""
-    return Path(str(resources.files("tutorrl.compiler").joinpath("keysets")))
+    return Path(str(resources.files("tutorrl.compiler.release").joinpath("keysets")))
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tutorrl.compiler.spec import Env, Reward, Spec
+from tutorrl.compiler.spec.structs import Env, Reward, Spec
 
 
 def normalize(spec: Spec) -> Spec:
@@ -21,8 +21,8 @@ def normalize(spec: Spec) -> Spec:
 
 
 def _apply_plugin(spec: Spec) -> Spec:
-    from tutorrl.compiler.load import check_values
-    from tutorrl.compiler.rewards import plugin_fill, plugin_of
+    from tutorrl.compiler.spec.load import check_values
+    from tutorrl.compiler.spec.rewards import plugin_fill, plugin_of
     from tutorrl.errors import Problem, SpecError
 
     plugin, options = plugin_of(spec)

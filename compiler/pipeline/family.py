@@ -3,7 +3,7 @@
 ``read_chain`` is the I/O edge: the spec and every base it extends, read as
 bytes. :func:`compile_chain` is pure: those bytes (and the ``--set`` words)
 in, one :class:`CompiledPoint` per launch out. A spec of one file with no
-``--set`` takes :func:`~tutorrl.compiler.compile.compile_bytes` unchanged,
+``--set`` takes :func:`~tutorrl.compiler.pipeline.compile.compile_bytes` unchanged,
 so its bundle and its compile time are what they always were.
 
 A point's bundle is the bundle of the spec that point is on its own: the
@@ -21,12 +21,21 @@ from typing import Any
 import msgspec
 
 from tutorrl.compiler.bundle import CompiledBundle, sha256, with_provenance
-from tutorrl.compiler.compose import (
-    EXTENDS, SET_NAME, SWEEP, Composed, Layer, WrittenAt, field_type, might_compose, path_problem, put, split_path,
+from tutorrl.compiler.spec import (
+    EXTENDS,
+    SET_NAME,
+    SWEEP,
+    Composed,
+    Layer,
+    WrittenAt,
+    field_type,
+    might_compose,
+    path_problem,
+    put,
+    split_path,
     typed_value,
 )
-from tutorrl.compiler.load import parse_toml, read_spec_bytes
-from tutorrl.compiler.sweep import Point
+from tutorrl.compiler.spec import Point, parse_toml, read_spec_bytes
 from tutorrl.errors import Problem, SpecError
 
 # A chain of bases deeper than this is a mistake (or a loop through links).
@@ -141,7 +150,7 @@ def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[Compile
     Every problem of every point is reported in one round; a problem each
     point has (a mistake in the base) is said once, the others name their point.
     """
-    from tutorrl.compiler import sweep as sweeps
+    from tutorrl.compiler.spec import expand
 
     composed = compose(chain, sets)
     set_paths = {".".join(path) for _, path, _ in parse_sets(sets)}
@@ -151,7 +160,7 @@ def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[Compile
         return [CompiledPoint(_compile_one(composed, sources, {}, list(sets)))]
     locate = composed.locator()
     try:
-        points = sweeps.expand(table, locate)
+        points = expand(table, locate)
     except SpecError as exc:
         # The rest of the spec is told of in the same round, where no point's value could change it.
         raise SpecError(exc.problems + _unswept_problems(composed, table)) from None
@@ -194,7 +203,7 @@ def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[Compile
 
 def _unswept_problems(composed: Composed, table: Any) -> list[Problem]:
     """The problems of the spec without its sweep, but for the settings the sweep names."""
-    from tutorrl.compiler.load import validate_data
+    from tutorrl.compiler.spec import validate_data
 
     swept = {key for part in ("grid", "zip") if isinstance(table, dict) and isinstance(table.get(part), dict)
              for key in table[part]}
@@ -207,9 +216,9 @@ def _unswept_problems(composed: Composed, table: Any) -> list[Problem]:
 
 
 def _compile_one(composed: Composed, sources: dict, point: dict, sets: list[str]) -> CompiledBundle:
-    from tutorrl.compiler.bundle import assemble
-    from tutorrl.compiler.compile import resolve_parsed
-    from tutorrl.compiler.load import validate_data
+    from tutorrl.compiler.pipeline.assemble import assemble
+    from tutorrl.compiler.pipeline.compile import resolve_parsed
+    from tutorrl.compiler.spec import validate_data
 
     locate = composed.locator()
     spec = validate_data(composed.data, locate)
@@ -244,7 +253,7 @@ def compile_family(path: str, *, sets: Sequence[str] = (), display_name: str | N
 def compile_raw(path: str, name: str, raw: bytes, *, sets: Sequence[str] = (),
                 read: Callable[[str, str], bytes] = read_spec_bytes) -> list[CompiledPoint]:
     """:func:`compile_family` of a spec whose bytes are read already (``read`` reads its bases)."""
-    from tutorrl.compiler.compile import compile_bytes
+    from tutorrl.compiler.pipeline.compile import compile_bytes
 
     if not sets and not might_compose(raw):
         return [CompiledPoint(compile_bytes(raw, name))]

@@ -3,7 +3,7 @@
 Pure: parsed documents in, one merged document out, with a record of which
 layer wrote each key so that a problem is placed in the file that wrote the
 value ("set in base.toml:12, overridden in lr.toml:4"). Reading the files of
-a chain is :mod:`tutorrl.compiler.family`'s job.
+a chain is :mod:`tutorrl.compiler.pipeline.family`'s job.
 
 Merging is key by key: a table written in two layers merges, anything else
 (a value, an array, a table replacing a value) replaces what the layer below
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tutorrl.compiler.load import KeyPath, Locator, _close, _struct_in, _struct_info, _unwrap
+from tutorrl.compiler.spec.load import KeyPath, Locator, _close, _struct_info, _unwrap, struct_in
 from tutorrl.errors import Problem
 
 def might_compose(raw: bytes) -> bool:
@@ -44,7 +44,7 @@ class Layer:
 
     def positions(self) -> dict[KeyPath, tuple[int, int]]:
         if self._positions is None:
-            from tutorrl.compiler.toml_positions import key_positions
+            from tutorrl.compiler.spec.toml_positions import key_positions
 
             self._positions = key_positions(self._text) if self._text is not None else {}
         return self._positions
@@ -178,7 +178,7 @@ def path_problem(path: KeyPath) -> tuple[str, str | None] | None:
     A path may end at a table (its value then replaces the table) and may go
     on into a free table (``env.set.NAME``, ``reward.custom.kwargs.k``).
     """
-    from tutorrl.compiler.spec import Spec
+    from tutorrl.compiler.spec.structs import Spec
 
     if not all(path):
         return "an empty part in a dotted setting path", None
@@ -195,7 +195,7 @@ def path_problem(path: KeyPath) -> tuple[str, str | None] | None:
             return (f"no setting '{part}' in {where}",
                     f"did you mean '{'.'.join(path[:n] + (near[0],))}'?" if near else f"known keys: {', '.join(fields)}")
         hint = hints[fields[part].name]
-        sub = _struct_in(hint)
+        sub = struct_in(hint)
         if sub is not None:
             cls = sub
             continue
@@ -216,7 +216,7 @@ def _is_free(hint: Any) -> bool:
 
 def field_type(path: KeyPath) -> Any:
     """The declared type of the setting at ``path`` (Annotated kept), or None inside a free table."""
-    from tutorrl.compiler.spec import Spec
+    from tutorrl.compiler.spec.structs import Spec
 
     import typing
 
@@ -238,7 +238,7 @@ def field_type(path: KeyPath) -> Any:
         if part not in fields:
             return None
         hint = hints[fields[part].name]
-        cls = _struct_in(hint)
+        cls = struct_in(hint)
     return hint if cls is None else None
 
 

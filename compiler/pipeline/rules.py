@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from tutorrl.compiler.keymap import Lock, release_tuple
+from tutorrl.compiler.release import Lock, release_tuple
 from tutorrl.compiler.spec import Spec, get_field
 from tutorrl.errors import Finding, Severity  # noqa: F401 (one shape for every check's outcome; its home is tutorrl.errors)
 
@@ -98,7 +98,7 @@ def looks_secret(name: str) -> bool:
             or bool(ordered and ordered[-1] in _SECRET_LAST))
 
 
-from tutorrl.compiler.effective import Effective, effective  # noqa: E402,F401 (their home)
+from tutorrl.compiler.pipeline.effective_values import Effective, effective  # noqa: E402,F401 (their home)
 
 
 def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
@@ -289,7 +289,7 @@ def _rollout_extra_overrides(spec: Spec) -> dict[str, int] | None:
     one is set to what is not a whole number (an interpolation, a deletion)."""
     if not spec.verl.extra_overrides:
         return {}
-    from tutorrl.compiler.resolve import _EXTRA  # the one reading of an override's prefix, key and value
+    from tutorrl.compiler.pipeline.resolve import _EXTRA  # the one reading of an override's prefix, key and value
 
     found: dict[str, int] = {}
     for text in spec.verl.extra_overrides:
@@ -431,7 +431,7 @@ def _worker_env(spec: Spec, allowed: set[str]) -> list[Finding]:
     """``[verl] extra_overrides`` that set a worker's environment, under [env] set's name rules."""
     if not spec.verl.extra_overrides:
         return []
-    from tutorrl.compiler.resolve import _EXTRA  # the one reading of an override's prefix, key and value
+    from tutorrl.compiler.pipeline.resolve import _EXTRA  # the one reading of an override's prefix, key and value
 
     out: list[Finding] = []
     for index, text in enumerate(spec.verl.extra_overrides):

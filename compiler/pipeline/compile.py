@@ -1,16 +1,15 @@
 """Spec bytes -> :class:`CompiledBundle`: the whole compiler as one pure function (a spec file,
-with its bases and sweep, is compiler/family.py's)."""
+with its bases and sweep, is compiler/pipeline/family.py's)."""
 
 from __future__ import annotations
 
-from tutorrl.compiler import roots
-from tutorrl.compiler.bundle import CompiledBundle, assemble
-from tutorrl.compiler.keymap import load_lock
-from tutorrl.compiler.load import parse_spec
-from tutorrl.compiler.normalize import normalize
-from tutorrl.compiler.resolve import resolve
-from tutorrl.compiler.rules import check_rules
-from tutorrl.compiler.settings import variant_of
+from tutorrl.compiler.bundle import CompiledBundle
+from tutorrl.compiler.pipeline import roots
+from tutorrl.compiler.pipeline.assemble import assemble
+from tutorrl.compiler.pipeline.resolve import resolve
+from tutorrl.compiler.pipeline.rules import check_rules
+from tutorrl.compiler.release import load_lock
+from tutorrl.compiler.spec import normalize, parse_spec, variant_of
 from tutorrl.errors import Finding, SpecError
 
 
@@ -40,7 +39,7 @@ def resolve_parsed(spec, locate):
         spec = normalize(spec)
         findings: list[Finding] = check_rules(spec, lock)
         if spec.reward.plugin is not None:
-            from tutorrl.compiler.rewards import plugin_of, plugin_rules
+            from tutorrl.compiler.spec import plugin_of, plugin_rules
 
             plugin, options = plugin_of(spec)
             findings += plugin_rules(plugin, spec, options)
@@ -50,7 +49,7 @@ def resolve_parsed(spec, locate):
         raise SpecError([p if p.file is not None else _at_plugin(locate, p) for p in exc.problems]) from None
     keyset = None
     if spec.verl.extra_overrides:
-        from tutorrl.compiler.keysets import load_keyset
+        from tutorrl.compiler.release import load_keyset
 
         keyset = load_keyset(lock.release, lock.variant)
     resolved, problems = resolve(spec, lock, keyset)

@@ -4,7 +4,7 @@ A spec declares ``[roots] DATA_ROOT = { default = "data" }`` and writes a path
 setting as ``"$DATA_ROOT/gsm8k/train.parquet"``. The bundle keeps the *name*
 (so it stays reproducible and ``tutorrl diff`` shows what a reviewer reads);
 ``launch.sh`` puts the job's value in when the job starts, with a program
-assembled from :mod:`tutorrl.compiler.hydra`'s own quoting functions, so a
+assembled from :mod:`tutorrl.compiler.release.hydra`'s own quoting functions, so a
 value can bring neither shell nor Hydra nor OmegaConf syntax with it. One
 bundle then runs on a laptop's embedded head (the default, relative to where
 the job runs) and on a cluster (``DATA_ROOT=/shared/data tutorrl run ...``).
@@ -69,14 +69,14 @@ def launch_argument(value: object) -> str:
 def launch_program() -> str:
     """Python run by launch.sh: ``argv = [key, JSON value]`` -> prints ``key=<Hydra value>``.
 
-    The quoting is :mod:`tutorrl.compiler.hydra`'s own code, never a copy; a
+    The quoting is :mod:`tutorrl.compiler.release.hydra`'s own code, never a copy; a
     root with no value in the job's environment stops the launch (exit 3).
     """
-    from tutorrl.compiler import hydra
+    from tutorrl.compiler.release import launch_prelude, render_value
 
     return "\n".join([
         "import json, math, os, re, sys",
-        *hydra.launch_prelude(hydra.render_value, join),
+        *launch_prelude(render_value, join),
         "key, raw = sys.argv[1:]",
         "def part(item):",
         "    if isinstance(item, str):",
@@ -95,7 +95,7 @@ def launch_program() -> str:
 
 def findings(spec, resolved, lock) -> list:
     """Compile-time checks of the spec's roots against where they are used."""
-    from tutorrl.compiler import rules
+    from tutorrl.compiler.pipeline import rules
     from tutorrl.errors import Finding
 
     out: list[Finding] = []

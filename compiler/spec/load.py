@@ -1,9 +1,9 @@
-"""Reading a spec: TOML text -> validated :class:`~tutorrl.compiler.spec.Spec`.
+"""Reading a spec: TOML text -> validated :class:`~tutorrl.compiler.spec.structs.Spec`.
 
 msgspec stops at the first error and does not know TOML positions, so the
 structure is checked here field by field against the struct definitions,
 every problem is collected with its line and column, and only then is the
-document converted. Cross-field rules (:mod:`tutorrl.compiler.rules`) run on
+document converted. Cross-field rules (:mod:`tutorrl.compiler.pipeline.rules`) run on
 the converted spec and are located the same way.
 """
 
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
-from tutorrl.compiler import spec as spec_module
-from tutorrl.compiler.spec import Spec
+from tutorrl.compiler.spec import structs as spec_module
+from tutorrl.compiler.spec.structs import Spec
 from tutorrl.errors import BundleError, Problem, SpecError
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def read_spec_bytes(path: str | Path, name: str) -> bytes:
 def _positions(text: str):
     # Only a spec with a problem needs its keys' lines and columns: the
     # scanner loads then, not on every compile.
-    from tutorrl.compiler.toml_positions import key_positions
+    from tutorrl.compiler.spec.toml_positions import key_positions
 
     return key_positions(text)
 
@@ -151,7 +151,7 @@ def validate_data(data: dict, locate: "Locator") -> Spec:
     """The spec a parsed TOML document holds; :class:`SpecError` with every problem, each placed by ``locate``.
 
     ``locate`` may place each key in another file (a spec composed from a base
-    and its variations: :mod:`tutorrl.compiler.compose`).
+    and its variations: :mod:`tutorrl.compiler.spec.compose`).
     """
     try:
         # The common case -- a valid spec -- is decided by msgspec alone; the
@@ -192,7 +192,7 @@ def _release_problems(data: dict, locate: "Locator", said: set) -> list[Problem]
         return []
     actor = data.get("actor")
     variant = "megatron" if isinstance(actor, dict) and actor.get("strategy") == "megatron" else "fsdp"
-    from tutorrl.compiler.keymap import load_lock
+    from tutorrl.compiler.release import load_lock
 
     try:
         load_lock(release, variant)
@@ -220,7 +220,7 @@ def check_values(data: dict, locate) -> tuple[list[Problem], dict[str, msgspec.S
             # As in parse_spec: msgspec decides a valid part alone; the walk only locates.
             converted[section] = msgspec.convert(value, types[section])
         except msgspec.ValidationError as exc:
-            found = list(_check_struct(value, _struct_in(types[section]), (section,), locate))
+            found = list(_check_struct(value, struct_in(types[section]), (section,), locate))
             problems += found or [locate((section,), _friendly(str(exc)))]
     said = {p.key for p in problems}
     for path, value in _leaves(data):
@@ -243,7 +243,7 @@ def _check_plugin_options(data: dict, locate: "Locator"):
     reward = data.get("reward")
     if not isinstance(reward, dict) or not isinstance(reward.get("plugin"), str):
         return
-    from tutorrl.compiler.rewards import load_plugin
+    from tutorrl.compiler.spec.rewards import load_plugin
 
     try:
         plugin = load_plugin(reward["plugin"])
@@ -328,7 +328,7 @@ def _unwrap(hint: Any) -> Any:
     return hint
 
 
-def _struct_in(hint: Any) -> type[msgspec.Struct] | None:
+def struct_in(hint: Any) -> type[msgspec.Struct] | None:
     """The Struct type a field holds (directly or as ``Struct | None``)."""
     hint = _unwrap(hint)
     if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
@@ -371,12 +371,12 @@ def _check_struct(data: Any, cls: type[msgspec.Struct], path: KeyPath, locate: L
     for name, info in fields.items():
         if name not in data:
             if info.required:
-                kind = "table" if _struct_in(hints[info.name]) else "key"
+                kind = "table" if struct_in(hints[info.name]) else "key"
                 yield locate(path + (name,), f"missing required {kind}")
             continue
         value = data[name]
         hint = hints[info.name]
-        sub = _struct_in(hint)
+        sub = struct_in(hint)
         if sub is not None and isinstance(value, dict):
             yield from _check_struct(value, sub, path + (name,), locate)
         else:

@@ -18,7 +18,7 @@ kwargs), it is a *table*: each entry becomes one verl key.
 
 Which verl key each field is written to, per release, is data:
 ``keymap/verl.toml``. A field's dotted path here is its setting name there.
-Team-specific reward logic is a plug-in (:mod:`tutorrl.compiler.rewards`),
+Team-specific reward logic is a plug-in (:mod:`tutorrl.compiler.spec.rewards`),
 configured under ``[reward.options]`` with its own typed options.
 """
 

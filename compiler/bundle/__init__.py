@@ -1,0 +1,57 @@
+"""The bundle format: a launch as content-hashed files on disk.
+
+The manifest and its digest, the atomic store, and the text templates the
+launch files are filled from. The file and variable names are the contract's
+(:mod:`tutorrl.contract`).
+"""
+
+
+# The package's face (tutorrl/_face.py): the names other packages may import,
+# each loaded on first use; the TYPE_CHECKING imports are for editors.
+from typing import TYPE_CHECKING
+
+from tutorrl._face import attach
+
+if TYPE_CHECKING:
+    from tutorrl.compiler.bundle.manifest import (
+        CompiledBundle,
+        Manifest,
+        bundle_id,
+        compute_digest,
+        manifest_json,
+        seal,
+        sha256,
+        with_provenance,
+    )
+    from tutorrl.compiler.bundle.store import WriteResult, write_bundle
+    from tutorrl.compiler.bundle.templates import render_template
+
+_EXPORTS = {
+    "manifest": (
+        "CompiledBundle",
+        "Manifest",
+        "bundle_id",
+        "compute_digest",
+        "manifest_json",
+        "seal",
+        "sha256",
+        "with_provenance",
+    ),
+    "store": ("WriteResult", "write_bundle"),
+    "templates": ("render_template",),
+}
+__getattr__, __dir__ = attach(__name__, _EXPORTS)
+
+__all__ = [
+    "CompiledBundle",
+    "Manifest",
+    "WriteResult",
+    "bundle_id",
+    "compute_digest",
+    "manifest_json",
+    "render_template",
+    "seal",
+    "sha256",
+    "with_provenance",
+    "write_bundle",
+]

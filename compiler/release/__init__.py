@@ -1,0 +1,86 @@
+"""What tutorrl knows about verl's releases.
+
+The key map (where each setting lives per release, as data in ``keymap/``
+with its generated per-release locks), the key sets read out of each
+release's wheel (``keysets/``), and how a value is spelled for Hydra and for
+a release. Depends on nothing else in the compiler.
+"""
+
+
+# The package's face (tutorrl/_face.py): the names other packages may import,
+# each loaded on first use; the TYPE_CHECKING imports are for editors.
+from typing import TYPE_CHECKING
+
+from tutorrl._face import attach
+
+if TYPE_CHECKING:
+    from tutorrl.compiler.release.hydra import launch_prelude, render_value
+    from tutorrl.compiler.release.keymap import (
+        Lock,
+        Target,
+        describe_releases,
+        load_keymap,
+        load_lock,
+        release_tuple,
+        releases_with,
+        settings_writing,
+        supported_releases,
+    )
+    from tutorrl.compiler.release.keyset_import import cmd_import, cmd_list, extract_config, fetch_wheel
+    from tutorrl.compiler.release.keysets import available_keysets, load_keyset
+    from tutorrl.compiler.release.lockgen import cmd_lock
+    from tutorrl.compiler.release.spelling import (
+        EVIDENCE_CALLBACK,
+        WORDS,
+        is_runtime,
+        launch_program,
+        skipped,
+        spell,
+    )
+
+_EXPORTS = {
+    "hydra": ("launch_prelude", "render_value"),
+    "keymap": (
+        "Lock",
+        "Target",
+        "describe_releases",
+        "load_keymap",
+        "load_lock",
+        "release_tuple",
+        "releases_with",
+        "settings_writing",
+        "supported_releases",
+    ),
+    "keyset_import": ("cmd_import", "cmd_list", "extract_config", "fetch_wheel"),
+    "keysets": ("available_keysets", "load_keyset"),
+    "lockgen": ("cmd_lock",),
+    "spelling": ("EVIDENCE_CALLBACK", "WORDS", "is_runtime", "launch_program", "skipped", "spell"),
+}
+__getattr__, __dir__ = attach(__name__, _EXPORTS)
+
+__all__ = [
+    "EVIDENCE_CALLBACK",
+    "Lock",
+    "Target",
+    "WORDS",
+    "available_keysets",
+    "cmd_import",
+    "cmd_list",
+    "cmd_lock",
+    "describe_releases",
+    "extract_config",
+    "fetch_wheel",
+    "is_runtime",
+    "launch_prelude",
+    "launch_program",
+    "load_keymap",
+    "load_keyset",
+    "load_lock",
+    "release_tuple",
+    "releases_with",
+    "render_value",
+    "settings_writing",
+    "skipped",
+    "spell",
+    "supported_releases",
+]
