@@ -197,8 +197,26 @@ def _compile_many(args, done: dict | None = None) -> int:
     paths = [p for p in paths if p not in partial]
     launches = [launch for path in dict.fromkeys(paths) for launch in families[path]]
     written = {}
-    for launch in sorted(launches, key=lambda c: not os.path.exists(os.path.join(args.out, c.bundle.id))):
-        written[id(launch)] = write_bundle(launch.bundle, args.out)
+    fresh = []
+    for launch in launches:
+        if os.path.exists(os.path.join(args.out, launch.bundle.id)):
+            written[id(launch)] = write_bundle(launch.bundle, args.out)
+        else:
+            fresh.append(launch)
+    if len(fresh) > 1:
+        # Creating a file waits on the disk without using the CPU (about 0.4 ms
+        # each on this ext4 virtual disk; a 100-point sweep creates 500): four
+        # writers overlap those waits. Each bundle is still written atomically,
+        # and every one was compiled, and every existing one compared, before
+        # the first was written; the order new ones land in is no promise.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for launch, result in zip(fresh, pool.map(lambda c: write_bundle(c.bundle, args.out), fresh)):
+                written[id(launch)] = result
+    else:
+        for launch in fresh:
+            written[id(launch)] = write_bundle(launch.bundle, args.out)
     for path in paths:
         family = families[path]
         for launch in family:
