@@ -392,6 +392,29 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def end_procs(procs, *, grace: float) -> None:
+    """End daemons a test started, the last started first: SIGTERM, up to ``grace``
+    seconds to exit, then SIGKILL to the process group (each was started in its own
+    session), and reap it. What left the group is the caller's to find."""
+    import signal
+
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def procs_with_env(name: str, value: str) -> list[int]:
     """PIDs (other than this one) whose environment holds name=value: how a test finds, to end
     by id, every process a daemon it started left behind (Ray's workers, Slurm's job steps)."""
@@ -542,17 +565,7 @@ class RayNodes:
         import shutil
         import signal
 
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        end_procs(self.procs, grace=15)
         for pid in procs_with_env(self.marker, str(self.root)):  # what left the process groups (Ray's workers)
             try:
                 os.kill(pid, signal.SIGKILL)

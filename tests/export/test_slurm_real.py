@@ -123,18 +123,7 @@ class Slurm:
 
         if self.conf.exists():  # the cluster is this test's own: every job on it is the test's
             self.cmd("scancel", f"--user={pwd.getpwuid(os.getuid()).pw_name}")
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(10)
+        support.end_procs(self.procs, grace=10)
         # What the daemons left: job steps (slurmstepd) and the job's Ray, each marked by its environment.
         for pid in support.procs_with_env(MARKER, str(self.root)):
             try:
