@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from tutorrl.compiler.pipeline.effective_values import Effective
 from tutorrl.compiler.release import Lock, release_tuple
 from tutorrl.compiler.spec import Spec, get_field
 from tutorrl.errors import Finding, Severity  # noqa: F401 (one shape for every check's outcome; its home is tutorrl.errors)
@@ -96,9 +97,6 @@ def looks_secret(name: str) -> bool:
     ordered = [w.upper() for part in name.split("_") for w in _WORDS.findall(part) if not w.isdigit()]
     return (bool(set(ordered) & _SECRET_WORDS) or name.upper().rstrip("0123456789").endswith(_SECRET_TAIL)
             or bool(ordered and ordered[-1] in _SECRET_LAST))
-
-
-from tutorrl.compiler.pipeline.effective_values import Effective, effective  # noqa: E402,F401 (their home)
 
 
 def check_rules(spec: Spec, lock: Lock) -> list[Finding]:

