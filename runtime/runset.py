@@ -61,6 +61,7 @@ class SetRecord(msgspec.Struct, forbid_unknown_fields=False):
     num_gpus: int | None = None  # what the embedded head declares (None: what the machine has)
     head: records.Process | None = None  # the set's embedded head, which every run of it uses
     head_dir: str | None = None
+    upload: bool | None = None  # --upload / --no-upload, passed to each run (None: each run's default)
 
 
 def sets_dir() -> Path:
@@ -156,6 +157,10 @@ def run_set(args) -> int:
     num_gpus = getattr(args, "num_gpus", None)
     if args.address and num_gpus is not None:
         raise RefusedError("--num-gpus only applies to the embedded head (a cluster declares its own GPUs)")
+    upload = getattr(args, "upload", None)
+    if upload and not args.address:
+        # Said once for the set, before any head starts, as a single run says it.
+        raise RefusedError("--upload only applies with --address (the embedded head sees the bundles directly)")
     loaded = _verified(bundles, trust)
     digest = hashlib.sha256("\n".join(b.manifest.digest for b in loaded).encode()).hexdigest()[:12]
     set_id = f"{SET_PREFIX}{digest}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
@@ -164,7 +169,8 @@ def run_set(args) -> int:
                        points=[_label(b.manifest) for b in loaded], max_parallel=parallel,
                        address=args.address or "", address_kind="cluster" if args.address else "embedded",
                        dry_run=bool(args.dry_run), owner=lifecycle.this_process(),
-                       detached=bool(getattr(args, "detach", False)), trust_digests=trust, num_gpus=num_gpus)
+                       detached=bool(getattr(args, "detach", False)), trust_digests=trust, num_gpus=num_gpus,
+                       upload=upload)
     _write(record)
     progress.note(f"{set_id}: {len(loaded)} bundles, at most {parallel} at a time"
                   + ("" if not args.address else f", on {args.address}"))
@@ -242,6 +248,9 @@ def _drive(record: SetRecord, loaded: list, progress: Progress) -> int:
                     argv.append("--dry-run")
                 if record.trust_digests:
                     argv.append("--trust-digests")
+                if record.upload is not None:
+                    # Each run ships its own bundle as its job's working_dir, as a single run does.
+                    argv.append("--upload" if record.upload else "--no-upload")
                 child.log = open(log_dir / f"{child.index + 1:04d}.log", "wb")
                 child.proc = subprocess.Popen(argv, env=env, cwd=record.cwd, stdin=subprocess.DEVNULL,
                                               stdout=child.log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import support
-from runtime_helpers import clean_env, procs_with_env, wait_for
+from runtime_helpers import ECHO_LAUNCH, clean_env, procs_with_env, records_of, wait_for
 
 TUTORRL = [sys.executable, "-m", "tutorrl"]
 BASE = (support.SPECS / "chess_tutor_grpo.toml").read_bytes()
@@ -63,6 +63,7 @@ def test_a_folder_of_bundles_runs_in_its_sweeps_order(tmp_path):
     (["run", "SWEEP", "specs/sweep.toml"], ["is a spec file, not a bundle folder"]),
     (["status", "set-nothing"], ["no such set"]),
     (["stop", "set-nothing"], ["no such set"]),
+    (["run", "SWEEP", "--upload", "--dry-run"], ["--upload only applies with --address"]),
 ])
 def test_what_a_set_cannot_do_is_said_before_any_head_starts(tmp_path, argv, words):
     folder = _sweep(tmp_path, '{ "actor.lr" = [3e-6, 1e-6] }')
@@ -357,3 +358,25 @@ def _alive(pid: int) -> bool:
         return b"zombie" not in Path(f"/proc/{pid}/status").read_bytes()
     except OSError:
         return False
+
+
+@pytest.mark.slow
+def test_a_set_run_with_upload_ships_each_bundle_as_its_jobs_working_dir(ray_cluster, make_bundle, workdir, tmp_path):
+    # A loopback cluster: without --upload each run would take this machine's files (test_run_cluster.py).
+    bundles = [make_bundle(ECHO_LAUNCH + 'echo "cwd=[$(pwd)]"\n', env={"A": str(n)}, passthrough=["MY_SECRET"])
+               for n in (1, 2)]
+    state = tmp_path / "state"
+    env = clean_env(MY_SECRET="x", RAY_AUTH_TOKEN=ray_cluster["token"], TUTORRL_STATE_HOME=str(state))
+    proc = subprocess.run([*TUTORRL, "run", *map(str, bundles), "--address", ray_cluster["url"], "--dry-run",
+                           "--upload"], cwd=workdir, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [r for b in bundles for r in records_of(b)]
+    assert len(records) == 2 and all(r["working_dir_upload"] and r["status"] == "succeeded" for r in records)
+    assert {r["address"] for r in records} == {ray_cluster["url"]}
+    set_id = _set_id(proc.stderr)
+    assert json.loads((state / "sets" / f"{set_id}.json").read_text())["upload"] is True
+    # Each job ran in Ray's copy of its own bundle, not in the folder tutorrl ran from.
+    logs = [(state / "sets" / set_id / f"{n:04d}.log").read_text() for n in (1, 2)]
+    for n, log in enumerate(logs, 1):
+        assert "runtime_resources/working_dir_files" in log and f"cwd=[{workdir}]" not in log
+        assert f"driver A=[{n}]" in log
