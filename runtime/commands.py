@@ -48,6 +48,10 @@ def _is_folder_of_bundles(word: str) -> bool:
 def _status(args: argparse.Namespace) -> int:
     from tutorrl.runtime.runset import is_set_ref
 
+    if getattr(args, "all", False) and args.run:
+        from tutorrl.errors import RefusedError
+
+        raise RefusedError("--all lists every set; it takes no run or set id")
     if is_set_ref(args.run):
         from tutorrl.runtime.runset import status_set
 
@@ -55,7 +59,7 @@ def _status(args: argparse.Namespace) -> int:
     if not args.run:
         from tutorrl.runtime.runset import status_overview
 
-        return status_overview(args.format)
+        return status_overview(args.format, show_all=getattr(args, "all", False))
     from tutorrl.runtime.observe import status_command
 
     return status_command(args)
@@ -170,9 +174,13 @@ def register(subparsers) -> None:
         "status", help="the state of a run (or of every open run), checked against Ray",
         description="Show a run's state, reconciled with the Ray job's real state (a record left open by a "
                     "tutorrl run that died is closed here), its dashboard while it runs, and the training "
-                    "step from verl's console log. Without a run id: every set started on this machine, one "
-                    "row each (`tutorrl status SET` shows its table), then every open run that is no set's.")
+                    "step from verl's console log. Without a run id: the sets started on this machine that are "
+                    "open or among the last 10 to end (--all: every one), one row each (`tutorrl status SET` "
+                    "shows its table), then every open run that is no set's.")
     status.add_argument("run", nargs="?", help=RUN_REF_HELP)
+    status.add_argument("--all", action="store_true",
+                        help="without a run id: list every set ever started on this machine, not only the open "
+                             "ones and the last 10 that ended")
     add_format_option(status, help="output format: text or json (the run record plus what was checked)")
     status.set_defaults(handler=_status)
 

@@ -474,12 +474,28 @@ def set_summary(rows: list[dict]) -> str:
     return f"{len(rows)} bundles: " + ", ".join(f"{n} {state}" for state, n in counts.items())
 
 
-def status_overview(fmt: str) -> int:
-    """``tutorrl status`` with no argument: every set it knows as one row, then each open run
-    that is no set's (a run of a set is a row of that set's table: `tutorrl status SET`)."""
+RECENT_SETS = 10  # ended sets `tutorrl status` lists without --all
+
+
+def shown_sets(sets: list[SetRecord], show_all: bool = False) -> tuple[list[SetRecord], int]:
+    """The sets ``tutorrl status`` lists, oldest first, and how many it leaves out: every open
+    set, and the RECENT_SETS that ended last; the rest only with --all. Set records are never
+    removed, so without a rule the listing would grow with every set ever run."""
+    if show_all:
+        return sets, 0
+    ended = sorted((r for r in sets if r.status != "running"), key=lambda r: (r.ended or r.started, r.set_id))
+    hidden = {r.set_id for r in ended[:-RECENT_SETS]} if len(ended) > RECENT_SETS else set()
+    return [r for r in sets if r.set_id not in hidden], len(hidden)
+
+
+def status_overview(fmt: str, show_all: bool = False) -> int:
+    """``tutorrl status`` with no argument: the open sets and the last that ended (shown_sets),
+    one row each, then each open run that is no set's (a run of a set is a row of that set's
+    table: `tutorrl status SET`)."""
     from tutorrl.runtime import observe
 
-    sets = [(r, set_rows(r)) for r in list_sets()]
+    listed, hidden = shown_sets(list_sets(), show_all)
+    sets = [(r, set_rows(r)) for r in listed]
     in_sets = frozenset(Path(p).resolve() for r, _ in sets for p in r.runs.values())
     runs = observe.open_runs(skip=in_sets)
     if fmt == "json":
@@ -488,10 +504,13 @@ def status_overview(fmt: str) -> int:
                 "summary": set_summary(rows), "detached": r.detached} for r, rows in sets]
         doc += [{"kind": "run", **d} for d in runs]
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
+        _say_hidden(hidden)
         return 0
     if not sets and not runs:
-        print("no sets and no open runs started on this machine (tutorrl status <run-id> shows any run)",
+        print("no open sets and no open runs started on this machine" if hidden else
+              "no sets and no open runs started on this machine", "(tutorrl status <run-id> shows any run)",
               file=sys.stderr)
+        _say_hidden(hidden)
         return 0
     if sets:
         table = [["SET", "STATE", "RUNS", "STARTED (UTC)"]]
@@ -501,7 +520,14 @@ def status_overview(fmt: str) -> int:
         sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n"
                                  for row in table))
     sys.stdout.write("".join(("\n" if sets or n else "") + observe.run_text(d) for n, d in enumerate(runs)))
+    _say_hidden(hidden)
     return 0
+
+
+def _say_hidden(hidden: int) -> None:
+    if hidden:
+        print(f"{hidden} older {'set' if hidden == 1 else 'sets'} that ended not shown "
+              f"(`tutorrl status --all` lists every set)", file=sys.stderr)
 
 
 def status_set(set_id: str, fmt: str) -> int:

@@ -86,6 +86,47 @@ def test_a_tampered_bundle_runs_no_bundle_of_the_set(tmp_path):
     assert not list(folder.glob("*/runs"))
 
 
+def test_status_lists_the_open_sets_and_the_last_ten_that_ended_and_all_with_all(tmp_path, monkeypatch):
+    from tutorrl.runtime import lifecycle, runset
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("TUTORRL_STATE_HOME", str(state))
+
+    def record(n: int, status: str, owner=None) -> runset.SetRecord:
+        # Started in order n; ended in the reverse order, so "the last to end" is not "the last started".
+        return runset.SetRecord(set_id=f"set-{n:03d}", started=f"2026-01-01T00:{n:02d}:00.000Z", cwd=str(tmp_path),
+                                bundles=[], points=[], max_parallel=1, address="", address_kind="embedded",
+                                dry_run=True, status=status, owner=owner,
+                                ended=None if status == "running" else f"2026-01-02T00:{59 - n:02d}:00.000Z")
+
+    for n in range(14):
+        runset._write(record(n, "succeeded" if n % 2 else "failed"))
+    runset._write(record(14, "running", lifecycle.this_process()))  # open: its owner (this test) is alive
+    env = _env(state)
+
+    def listed(*extra):
+        proc = subprocess.run([*TUTORRL, "status", *extra], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    recent = listed()
+    shown = [line.split()[0] for line in recent.stdout.splitlines() if line.startswith("set-")]
+    # The ten that ended last are the ten started first (0..9); the open one always.
+    assert shown == [f"set-{n:03d}" for n in (*range(10), 14)]
+    assert "4 older sets that ended not shown" in recent.stderr and "--all" in recent.stderr
+    every = listed("--all")
+    assert [line.split()[0] for line in every.stdout.splitlines() if line.startswith("set-")] == [
+        f"set-{n:03d}" for n in range(15)]
+    assert "not shown" not in every.stderr
+    as_json = json.loads(listed("--format", "json").stdout)
+    assert [e["set_id"] for e in as_json] == shown
+    assert len(json.loads(listed("--all", "--format", "json").stdout)) == 15
+    refused = subprocess.run([*TUTORRL, "status", "set-000", "--all"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "takes no run or set id" in refused.stderr
+
+
 def test_a_run_is_given_the_sets_head_only_where_a_live_set_head_is(tmp_path, monkeypatch):
     import tempfile
 
