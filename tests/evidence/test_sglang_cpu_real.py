@@ -112,10 +112,25 @@ def _expected(model: Path) -> dict[str, str]:
     return out
 
 
+# sglang 0.5.14 also serves gRPC on --port + 10000 and refuses to start when that passes 65535,
+# which an ephemeral port (up to 60999 on Linux) does one start in five.
+GRPC_OFFSET = 10000
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port whose gRPC companion (port + GRPC_OFFSET) is a valid, free port too."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + GRPC_OFFSET > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + GRPC_OFFSET))
+            except OSError:
+                continue
+        return port
 
 
 def _get(url: str, timeout: float = 5.0) -> int:
