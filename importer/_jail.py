@@ -1,6 +1,6 @@
 """Run one command confined to a sandbox folder (the launch capture's jail).
 
-Executed as a file by the interpreter (``python -I _jail.py CONFIG -- ARGV``),
+Executed as a file by the interpreter (``python -I -S _jail.py CONFIG -- ARGV``),
 never imported by the capture itself: it uses the standard library and its
 sibling :mod:`._confine` only, so it starts fast and independently of the
 environment. The capture starts it with an environment of its own

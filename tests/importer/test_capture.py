@@ -313,3 +313,39 @@ def test_the_exit_waiter_says_when_the_script_is_done():
     proc.stdin.close()  # bash's read sees EOF and the process ends
     assert waited(60) is True and proc.returncode is not None
     assert waited(0.01) is True
+
+
+def _children() -> list[str]:
+    """The command lines of this process's children (every thread's)."""
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as fh:
+            pids += fh.read().split()
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                out.append(fh.read().replace(b"\0", b" ").decode())
+        except OSError:
+            pass  # ended since the listing
+    return out
+
+
+def test_meanwhile_runs_once_while_the_first_round_runs(tmp_path):
+    # The import command loads Hydra in it; the jail must be running meanwhile, every round after runs without it.
+    seen = []
+    cap = run(tmp_path, f"{PPO} a=$NEEDED\n", meanwhile=lambda: seen.append(_children()))
+    assert cap.rounds == 2 and only_launch(cap).overrides == ["a=__UNSET_NEEDED__"]
+    assert len(seen) == 1 and any("_jail.py" in c for c in seen[0]), seen
+
+
+def test_what_meanwhile_raises_stops_the_jail_and_is_raised(tmp_path):
+    class Stop(Exception):
+        pass
+
+    def fail():
+        raise Stop
+
+    with pytest.raises(Stop):
+        run(tmp_path, "while true; do :; done\n", timeout=600, meanwhile=fail)
+    assert not any("_jail.py" in c for c in _children())
