@@ -198,11 +198,12 @@ def apply(kept: bytes, overrides: list[str]) -> dict | None:
     import io
 
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
+    from tutorrl.importer.overrides import parse
+
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides=list(overrides))
+        parsed = [parse(o) for o in overrides]  # each text read once per process (overrides.py)
         if any(o.is_sweep_override() or o.is_hydra_override() for o in parsed):
             return None
         cfg = _OmegaConfOnly(io.BytesIO(kept)).load()

@@ -51,12 +51,6 @@ class Translation(msgspec.Struct, frozen=True):
     placeholders: list[str]
 
 
-def _parser():
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
 def variant_of(config_name: str | None, overrides) -> str:
     """FSDP or Megatron: the launch's config name, or its model_engine choice, says which."""
     if config_name and "megatron" in config_name:
@@ -72,7 +66,8 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     from tutorrl.compiler.release import load_keyset
 
     keyset = load_keyset(release, variant)
-    parser = _parser()
+    from tutorrl.importer.overrides import parse
+
     spec: dict = {"experiment": {"verl": release}}
     if variant == "megatron":
         spec["actor"] = {"strategy": "megatron"}
@@ -93,7 +88,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
             mapped.append(Mapped(text, "selection", note="selects verl's Megatron config"))
             continue
         try:
-            parsed = parser.parse_override(text)
+            parsed = parse(text)
         except Exception as exc:  # Hydra's grammar errors come in several types
             mapped.append(Mapped(text, "refused", note=f"Hydra cannot parse it: {_first_line(exc)}"))
             continue
