@@ -242,7 +242,7 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
 
 def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str, list[str]]:
     """:func:`choose_release`, and every release that reads as many of the keys (oldest first)."""
-    from tutorrl.compiler.release import describe_releases, load_keymap, load_lock
+    from tutorrl.compiler.release import describe_releases, load_built, load_keymap, load_lock
     from tutorrl.compiler.release import load_keyset
 
     keys, spelled = [], []
@@ -253,7 +253,7 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
             keys.append(key)
             spelled.append((head[:len(head) - len(key)], key))
     releases = load_keymap().releases
-    fit, unread, breaks = {}, {}, {}
+    fit, unread, breaks, stops = {}, {}, {}, {}
     for release in releases:
         ks, lock = load_keyset(release, variant), load_lock(release, variant)
         declared = [k for k in keys if ks.has(k) or ks.open_parent(k) or lock.passthrough_above(k)
@@ -261,10 +261,15 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
         unread[release] = [k for k in declared if lock.ignored_by(k) is not None]
         fit[release] = len(declared) - len(unread[release])
         # Overrides Hydra refuses as written there: '+' on a key the config has
-        # (not null), or a plain override of a key it lacks.
-        breaks[release] = sum(1 for prefix, k in spelled
-                              if (prefix == "+" and ks.has(k) and ks.keys[k].type != "null")
-                              or (prefix == "" and not ks.has(k) and not ks.open_parent(k)))
+        # (not null), or a plain override of a key it lacks; and '+' keys that
+        # compose but stop verl when it builds their section into a dataclass.
+        built = load_built(release, variant)
+        stops[release] = sorted({k for prefix, k in spelled
+                                 if prefix in ("+", "++") and not ks.has(k) and built.refusal(k) is not None})
+        breaks[release] = len(stops[release]) + sum(
+            1 for prefix, k in spelled
+            if (prefix == "+" and ks.has(k) and ks.keys[k].type != "null")
+            or (prefix == "" and not ks.has(k) and not ks.open_parent(k)))
     composing = [r for r in releases if breaks[r] == 0] if any(breaks[r] == 0 for r in releases) else releases
     best = max(fit[r] for r in composing) if fit else 0
     fitting = [r for r in composing if fit[r] == best]
@@ -280,6 +285,9 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
            + (", where the launch as written composes" if len(composing) < len(releases) else "")
            + "; the newest of those")
     newest = releases[-1]
+    if fitting[-1] != newest and stops[newest]:
+        why += (f" (verl {newest} stops on {', '.join(stops[newest])}: it builds the section into a dataclass "
+                "that declares no such field)")
     if fitting[-1] != newest and unread[newest]:
         why += (f" (verl {newest} declares and never reads {', '.join(sorted(set(unread[newest])))}: "
                 "a launch there would ignore them)")

@@ -29,6 +29,8 @@ import msgspec
 from tutorrl.compiler.release import EVIDENCE_CALLBACK, Lock, load_lock
 
 How = Literal["field", "extra", "dropped", "refused", "selection"]
+# In the compiler's refusal of a '+' key the dataclass verl builds has no field for.
+STOPS_VERL = "refuses fields it does not declare"
 PLACEHOLDER = re.compile(r"__UNSET_([A-Za-z0-9_]+)__")
 
 
@@ -261,7 +263,8 @@ def validate(translation: Translation) -> Translation:
 
 
 def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
-    """Raw overrides verl would accept and never read are dropped and named, as the compiler would refuse them."""
+    """Raw overrides verl would accept and never read are dropped and named, as the compiler would refuse them;
+    so are those verl would stop on (a field the dataclass it builds the section into lacks), as refused."""
     from tutorrl.compiler.release import load_keyset
     from tutorrl.compiler.pipeline import check_extra
 
@@ -276,6 +279,10 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
         if problem is not None and "never read it" in problem[0]:
             index = next(i for i, m in enumerate(mapped) if m.override == text)
             mapped[index] = msgspec.structs.replace(mapped[index], how="dropped", note=problem[0])
+        elif problem is not None and STOPS_VERL in problem[0]:
+            index = next(i for i, m in enumerate(mapped) if m.override == text)
+            mapped[index] = msgspec.structs.replace(mapped[index], how="refused",
+                                                    note=f"{problem[0]}; the spec leaves it out")
         else:
             keep.append(text)
     if keep:

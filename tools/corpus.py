@@ -640,7 +640,7 @@ def newest_composing(prep, releases: Sequence[str], default_name, takes=None) ->
     runs (a mini-batch larger than the batch).
     """
     from tutorrl.importer.roundtrip import compose, config_root
-    from tutorrl.importer.translate import translate, validate, variant_of as launch_variant
+    from tutorrl.importer.translate import STOPS_VERL, translate, validate, variant_of as launch_variant
 
     variant = launch_variant(prep.config_name, prep.overrides)
     newest_error = ""
@@ -659,8 +659,10 @@ def newest_composing(prep, releases: Sequence[str], default_name, takes=None) ->
         mapped = validate(translate(list(prep.overrides), release, config_name=prep.config_name,
                                     config_path=prep.config_path, variant=variant)).mapped
         # A key the release reads under another name (the spec field writes that name) is not read as written.
+        # Nor is one verl stops on there (its dataclass has no such field).
         unread[release] = sum(1 for m in mapped if m.how == "dropped" or
-                              (m.how == "field" and m.note.startswith("the key moved")))
+                              (m.how == "field" and m.note.startswith("the key moved")) or
+                              (m.how == "refused" and STOPS_VERL in m.note))
         if not unread[release]:
             readers.append(release)
             if takes is None or takes(release):

@@ -233,6 +233,28 @@ def _table_value(text: str, key: str, lock: Lock, keyset, emitted: dict[str, str
                   "the whole table, and verl reads its keys, so it fails when it gets there", hint)
 
 
+def _refused_by_dataclass(key: str, lock: Lock) -> tuple[str, str] | None:
+    """The problem when ``key`` lands in a section verl builds into a dataclass that has no such field.
+
+    A field the class does declare is not proof that verl reads it (0.7.0's
+    RolloutConfig declares repetition_penalty and the agent loop sends 1.0), so
+    that case is left to the key map's facts."""
+    import difflib
+
+    from tutorrl.compiler.release import load_built
+
+    refused = load_built(lock.release, lock.variant).refusal(key)
+    if refused is None:
+        return None
+    section, info, name = refused
+    fields = [f for f in info.fields if not f.startswith("_")]
+    near = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+    return (f"verl {lock.release} ({lock.variant}) builds {info.name} from '{section}' and refuses fields it does "
+            f"not declare: '{name}' would stop verl when it builds {info.name}",
+            f"did you mean '{section}.{near[0]}'?" if near else
+            f"{info.name} declares: " + ", ".join(fields[:8]) + (", …" if len(fields) > 8 else ""))
+
+
 def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
     """One raw override: ``(Override, None)`` when verl will read it as written, else ``(None, problem)``."""
     match = _EXTRA.match(text)
@@ -268,6 +290,10 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
                 # value reaches verl either way.
                 return Override("verl.extra_overrides", key, None, True, raw=text), None
             return None, (f"'{key}' already exists in verl {lock.release}", f"drop the '+': '{text[1:]}'")
+        if prefix in ("+", "++") and not exists:
+            refused = _refused_by_dataclass(key, lock)
+            if refused is not None:
+                return None, refused
         if prefix in ("+", "++") and not exists and keyset.open_parent(key) is None and not read_whole:
             return None, (f"verl {lock.release} declares no '{key}' and no open table or pass-through dict above it: "
                           "verl would accept it and never read it" + _elsewhere(key, lock), moved_key(key, lock))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tutorrl._face import attach
 
 if TYPE_CHECKING:
+    from tutorrl.compiler.release.built import load_built
     from tutorrl.compiler.release.hydra import launch_prelude, render_value
     from tutorrl.compiler.release.keymap import (
         Lock,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
+    "built": ("load_built",),
     "hydra": ("launch_prelude", "render_value"),
     "keymap": (
         "Lock",
@@ -73,6 +75,7 @@ __all__ = [
     "is_runtime",
     "launch_prelude",
     "launch_program",
+    "load_built",
     "load_keymap",
     "load_keyset",
     "load_lock",

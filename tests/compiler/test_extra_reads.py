@@ -6,9 +6,12 @@ checked there by test_keysets); the cases are launches of the third-party corpus
 
 import pytest
 
+import support
+from tutorrl.compiler import compile_bytes
 from tutorrl.compiler.pipeline.resolve import check_extra
 from tutorrl.compiler.release.keymap import load_lock
 from tutorrl.compiler.release.keysets import load_keyset
+from tutorrl.errors import SpecError
 
 
 def _check(text: str, release: str, variant: str = "fsdp", emitted: dict | None = None):
@@ -76,3 +79,61 @@ def test_a_table_given_whole_where_the_spec_sets_a_key_under_it_is_refused():
     override, (message, _) = _check("actor_rollout_ref.actor.policy_loss={loss_mode:vanilla}", "0.9.1",
                                     emitted=emitted)
     assert override is None and "actor.policy_loss" in message
+
+
+# -- sections verl builds into dataclasses (compiler/release/built/) ------------------------------------------------
+
+
+@pytest.mark.parametrize("release, variant, cls", [("0.6.0", "fsdp", "FSDPActorConfig"),
+                                                   ("0.9.1", "fsdp", "FSDPActorConfig"),
+                                                   ("0.9.1", "megatron", "McoreActorConfig")])
+def test_a_field_the_built_dataclass_lacks_is_refused_as_stopping_verl(release, variant, cls):
+    override, (message, hint) = _check("+actor_rollout_ref.actor.clip_ratio_typo=0.3", release, variant)
+    assert override is None
+    assert message.startswith(f"verl {release} ({variant}) builds {cls} from 'actor_rollout_ref.actor' "
+                              "and refuses fields it does not declare: 'clip_ratio_typo'")
+    assert "never read" not in message and hint
+
+
+@pytest.mark.parametrize("release", ["0.6.0", "0.9.1"])
+def test_a_nested_built_section_is_checked_against_its_own_class(release):
+    override, (message, hint) = _check("+actor_rollout_ref.actor.fsdp_config.wrap_polcy=1", release)
+    assert override is None and "builds FSDPEngineConfig from 'actor_rollout_ref.actor.fsdp_config'" in message
+    assert hint == "did you mean 'actor_rollout_ref.actor.fsdp_config.wrap_policy'?"
+
+
+@pytest.mark.parametrize("release", ["0.6.0", "0.9.1"])
+@pytest.mark.parametrize("text", ["+actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space=4",
+                                  "+actor_rollout_ref.model.override_config.attention_dropout=0.1"])
+def test_keys_under_a_dict_field_of_a_built_section_stay_accepted(release, text):
+    override, problem = _check(text, release)
+    assert problem is None and override.append
+
+
+@pytest.mark.parametrize("release", ["0.7.1", "0.8.0"])
+def test_free_form_reward_kwargs_stay_accepted_where_read(release):
+    override, problem = _check("+reward_model.reward_kwargs.max_resp_len=8192", release)
+    assert problem is None and override.raw.endswith("=8192")
+
+
+def test_before_060_the_actor_is_a_plain_dict_and_the_key_is_only_unread():
+    override, (message, _) = _check("+actor_rollout_ref.actor.clip_ratio_typo=0.3", "0.5.0")
+    assert override is None and "never read" in message and "builds" not in message
+
+
+def test_the_rollout_seed_is_read_up_to_050_and_stops_060s_rollout_config():
+    override, problem = _check("+actor_rollout_ref.rollout.seed=7", "0.5.0")
+    assert problem is None and override.append
+    override, (message, _) = _check("+actor_rollout_ref.rollout.seed=7", "0.6.1")
+    assert override is None and "builds RolloutConfig from 'actor_rollout_ref.rollout'" in message
+
+
+def test_the_compile_names_the_key_the_class_and_the_release():
+    text = support.spec_toml(verl={"extra_overrides": ["+critic.cliprange_valu=0.5"]})
+    with pytest.raises(SpecError) as info:
+        compile_bytes(text.encode(), "spec.toml")
+    (problem,) = info.value.problems
+    assert problem.key == "verl.extra_overrides.0"
+    assert problem.message.startswith("verl 0.9.1 (fsdp) builds FSDPCriticConfig from 'critic' and refuses fields "
+                                      "it does not declare: 'cliprange_valu'")
+    assert problem.hint == "did you mean 'critic.cliprange_value'?"

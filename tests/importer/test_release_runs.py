@@ -97,3 +97,32 @@ def test_where_no_release_reads_every_key_the_corpus_target_reads_the_most():
     _, report = import_launch(launch, None)
     assert report.release == "0.5.0"
     assert [d.key for d in report.differences] == ["actor_rollout_ref.rollout.val_kwargs.repetition_penalty"]
+
+
+# Keys every supported release reads, and one that no dataclass of 0.6.0+ takes.
+TYPO_FIELD = Prepared("t", None, None, [
+    "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+    "+actor_rollout_ref.actor.clip_ratio_typo=0.3",
+], {}, [])
+
+
+def test_a_release_where_verl_would_stop_on_a_plus_key_is_not_chosen():
+    text, report = import_launch(TYPO_FIELD, None)
+    newest = corpus.supported_releases()[-1]
+    # 0.6.0 on builds the actor's table into a dataclass that has no such field.
+    assert report.release == "0.5.0"
+    assert (f"verl {newest} stops on actor_rollout_ref.actor.clip_ratio_typo: it builds the section into a "
+            "dataclass") in report.release_reason
+    # Verl 0.5.0 takes the key and never reads it: said, and not called exact.
+    assert report.exact is False and "clip_ratio_typo" not in text.split("[verl]")[-1]
+
+
+def test_at_a_release_given_that_stops_on_it_the_key_is_refused_with_the_reason():
+    text, report = import_launch(TYPO_FIELD, "0.9.1")
+    (refused,) = [m for m in report.mapped if m.how == "refused"]
+    assert refused.override == "+actor_rollout_ref.actor.clip_ratio_typo=0.3"
+    assert refused.note.startswith("verl 0.9.1 (fsdp) builds FSDPActorConfig from 'actor_rollout_ref.actor' and "
+                                   "refuses fields it does not declare: 'clip_ratio_typo'")
+    # The spec leaves it out and compiles; the launch as written differs from it (verl stops on it).
+    assert "clip_ratio_typo" not in text and report.exact is False
