@@ -171,11 +171,20 @@ def run_set(args) -> int:
                        dry_run=bool(args.dry_run), owner=lifecycle.this_process(),
                        detached=bool(getattr(args, "detach", False)), trust_digests=trust, num_gpus=num_gpus,
                        upload=upload)
+    if record.detached:
+        # Caught from before the record exists until the supervisor holds the set: a signal in
+        # that window stops the set (_detach), where it would leave a record of a set no one runs.
+        stop = _StopFlag()
+        try:
+            _write(record)
+            progress.note(f"{set_id}: {len(loaded)} bundles, at most {parallel} at a time"
+                          + ("" if not args.address else f", on {args.address}"))
+            return _detach(record, progress, stop)
+        finally:
+            stop.release()
     _write(record)
     progress.note(f"{set_id}: {len(loaded)} bundles, at most {parallel} at a time"
                   + ("" if not args.address else f", on {args.address}"))
-    if record.detached:
-        return _detach(record, progress)
     progress.note(f"  its state:  tutorrl status {set_id}")
     progress.note(f"  stop it:    tutorrl stop {set_id}")
     return _drive(record, loaded, progress)
@@ -196,24 +205,44 @@ def _verified(bundles: list[Path], trust: bool) -> list:
     return loaded
 
 
-def _drive(record: SetRecord, loaded: list, progress: Progress) -> int:
-    """Start the set's head (embedded), run its bundles N at a time, stop the head; the exit code of the set."""
+class _StopFlag:
+    """SIGINT, SIGTERM and SIGHUP noted (``signum``) instead of ending the process, until release()."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old = {s: signal.signal(s, self._note) for s in self.SIGNALS}
+
+    def _note(self, signum, frame) -> None:
+        self.signum = signum
+
+    def release(self) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        self._old = {}
+
+
+def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag | None = None) -> int:
+    """Start the set's head (embedded), run its bundles N at a time, stop the head; the exit code of the set.
+
+    ``stop``: a signal already caught (a supervisor told to stop while it verified) starts nothing."""
     from tutorrl.contract import SET_HEAD_ENV
     from tutorrl.runtime import cluster
 
     set_id = record.set_id
-    stop = {"signum": None}
-
-    def on_signal(signum, frame):
-        stop["signum"] = signum
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    caught = stop
+    stop = _StopFlag()
+    if caught is not None and caught.signum is not None:
+        stop.signum = caught.signum
     head = None
     children = [_Child(bundle=Path(b), index=n) for n, b in enumerate(record.bundles)]
     try:
         env = {k: v for k, v in os.environ.items() if k != SET_HEAD_ENV}
         if record.address_kind == "cluster":
             url = cluster.normalise_address(record.address)
+        elif stop.signum is not None:
+            url = ""  # stopped before its head started: nothing is started
         else:
             from tutorrl.runtime import preflight
             from tutorrl.runtime.head import EmbeddedHead, publish
@@ -222,7 +251,7 @@ def _drive(record: SetRecord, loaded: list, progress: Progress) -> int:
             # A set of dry runs gets the lean head a single dry run gets (head.py: only the job API's parts).
             head = EmbeddedHead(run_id=set_id, workdir=Path(record.cwd), num_gpus=record.num_gpus,
                                 python=preflight.job_python(job_env), lean=record.dry_run)
-            head.start(progress, should_stop=lambda: stop["signum"] is not None)
+            head.start(progress, should_stop=lambda: stop.signum is not None)
             publish(head, set_id)
             url = head.url
             # Each run takes this head as its embedded head (run.py): the same preflight, its secrets
@@ -231,15 +260,16 @@ def _drive(record: SetRecord, loaded: list, progress: Progress) -> int:
             record.address, record.head_dir = url, str(head.run_dir)
             record.head = lifecycle.this_process(head.proc.pid)
             _write(record)
-        progress.note(f"Ray dashboard: {url}")
+        if url:
+            progress.note(f"Ray dashboard: {url}")
         for name in cluster.HIJACK_VARS:
             env.pop(name, None)
         log_dir = sets_dir() / set_id
         log_dir.mkdir(mode=0o700, exist_ok=True)
         waiting = list(children)
         running: list[_Child] = []
-        while (waiting or running) and stop["signum"] is None:
-            while waiting and len(running) < record.max_parallel and stop["signum"] is None:
+        while (waiting or running) and stop.signum is None:
+            while waiting and len(running) < record.max_parallel and stop.signum is None:
                 child = waiting.pop(0)
                 argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--quiet"]
                 if record.address_kind == "cluster":
@@ -270,8 +300,8 @@ def _drive(record: SetRecord, loaded: list, progress: Progress) -> int:
                 progress.note(f"[{child.index + 1}/{len(children)}] {'succeeded' if code == 0 else f'exit {code}'}: "
                               f"{record.points[child.index]}")
                 _write(record)
-        if stop["signum"] is not None:
-            progress.note(f"{signal.Signals(stop['signum']).name}: stopping the set's runs")
+        if stop.signum is not None:
+            progress.note(f"{signal.Signals(stop.signum).name}: stopping the set's runs")
             for child in running:
                 child.proc.send_signal(signal.SIGTERM)  # each stops its job and closes its record
             deadline = time.monotonic() + STOP_TIMEOUT_S
@@ -285,21 +315,20 @@ def _drive(record: SetRecord, loaded: list, progress: Progress) -> int:
                 record.exit_codes[str(child.bundle)] = child.exit_code
             _note_runs(record, running)
     finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+        stop.release()
         if head is not None:
             # Runs first, then the head: every run has ended (or was stopped) above.
             progress.status("stopping the embedded Ray head")
             head.stop()
         progress.clear()
         codes = [c.exit_code for c in children]
-        record.status = ("stopped" if stop["signum"] is not None else
+        record.status = ("stopped" if stop.signum is not None else
                          "succeeded" if all(c == 0 for c in codes) else "failed")
         record.ended = records.utc_now()
         _write(record)
     sys.stdout.write(set_table(record))
     sys.stdout.flush()
-    if stop["signum"] is not None:
+    if stop.signum is not None:
         return lifecycle.EXIT_INTERRUPTED
     return 0 if record.status == "succeeded" else 1
 
@@ -310,41 +339,42 @@ SUPERVISOR_LOG = "supervisor.log"
 DETACH_TIMEOUT_S = 300
 
 
-def _detach(record: SetRecord, progress: Progress) -> int:
+def _detach(record: SetRecord, progress: Progress, stop: _StopFlag) -> int:
     """Hand the set to a supervisor in its own session (it outlives this shell), wait until it
-    owns the set and its head is up, say how to follow it."""
+    owns the set and its head is up, say how to follow it.
+
+    Until then the set is not detached: a signal here (``stop``) stops the supervisor, which
+    stops what it started and closes the set, and this exits 130."""
     from tutorrl._files import display_path
 
     set_id = record.set_id
     folder = sets_dir() / set_id
     folder.mkdir(mode=0o700, exist_ok=True)
+    if stop.signum is not None:
+        return _stopped_before_detached(set_id, None, stop, progress)
     with open(folder / SUPERVISOR_LOG, "ab") as log:
         child = subprocess.Popen([sys.executable, "-m", "tutorrl.runtime.runset", set_id], cwd=record.cwd,
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                  start_new_session=True)
     progress.status(f"{set_id}: detached; waiting for its supervisor to start the set")
     deadline = time.monotonic() + DETACH_TIMEOUT_S
-    try:
-        while True:
-            now = read_set(set_id)
-            ours = now.owner is not None and now.owner.pid == child.pid
-            if ours and (now.address or now.status != "running"):
-                break
-            if child.poll() is not None or time.monotonic() > deadline:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-                    child.wait()
-                progress.clear()
-                progress.note(f"{set_id}: its supervisor did not start the set; its log: "
-                              f"{display_path(folder / SUPERVISOR_LOG)}")
-                return child.returncode or 1
-            progress.tick()
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        child.send_signal(signal.SIGTERM)  # it stops what it started, and closes the set
-        child.wait()
-        progress.clear()
-        return lifecycle.EXIT_INTERRUPTED
+    while True:
+        if stop.signum is not None:
+            return _stopped_before_detached(set_id, child, stop, progress)
+        now = read_set(set_id)
+        ours = now.owner is not None and now.owner.pid == child.pid
+        if ours and (now.address or now.status != "running"):
+            break
+        if child.poll() is not None or time.monotonic() > deadline:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+                child.wait()
+            progress.clear()
+            progress.note(f"{set_id}: its supervisor did not start the set; its log: "
+                          f"{display_path(folder / SUPERVISOR_LOG)}")
+            return child.returncode or 1
+        progress.tick()
+        time.sleep(0.2)
     progress.clear()
     try:
         sys.stdout.write(f"{set_id}\n")
@@ -358,9 +388,38 @@ def _detach(record: SetRecord, progress: Progress) -> int:
     return 0
 
 
+def _stopped_before_detached(set_id: str, child: subprocess.Popen | None, stop: _StopFlag,
+                             progress: Progress) -> int:
+    """A signal before the set was detached: its supervisor (if started) stops what it started
+    (the head, any run) and closes the set; a set its supervisor left open is closed here."""
+    name = signal.Signals(stop.signum).name
+    progress.clear()
+    progress.note(f"{set_id}: {name} before the set was detached: stopping it")
+    if child is not None:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            # Its head dies with it (started with PR_SET_PDEATHSIG); a run it started is a
+            # `tutorrl run` whose record the next `tutorrl status` closes.
+            child.kill()
+            child.wait()
+    record = read_set(set_id)
+    if record.status == "running":
+        record.status, record.ended = "stopped", records.utc_now()
+        _write(record)
+    started = sum(1 for b in record.bundles if b in record.runs or b in record.exit_codes)
+    sys.stderr.write(set_table(record))
+    progress.note(f"{set_id}: {record.status}; {started} of {len(record.bundles)} runs started, "
+                  f"{len(record.bundles) - started} not started")
+    return lifecycle.EXIT_INTERRUPTED
+
+
 def main(argv: list[str]) -> int:
     """``python -m tutorrl.runtime.runset SET_ID``: the supervisor of a detached set, which
     does what a foreground set does after writing its record (verify, head, runs, close)."""
+    # A stop (the launcher's, or `tutorrl stop`) may come before _drive listens: noted, not fatal.
+    stop = _StopFlag()
     record = read_set(argv[0])
     record.owner = lifecycle.this_process()
     _write(record)
@@ -373,7 +432,7 @@ def main(argv: list[str]) -> int:
         _write(record)
         return exc.exit_code
     try:
-        return _drive(record, loaded, progress)
+        return _drive(record, loaded, progress, stop)
     except TutorrlError as exc:  # the head did not start: _drive has closed the set
         print(exc.render(), file=sys.stderr)
         return exc.exit_code

@@ -421,3 +421,61 @@ def test_a_set_run_with_upload_ships_each_bundle_as_its_jobs_working_dir(ray_clu
     for n, log in enumerate(logs, 1):
         assert "runtime_resources/working_dir_files" in log and f"cwd=[{workdir}]" not in log
         assert f"driver A=[{n}]" in log
+
+
+HELD_HEAD = """#!/usr/bin/env bash
+touch "$HEAD_GATE"
+exec sleep 600
+"""
+
+
+@pytest.mark.parametrize("signum", [pytest.param(15, id="SIGTERM"), pytest.param(2, id="SIGINT")])
+def test_a_signal_before_a_set_is_detached_stops_it_and_says_what_started(make_bundle, workdir, tmp_path, signum):
+    import signal
+
+    # The job's Python has a `ray` beside it that never comes up: the set's head is held
+    # starting, which is the window `run --detach` waits through before it says "detached".
+    fake = tmp_path / "fake-python"
+    fake.mkdir()
+    (fake / "python").symlink_to(sys.executable)
+    (fake / "ray").write_text(HELD_HEAD)
+    (fake / "ray").chmod(0o755)
+    gate = tmp_path / "head-starting"
+    bundles = [make_bundle(GATED, env={"GATE": str(tmp_path), "POINT": str(n)}) for n in (1, 2)]
+    state = tmp_path / "state"
+    env = clean_env(TUTORRL_STATE_HOME=str(state), TUTORRL_PYTHON=str(fake / "python"), HEAD_GATE=str(gate),
+                    TUTORRL_EMBEDDED_NUM_GPUS="1")
+    launcher = subprocess.Popen([*TUTORRL, "run", *map(str, bundles), "--detach"], cwd=workdir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    supervisor = None
+    try:
+        wait_for(lambda: gate.exists() or launcher.poll() is not None, 120, "the set's head to be starting")
+        assert gate.exists(), launcher.communicate()[1] + "".join(
+            p.read_text() for p in state.glob("sets/*/supervisor.log"))
+        (record_path,) = (state / "sets").glob("set-*.json")
+        supervisor = json.loads(record_path.read_text())["owner"]["pid"]
+        assert supervisor != launcher.pid  # the supervisor holds the set; the launcher still waits
+        launcher.send_signal(signum)
+        out, err = launcher.communicate(timeout=200)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        if supervisor is not None and _alive(supervisor):  # (a failed test: it stops its held head itself)
+            os.kill(supervisor, signal.SIGTERM)
+            wait_for(lambda: not _alive(supervisor), 60, "the supervisor left running to stop")
+    set_id = record_path.stem
+    assert launcher.returncode == 130, err
+    assert out == ""  # no set id: the set was never detached
+    assert f"{signal.Signals(signum).name} before the set was detached" in err and "Traceback" not in err
+    assert "0 of 2 runs started, 2 not started" in err
+    doc = json.loads(record_path.read_text())
+    assert doc["status"] == "stopped" and doc["ended"] and doc["runs"] == {} and doc["exit_codes"] == {}
+    assert not list(tmp_path.glob("started-*")) and not any(list(b.glob("runs/*")) for b in bundles)
+    # Nothing left behind: the supervisor has exited, the held head was stopped and its folder removed.
+    assert not _alive(supervisor)
+    assert procs_with_env("TUTORRL_RUN_ID", set_id) == []
+    assert doc["head_dir"] is None or not Path(doc["head_dir"]).exists()
+    table = subprocess.run([*TUTORRL, "status", set_id], cwd=workdir, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert table.returncode == 0 and table.stdout.count("not started") == 2, table.stdout
