@@ -204,12 +204,26 @@ def _ray_executable(python: str | None = None) -> str:
 
 # What a dry run's head leaves out. A dry run is one Ray job whose entrypoint
 # (launch.sh --cfg all) composes verl's config and exits without ray.init, so
-# the head needs what the Jobs API needs and nothing more:
-#   * dashboard modules: JobHead (submit, status, logs, stop), NodeHead (which
-#     JobHead asks for the node's agent to run the job on) and StateHead (the
-#     /api/v0/nodes that readiness and the resource check read); not the
-#     Metrics, Report, Train, Data, Serve and Event heads, one ~90 MiB process
-#     each, nothing of which a dry run shows;
+# the head needs what the Jobs API needs and nothing more (Ray 2.60's sources;
+# sizes from benchmarks/bench_dryrun.py on a 2-core machine):
+#   * dashboard modules: JobHead (submit, status, logs, stop; it finds the
+#     node's agent in the GCS's key-value store, job_head.py _fetch_agent_info)
+#     and StateHead (the /api/v0/nodes that readiness and the resource check
+#     read); not the Node, Metrics, Report, Train, Data, Serve and Event heads,
+#     one ~90 MiB process each, nothing of which a dry run shows;
+#   * the dashboard and its agent import only the modules they load: Ray's
+#     get_all_modules imports every package of ray.dashboard.modules (Serve's,
+#     Train's, Data's) to pick its classes from them. The agent loads JobAgent
+#     alone -- the agent end of every job call -- not the Reporter (metrics, the
+#     node's CPU and memory figures), Event, Log (the State API's log files) and
+#     Healthz agents, which no call of a dry run reaches; metrics collection is
+#     off, so no Ray process waits on an exporter that is not there;
+#   * `ray start` imports its CLI without the Serve, Jobs and State API
+#     commands (pandas and fastapi: ~1 s of CPU and ~120 MiB; Ray itself
+#     imports them in try/except and only `ray start` runs here), and once the
+#     head is up the process becomes (exec, same pid, same process group) a few
+#     lines of Python that wait on the Ray processes it started, where
+#     `--block`'s loop keeps all of that Ray resident (~200 MiB) to poll them;
 #   * no autoscaler monitor: one fixed node scales nothing;
 #   * no Ray Client server: tutorrl speaks HTTP to the Jobs API and verl's
 #     driver connects to the GCS, never through Ray Client;
@@ -219,34 +233,138 @@ def _ray_executable(python: str | None = None) -> str:
 #   * no prestarted workers: the raylet starts idle Python workers (~80 MiB
 #     each) for the first driver -- the dashboard's job manager here -- and a
 #     dry run's only worker, the job's supervisor, is started for it anyway.
-# `ray start` has no flag for the first and third, so the head is `ray start`
-# run by a small program that narrows them through Ray's own process
-# launcher. A Ray other than the one it was written for (2.60) lacks those
-# names: the program then starts the full head, as `ray start` alone would.
-LEAN_MODULES = ("JobHead", "NodeHead", "StateHead")
-_LEAN_START = """
-import sys
-modules = sys.argv.pop(1)
-try:
-    import ray._private.node as node
-    import ray._private.services as services
-    from ray._private.ray_constants import PROCESS_TYPE_DASHBOARD
+# `ray start` has no flag for most of these, so the head is `ray start` run by
+# the program below (written into the head's folder: the raylet starts the
+# agent from a command line) that narrows them through Ray's own process
+# launcher. A Ray other than the one it was written for lacks those names: the
+# program then starts the full head, as `ray start --block` alone would.
+LEAN_MODULES = {"JobHead": "ray.dashboard.modules.job.job_head",
+                "StateHead": "ray.dashboard.modules.state.state_head"}
+LEAN_AGENT_MODULES = {"JobAgent": "ray.dashboard.modules.job.job_agent"}
+_LEAN_FILE = "lean_ray.py"
+_LEAN_RAY = r'''
+"""tutorrl's lean Ray head (tutorrl/runtime/head.py says what it leaves out and why).
 
-    start = services.start_ray_process
+    lean_ray.py start HEAD_MODULES AGENT_MODULES start --head ...   `ray start`, narrowed
+    lean_ray.py run MODULES SCRIPT ARGS...                          a dashboard process, narrowed
+"""
+import os
+import sys
+
+HERE = os.path.abspath(__file__)
+# Once the head is up: wait on its Ray processes; end the head when one ends or when told to.
+WATCH = """
+import os, signal, sys
+pids = {int(p) for p in sys.argv[1:]}
+def end(code):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(0, signal.SIGTERM)
+    os._exit(code)
+signal.signal(signal.SIGTERM, lambda *_: end(0))
+signal.signal(signal.SIGINT, lambda *_: end(0))
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        end(1)
+    if pid in pids:
+        print(f"tutorrl: Ray process {pid} of the head ended (wait status {status}); the head stops",
+              file=sys.stderr, flush=True)
+        end(1)
+"""
+
+
+def narrow(spec):
+    """Ray's get_all_modules, importing only the modules named (module:Class,...)."""
+    import importlib
+
+    import ray.dashboard.utils as utils
+
+    wanted = [item.split(":", 1) for item in spec.split(",")]
+    names = {name for _, name in wanted}
+
+    def get_all_modules(module_type):
+        for module, _ in wanted:
+            importlib.import_module(module)
+        return [m for m in module_type.__subclasses__()
+                if m.__name__ in names and getattr(m, "__ray_dashboard_module_enable__", True)]
+
+    utils.get_all_modules = get_all_modules
+
+
+def start(head_spec, agent_spec):
+    for cli in ("ray.serve.scripts", "ray.dashboard.modules.job.cli", "ray.util.state.state_cli"):
+        sys.modules[cli] = None  # ray.scripts.scripts imports each in try/except
+    import ray._private.node as node
+    import ray._private.ray_constants as constants
+    import ray._private.services as services
+    import ray._private.utils as utils
+
+    launch, publish, pids, nodes = services.start_ray_process, utils.write_ray_address, [], []
+    made = node.Node.__init__
+
+    def init(self, *args, **kwargs):
+        nodes.append(self)
+        made(self, *args, **kwargs)
+    agent = " " + os.path.join(services.RAY_PATH, "dashboard", "agent.py") + " "
+    head_names = ",".join(item.split(":", 1)[1] for item in head_spec.split(","))
 
     def start_ray_process(command, process_type, *args, **kwargs):
-        if process_type == PROCESS_TYPE_DASHBOARD and not any(c.startswith("--modules-to-load") for c in command):
-            command = [*command, "--modules-to-load=" + modules]
-        return start(command, process_type, *args, **kwargs)
+        if process_type == constants.PROCESS_TYPE_DASHBOARD:
+            i = next((i for i, c in enumerate(command) if os.path.basename(c) == "dashboard.py"), None)
+            if i is not None:
+                command = [*command[:i], HERE, "run", head_spec, *command[i:], "--modules-to-load=" + head_names]
+        elif process_type == constants.PROCESS_TYPE_RAYLET:
+            command = [c.replace(agent, f" {HERE} run {agent_spec}{agent}", 1)
+                       if c.startswith("--dashboard_agent_command=") else c for c in command]
+        info = launch(command, process_type, *args, **kwargs)
+        pids.append(info.process.pid)
+        return info
+
+    def write_ray_address(*args, **kwargs):
+        # `ray start` says where the head is, then (--block) loops polling its processes.
+        publish(*args, **kwargs)
+        # What the dashboard's NodeHead would write once it saw the node (job_head.py reads it to find
+        # the agent that runs a job): written here, that process need not run.
+        head = nodes[0]
+        head.get_gcs_client().internal_kv_put(constants.KV_HEAD_NODE_ID_KEY, head.node_id.encode(), True,
+                                              constants.KV_NAMESPACE_JOB)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", WATCH, *map(str, pids)])
 
     services.start_ray_process = start_ray_process
+    utils.write_ray_address = write_ray_address
+    node.Node.__init__ = init
     node.Node.start_ray_client_server = lambda self: None
-except (ImportError, AttributeError) as exc:
-    print(f"tutorrl: the full Ray head starts ({exc})", file=sys.stderr)
-from ray.scripts.scripts import main
-sys.argv[0] = "ray"
-sys.exit(main())
-"""
+
+
+role = sys.argv.pop(1)
+if role == "run":
+    spec, script = sys.argv.pop(1), sys.argv.pop(1)
+    try:
+        narrow(spec)
+    except (ImportError, AttributeError) as exc:
+        print(f"tutorrl: every dashboard module loads ({exc!r})", file=sys.stderr)
+    import runpy
+
+    sys.argv[0], sys.path[0] = script, os.path.dirname(script)
+    runpy.run_path(script, run_name="__main__")
+else:
+    head_spec, agent_spec = sys.argv.pop(1), sys.argv.pop(1)
+    try:
+        start(head_spec, agent_spec)
+    except (ImportError, AttributeError) as exc:
+        print(f"tutorrl: the full Ray head starts ({exc!r})", file=sys.stderr)
+    from ray.scripts.scripts import main
+
+    sys.argv[0] = "ray"
+    sys.exit(main())
+'''
+
+
+def _module_spec(modules: dict[str, str]) -> str:
+    return ",".join(f"{module}:{name}" for name, module in modules.items())
 
 
 def _script_python(script: str) -> str | None:
@@ -272,6 +390,41 @@ def _child_setup(parent_pid: int):
             os._exit(1)
 
     return setup
+
+
+def _carrying(run_id: str) -> list[int]:
+    """This user's processes whose environment names this head's run (environment() sets it)."""
+    needle, uid, found = f"{RUN_ID_ENV}={run_id}".encode(), os.getuid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _end_stragglers(run_id: str, wait_s: float = 3.0) -> None:
+    """Wait for what the head started outside its process group, then end what is left.
+
+    Ray's job supervisor starts, in a session of its own, a shell that kills the
+    job's process group once the supervisor is gone (it polls every second,
+    job_supervisor.py): it ends on its own within a second of the head, and must
+    not be cut short while the job's processes may still run. What outlives
+    that is ended by id, so nothing of the run outlives its head."""
+    deadline = time.monotonic() + wait_s
+    while (left := _carrying(run_id)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class EmbeddedHead:
@@ -353,6 +506,7 @@ class EmbeddedHead:
         if self.lean:
             env["RAY_prestart_worker_first_driver"] = "0"
             env["RAY_enable_worker_prestart"] = "0"
+            env["RAY_enable_metrics_collection"] = "0"
         argv = [
             self.ray, "start", "--head", "--block",
             f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
@@ -364,8 +518,10 @@ class EmbeddedHead:
         if self.lean:
             python = _script_python(self.ray)
             if python is not None:
-                argv = [python, "-c", _LEAN_START, ",".join(LEAN_MODULES), *argv[1:],
-                        "--no-monitor", "--include-log-monitor=false"]
+                lean = self.run_dir / _LEAN_FILE
+                lean.write_text(_LEAN_RAY)
+                argv = [python, str(lean), "start", _module_spec(LEAN_MODULES), _module_spec(LEAN_AGENT_MODULES),
+                        *argv[1:], "--no-monitor", "--include-log-monitor=false"]
         if progress:
             progress.status(f"starting embedded Ray head (dashboard 127.0.0.1:{dash}, {self.num_gpus} GPU)")
         self._log = open(self.log_path, "wb")
@@ -435,6 +591,7 @@ class EmbeddedHead:
                 proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+            _end_stragglers(self.run_id)
         if self._log is not None:
             self._log.close()
             self._log = None

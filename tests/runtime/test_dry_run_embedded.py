@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -48,15 +49,48 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         assert "lean-ok" in client.get_job_logs(sid)
         tree = _tree(head.proc.pid)
         modules = sorted(c.split("ray-dashboard-", 1)[1].split("-", 1)[0] for c in tree if "ray-dashboard-" in c)
-        assert modules == sorted(LEAN_MODULES), modules
+        assert modules == sorted(LEAN_MODULES) and "NodeHead" not in modules, modules
         for left_out in ("autoscaler/_private/monitor.py", "_private/log_monitor.py", "ray.util.client.server",
-                         "ray::IDLE"):
+                         "ray::IDLE", "lean_ray.py start"):
             assert not [c for c in tree if left_out in c], left_out
+        # `ray start` is gone once the head is up: its pid waits on the Ray processes, with none of Ray loaded.
+        assert tree[0].split()[1:4] == ["-I", "-S", "-c"] and "import os, signal, sys" in tree[0], tree[0]
+        # The agent loads the job agent alone (the raylet started it with that in its command line).
+        agent_log = next(head.run_dir.glob("ray/session_*/logs/dashboard_agent.log")).read_text()
+        assert "Loaded 1 modules." in agent_log and "JobAgent" in agent_log, agent_log[-2000:]
         # What stays: the GCS, the raylet, the dashboard and its agent, the runtime-env agent.
         for kept in ("gcs_server", "raylet/raylet", "dashboard/dashboard.py", "ray::DashboardAgent"):
             assert [c for c in tree if kept in c], kept
     finally:
         head.stop()
+
+
+def _pids(root: int, needle: str) -> list[int]:
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    procs[int(name)] = (parent, fh.read().replace(b"\0", b" ").decode(errors="replace"))
+            except (OSError, IndexError, ValueError):
+                continue
+    return [pid for pid, (parent, cmd) in procs.items() if parent == root and needle in cmd]
+
+
+def test_a_lean_head_ends_when_one_of_its_ray_processes_does(tmp_path):
+    # `ray start --block` ends the head when a Ray process dies; what waits in its place does too.
+    head = EmbeddedHead(run_id="tutorrl-leanhead-2", num_gpus=0, workdir=tmp_path, lean=True)
+    try:
+        head.start()
+        (raylet,) = _pids(head.proc.pid, "raylet/raylet")
+        os.kill(raylet, signal.SIGKILL)
+        assert head.proc.wait(30) == 1
+        assert "of the head ended" in head.log_path.read_text()
+    finally:
+        head.stop()
+    assert procs_with_env("TUTORRL_RUN_ID", "tutorrl-leanhead-2") == []
 
 
 def test_an_embedded_dry_run_says_its_result_and_what_it_proved_before_the_head_stops(make_bundle, workdir):
