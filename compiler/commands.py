@@ -68,6 +68,7 @@ def parse_compile(argv: list[str]):
 
 
 def _compile(args) -> int:
+    import os
     import sys
 
     from tutorrl._files import display_path
@@ -97,7 +98,7 @@ def _compile(args) -> int:
         from tutorrl.cli import printable
 
         print(printable(f"warning: {warning.render()}"), file=sys.stderr)
-    result = write_bundle(compiled, args.out)
+    result = write_bundle(compiled, args.out, spec_dir=os.path.dirname(path))
     m = compiled.manifest
     state = "wrote" if result.created else "unchanged, already at"
     print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}", file=sys.stderr)
@@ -195,14 +196,20 @@ def _compile_many(args, done: dict | None = None) -> int:
     # Bundles already there first: write_bundle only compares those, and one
     # that differs is refused before any new bundle is written.
     paths = [p for p in paths if p not in partial]
-    launches = [launch for path in dict.fromkeys(paths) for launch in families[path]]
+    launches = [(launch, os.path.dirname(path)) for path in dict.fromkeys(paths) for launch in families[path]]
     written = {}
-    fresh = []
-    for launch in launches:
+    fresh, again = [], []
+    new_ids = set()
+    for launch, spec_dir in launches:
         if os.path.exists(os.path.join(args.out, launch.bundle.id)):
-            written[id(launch)] = write_bundle(launch.bundle, args.out)
+            written[id(launch)] = write_bundle(launch.bundle, args.out, spec_dir=spec_dir)
+        elif launch.bundle.id in new_ids:
+            # A launch two specs of the set hold (a point two sweeps share): written once, by the
+            # first that names it, whose sources its manifest then records (store._refresh_provenance).
+            again.append((launch, spec_dir))
         else:
-            fresh.append(launch)
+            new_ids.add(launch.bundle.id)
+            fresh.append((launch, spec_dir))
     if len(fresh) > 1:
         # Creating a file waits on the disk without using the CPU (about 0.4 ms
         # each on this ext4 virtual disk; a 100-point sweep creates 500): four
@@ -212,11 +219,14 @@ def _compile_many(args, done: dict | None = None) -> int:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=4) as pool:
-            for launch, result in zip(fresh, pool.map(lambda c: write_bundle(c.bundle, args.out), fresh)):
+            for (launch, _), result in zip(fresh, pool.map(
+                    lambda c: write_bundle(c[0].bundle, args.out, spec_dir=c[1]), fresh)):
                 written[id(launch)] = result
     else:
-        for launch in fresh:
-            written[id(launch)] = write_bundle(launch.bundle, args.out)
+        for launch, spec_dir in fresh:
+            written[id(launch)] = write_bundle(launch.bundle, args.out, spec_dir=spec_dir)
+    for launch, spec_dir in again:
+        written[id(launch)] = write_bundle(launch.bundle, args.out, spec_dir=spec_dir)
     for path in paths:
         family = families[path]
         for launch in family:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tutorrl._files import display_path
-from tutorrl.compiler.bundle import CompiledBundle
+from tutorrl.compiler.bundle import CompiledBundle, recorded_still_true
 from tutorrl.compiler.pipeline import compile_raw
 from tutorrl.contract import APPENDED_DIRS, MANIFEST
 from tutorrl.errors import TutorrlError
@@ -318,6 +318,13 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
         report.orphans.append((display_path(folder), f"experiment {side.manifest.experiment}, verl {side.manifest.verl}"))
         report.fix.append(advice.remove(folder))
 
+    # A launch several specs hold records the sources of one of them (store._refresh_provenance):
+    # each holder accepts the record of any, and the bundle is exact where one holder's is.
+    exact = {name for _, name, bundle, _ in compiled if bundle is None}
+    recorded_by: dict[str, list[dict]] = {}
+    for _, name, bundle, _ in compiled:
+        if bundle is not None:
+            recorded_by.setdefault(name, []).append(bundle.manifest.provenance)
     for label, name, bundle, point in compiled:
         folder = bundles_root / name
         result = SpecResult(label, display_path(folder), "ok", point=point)
@@ -325,10 +332,15 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
             if bundle is not None:
                 try:
                     side = tree.side(name)
-                    if side.manifest.provenance != bundle.manifest.provenance:
+                    if side.manifest.provenance != bundle.manifest.provenance and name not in exact and \
+                            side.manifest.provenance not in recorded_by[name]:
                         # The launch is the same; the manifest's record of what it was compiled from is not.
                         result.state = "stale"
                         result.message = _provenance_change(side.manifest, bundle.manifest)
+                        if recorded_still_true(side.manifest, os.path.dirname(label)):
+                            # Compiling keeps a record it cannot prove false (its sources are not
+                            # beside this spec: a spec since removed, or another folder's).
+                            report.fix.append(advice.remove(folder))
                         report.fix.append(advice.compile_and_add(label, folder))
                 except TutorrlError as exc:
                     result.state, result.message = "invalid", exc.render()

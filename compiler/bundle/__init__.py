@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         sha256,
         with_provenance,
     )
-    from tutorrl.compiler.bundle.store import WriteResult, write_bundle
+    from tutorrl.compiler.bundle.store import WriteResult, recorded_still_true, write_bundle
     from tutorrl.compiler.bundle.templates import render_template
 
 _EXPORTS = {
@@ -37,7 +37,7 @@ _EXPORTS = {
         "sha256",
         "with_provenance",
     ),
-    "store": ("WriteResult", "write_bundle"),
+    "store": ("WriteResult", "recorded_still_true", "write_bundle"),
     "templates": ("render_template",),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
@@ -49,6 +49,7 @@ __all__ = [
     "bundle_id",
     "compute_digest",
     "manifest_json",
+    "recorded_still_true",
     "render_template",
     "seal",
     "sha256",

@@ -35,17 +35,19 @@ class WriteResult(msgspec.Struct, frozen=True):
         return Path(self.folder)
 
 
-def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
+def write_bundle(compiled: CompiledBundle, out_root: str | Path, *, spec_dir: str | None = None) -> WriteResult:
     """Write ``compiled`` under ``out_root/<id>/`` atomically.
 
     If the folder already exists with the same content, nothing is written.
+    ``spec_dir``: the folder of the spec it was compiled from, where the
+    sources an existing manifest records are read back (:func:`_refresh_provenance`).
     Written with os alone: pathlib's import is ~3 ms of a cold compile.
     """
     root = os.fspath(out_root)
     final = os.path.join(root, compiled.id)
     if os.path.exists(final):
         _check_existing(final, compiled)
-        _refresh_provenance(final, compiled)
+        _refresh_provenance(final, compiled, spec_dir)
         return WriteResult(final, created=False)
     try:
         os.makedirs(root, exist_ok=True)
@@ -86,9 +88,20 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path) -> WriteResult:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _refresh_provenance(final: str, compiled: CompiledBundle) -> None:
-    """The same launch compiled from other sources (a base edited where it changes
-    nothing, a point now reached from another sweep): its manifest says so.
+def _refresh_provenance(final: str, compiled: CompiledBundle, spec_dir: str | None = None) -> None:
+    """The same launch compiled from sources its manifest no longer tells truly (a base
+    edited where it changes nothing the launch is given): its manifest says so.
+
+    A launch may be held by several specs (a point two sweeps share, a point
+    written out as a spec of its own). Its manifest records one of them, and
+    keeps that record while it is still true, so compiling the holders in
+    turn never rewrites it: otherwise each compile would flip it to its own
+    sources, and ``tutorrl check`` and a diff of the bundles with it. The
+    record is replaced only where it is empty or one of its source files,
+    read from ``spec_dir``, now has another digest (recorded_still_true); a
+    file not found there may be another folder's spec, and is no proof.
+    ``tutorrl check``, which sees every spec, accepts the record of any spec
+    that compiles to the bundle.
 
     Only a manifest that differs from this compile's in its provenance alone is
     replaced (atomically); one that differs otherwise is another tutorrl's
@@ -107,6 +120,8 @@ def _refresh_provenance(final: str, compiled: CompiledBundle) -> None:
     if manifest_json(msgspec.structs.replace(present, sources={}, point={}, set=[])) != manifest_json(
             msgspec.structs.replace(compiled.manifest, sources={}, point={}, set=[])):
         return
+    if recorded_still_true(present, spec_dir):
+        return
     tmp = os.path.join(final, f".{MANIFEST}.{os.getpid()}.{os.urandom(8).hex()}")
     try:
         _files.write_new(tmp, new, 0o644, durable=False)
@@ -116,6 +131,31 @@ def _refresh_provenance(final: str, compiled: CompiledBundle) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def recorded_still_true(manifest: Manifest, spec_dir: str | None, read=None) -> bool:
+    """Whether ``manifest``'s provenance still tells one true way to this launch, as far as
+    ``spec_dir`` shows: it names sources, and none of them is there with another digest.
+
+    ``read(path) -> bytes`` (default: the file on disk) raises OSError for a file not there."""
+    if not manifest.sources:
+        return False  # a spec of one file, or none recorded: nothing to keep
+    if spec_dir is None:
+        return True
+    from tutorrl.compiler.bundle.manifest import sha256
+
+    from tutorrl._read import ReadError, read_file
+
+    for rel, digest in manifest.sources.items():
+        path = os.path.join(spec_dir, rel)
+        try:
+            # A spec is at most 1 MiB (load.MAX_SPEC_BYTES); a FIFO or device there is no source.
+            data = read(path) if read is not None else read_file(path, 1 << 20, follow=True)
+        except (OSError, ReadError):
+            continue
+        if sha256(data) != digest:
+            return False
+    return True
 
 
 def _check_existing(final: str, compiled: CompiledBundle) -> None:

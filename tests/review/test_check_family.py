@@ -108,3 +108,97 @@ def test_staged_check_reads_the_base_as_staged_not_as_on_disk(tmp_path, monkeypa
     assert run("git", "add", "specs/base.toml").returncode == 0
     staged = run(sys.executable, "-m", "tutorrl", "check", "--staged")
     assert staged.returncode == 1 and staged.stdout.count("is not staged") == 3, staged.stdout
+
+
+def _bytes(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _two_sweeps(root):
+    (root / "specs").mkdir()
+    (root / "specs" / "base.toml").write_bytes(BASE)
+    for name, lrs in (("a", "[1e-6, 3e-6]"), ("b", "[3e-6, 1e-5]")):
+        (root / "specs" / f"{name}.toml").write_text(
+            f'[experiment]\nextends = "base.toml"\n\n[sweep]\ngrid = {{ "actor.lr" = {lrs} }}\n')
+
+
+def _shared(root):
+    """The bundle of the point both sweeps hold (lr 3e-6), and its manifest."""
+    import json
+
+    (folder,) = [m.parent for m in (root / "bundles").glob("*/manifest.json")
+                 if json.loads(m.read_text())["experiment"].endswith("lr_3e-06")]
+    return folder, json.loads((folder / "manifest.json").read_text())
+
+
+def test_a_point_two_sweeps_hold_keeps_one_record_through_compiles_in_turn(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _two_sweeps(tmp_path)
+    assert cli.main(["compile", "specs/base.toml"]) == 0  # (it compiles alone: a bundle of its own)
+    assert cli.main(["compile", "specs/a.toml"]) == 0
+    after_a = _bytes(tmp_path / "bundles")
+    assert cli.main(["compile", "specs/b.toml"]) == 0
+    after_b = _bytes(tmp_path / "bundles")
+    assert cli.main(["compile", "specs/a.toml"]) == 0
+    # Compiling the holders in turn rewrites nothing: B added its one new bundle, A again nothing.
+    assert {k: v for k, v in after_b.items() if k in after_a} == after_a and len(after_b) == len(after_a) * 4 // 3
+    assert _bytes(tmp_path / "bundles") == after_b
+    folder, manifest = _shared(tmp_path)
+    assert set(manifest["sources"]) == {"a.toml", "base.toml"}  # the first holder's record, still true
+    report = run_check()
+    assert report.exit_code == 0, format_report(report)
+    assert [r.state for r in report.specs if r.bundle.endswith(folder.name)] == ["ok", "ok"]
+    # So does the point written out as a spec of its own (one file: no sources to record).
+    (tmp_path / "specs" / "point.toml").write_bytes(BASE.replace(b'name = "tiny-cpu-grpo"', b'name = "tiny-cpu-grpo-lr_3e-06"')
+                                                    .replace(b"[actor]\n", b"[actor]\nlr = 3e-6\n"))
+    assert cli.main(["compile", "specs/point.toml"]) == 0
+    assert _bytes(tmp_path / "bundles") == after_b
+    assert run_check().exit_code == 0
+
+    # A base edited where it changes no launch: the record is no longer true; the first holder
+    # compiled records its sources, and the other then keeps them.
+    (tmp_path / "specs" / "base.toml").write_bytes(BASE + b"\n# a comment changes no launch\n")
+    stale = run_check()
+    assert [r.state for r in stale.specs if r.bundle.endswith(folder.name)] == ["stale"] * 3  # (the record no holder tells now)
+    assert cli.main(["compile", "specs/b.toml"]) == 0
+    assert set(_shared(tmp_path)[1]["sources"]) == {"b.toml", "base.toml"}
+    assert cli.main(["compile", "specs/a.toml"]) == 0  # (records the new base in its own 1e-6 point)
+    assert set(_shared(tmp_path)[1]["sources"]) == {"b.toml", "base.toml"}
+    once = _bytes(tmp_path / "bundles")
+    for name in ("b", "a", "point", "b"):
+        assert cli.main(["compile", f"specs/{name}.toml"]) == 0
+    assert _bytes(tmp_path / "bundles") == once and run_check().exit_code == 0
+
+    # Its recorded holder removed: compiling the other cannot prove the record false (b.toml is not
+    # there, as another folder's spec would not be), so check says to remove the folder first.
+    (tmp_path / "specs" / "b.toml").unlink()
+    capsys.readouterr()
+    gone = run_check()
+    assert gone.exit_code == 1
+    assert any(f.startswith("rm -r") and folder.name in f for f in gone.fix), gone.fix
+    import shlex
+    import shutil
+
+    for fix in gone.fix:  # done as said: the removals (b's other point is an orphan now), then the compile
+        if fix.startswith("rm -r "):
+            shutil.rmtree(shlex.split(fix)[-1])
+    assert [f for f in gone.fix if not f.startswith("rm -r ")] == ["tutorrl compile specs/a.toml",
+                                                                   "tutorrl compile specs/point.toml"]
+    assert cli.main(["compile", "specs/a.toml"]) == 0 and cli.main(["compile", "specs/point.toml"]) == 0
+    assert set(_shared(tmp_path)[1]["sources"]) == {"a.toml", "base.toml"}
+    report = run_check()
+    assert report.exit_code == 0, format_report(report)
+
+
+def test_two_sweeps_compiled_together_write_their_shared_point_once_the_same_way(tmp_path, monkeypatch, capsys):
+    trees = []
+    for n in (1, 2):
+        root = tmp_path / str(n)
+        root.mkdir()
+        monkeypatch.chdir(root)
+        _two_sweeps(root)
+        assert cli.main(["compile", "specs/base.toml", "specs/a.toml", "specs/b.toml"]) == 0
+        trees.append(_bytes(root / "bundles"))
+        assert set(_shared(root)[1]["sources"]) == {"a.toml", "base.toml"}  # the first named
+        assert run_check().exit_code == 0
+    assert trees[0] == trees[1] and len(trees[0]) == 4 * len(list((root / "bundles" / next(iter(trees[0])).split("/")[0]).iterdir()))
