@@ -6,15 +6,16 @@ each import ran two whole composes, each reading the release's YAML tree with
 pure-Python PyYAML; now the config composed without overrides is kept per
 release and config-file digest (importer/composecache.py), each launch's
 overrides go onto it, and YAML is parsed by libyaml; Hydra and OmegaConf are
-imported while the script runs in its jail, and each override text is parsed
-once for the translation and both compositions. Rows, for each script
+imported while the script runs in its jail, each override text is parsed
+once for the translation and both compositions, and the command runs without
+the cyclic collector (tutorrl.cli's short commands). Rows, for each script
 in tests/importer/scripts, alternating in every round:
 
   * python -c pass, and `tutorrl import --no-check` (the translation alone);
   * before: the same import with round_trip's compose put back to the whole
     compose with OmegaConf's own loader, Hydra imported before the script runs
-    rather than while it runs, and every read of an override parsed again (the
-    code path of 7a27be0, but for the jail's -S start);
+    rather than while it runs, every read of an override parsed again, and the
+    cyclic collector on (the code path of 7a27be0, but for the jail's -S start);
   * now, cold: a cache folder with no base kept yet (the first import of a release);
   * now, warm: the base already kept (every later import). Goal: <= 0.3 s.
 
@@ -45,11 +46,12 @@ EXTRA = {"megatron_moe_dapo": ["--var", "SLURM_JOB_NUM_NODES=2"]}
 # Each script at the release it round-trips exactly at (tests/importer/golden).
 RELEASES = {"grpo_fsdp_lists": "0.9.1", "ppo_critic_rm": "0.6.1", "megatron_moe_dapo": "0.7.0"}
 
-# The import as it was: Hydra imported before the script runs, each override parsed anew at every
-# read, and round_trip's two whole Hydra composes with OmegaConf's pure-Python YAML loader.
+# The import as it was: the collector on, Hydra imported before the script runs, each override parsed
+# anew at every read, and round_trip's two whole Hydra composes with OmegaConf's pure-Python YAML loader.
 BEFORE = """
 import sys
 from pathlib import Path
+import tutorrl.cli as cli
 import tutorrl.importer.cli_impl as c
 import tutorrl.importer.overrides as o
 import tutorrl.importer.roundtrip as r
@@ -63,6 +65,7 @@ def hydra_first(args, meanwhile=None):
 
 c._launches_from_args = hydra_first
 o.parse = o.parse.__wrapped__
+cli._SHORT = cli._SHORT - {"import"}
 
 def whole(root, config_name, overrides, config_path=None, base=None, cache=None):
     config_dir = root / "verl" / "trainer" / "config"

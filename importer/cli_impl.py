@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -473,6 +474,9 @@ def cmd_import(args) -> int:
     several = len(preps) > 1
     results = []
     for index, prep in enumerate(preps):
+        if index and not gc.isenabled():
+            # Run without the collector (tutorrl.cli.entry): the last launch's OmegaConf cycles go before the next.
+            gc.collect()
         if several:
             prep = msgspec.structs.replace(prep, source=f"{prep.source} (launch {index + 1} of {len(preps)})")
         text, report = import_launch(prep, args.verl, check=not args.no_check)

@@ -105,6 +105,8 @@ def test_entry_exits_with_mains_code_and_spares_only_short_commands_the_collecto
     assert run("compile", spec, "--out", str(tmp_path)) == (0, "gc False True")
     # A failing compile exits with main's code (2), still short.
     assert run("compile", str(tmp_path / "missing.toml")) == (2, "gc False True")
+    # So is an import (Hydra's imports make ~120 collections that free nothing).
+    assert run("import", "--verl", "0.9.1", "--no-check", "--", "trainer.total_epochs=2") == (1, "gc False True")
     # Any other command keeps the collector, and exits with main's code.
     assert run("schema") == (0, "gc True False")
 

@@ -195,3 +195,19 @@ def test_the_report_says_what_compiling_the_spec_warns():
     report = json.loads(proc.stdout)
     assert report["exact"] is True
     assert any(w.startswith("trainer.balance_batch: has no effect in verl 0.9.1") for w in report["warnings"])
+
+
+def test_an_import_runs_without_the_collector_and_frees_each_launch_before_the_next(tmp_path):
+    # tutorrl.cli.entry runs `import` with the collector off (Hydra's imports make ~120
+    # collections that free nothing); the command collects once between two launches.
+    code = ("import gc, sys; full = []; "
+            "gc.callbacks.append(lambda phase, info: full.append(gc.isenabled()) "
+            "if phase == 'stop' and info['generation'] == 2 else None); "
+            "import atexit; atexit.register(lambda: print('full collections', full)); "
+            "sys.argv = ['tutorrl', *sys.argv[1:]]; import tutorrl.cli as c; c.entry()")
+    proc = subprocess.run([sys.executable, "-c", code, "import", str(SCRIPTS / "two_launches.sh"), "--verl",
+                           "0.9.1", "-o", f"{tmp_path}/"], capture_output=True, text=True,
+                          env={**os.environ, "HOME": FAKE_HOME}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("round trip: exact") == 2
+    assert proc.stdout.strip().splitlines()[-1] == "full collections [False]"
