@@ -250,7 +250,7 @@ def _refused_by_dataclass(key: str, lock: Lock) -> tuple[str, str] | None:
     fields = [f for f in info.fields if not f.startswith("_")]
     near = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
     return (f"verl {lock.release} ({lock.variant}) builds {info.name} from '{section}' and refuses fields it does "
-            f"not declare: '{name}' would stop verl when it builds {info.name}",
+            f"not declare: '{name}' would stop verl when it builds {info.name}" + _elsewhere(key, lock),
             f"did you mean '{section}.{near[0]}'?" if near else
             f"{info.name} declares: " + ", ".join(fields[:8]) + (", …" if len(fields) > 8 else ""))
 

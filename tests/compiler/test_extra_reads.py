@@ -38,10 +38,25 @@ def test_legacy_reward_kwargs_are_not_read_once_main_ppo_stops_migrating(release
 
 @pytest.mark.parametrize("release", ["0.2.0.post2", "0.3.0.post1", "0.4.1", "0.5.0"])
 @pytest.mark.parametrize("variant", ["fsdp", "megatron"])
-def test_rollout_repetition_penalty_is_read_by_the_vllm_rollout(release, variant):
+@pytest.mark.parametrize("name", ["repetition_penalty", "presence_penalty", "frequency_penalty", "min_p", "stop",
+                                  "min_tokens"])
+def test_rollout_sampling_params_are_read_by_the_vllm_rollout(release, variant, name):
     # vllm_rollout_spmd hands every rollout key that names a SamplingParams attribute to vLLM.
-    override, problem = _check("+actor_rollout_ref.rollout.repetition_penalty=1.1", release, variant)
+    override, problem = _check(f"+actor_rollout_ref.rollout.{name}=1", release, variant)
     assert problem is None and override.append
+
+
+def test_a_sampling_param_newer_than_the_vllm_a_release_allows_is_not_read():
+    # bad_words came with vLLM 0.8; verl 0.2.0.post2 allows vLLM up to 0.6.3.
+    assert _check("+actor_rollout_ref.rollout.bad_words=[x]", "0.3.0.post1")[1] is None
+    override, (message, _) = _check("+actor_rollout_ref.rollout.bad_words=[x]", "0.2.0.post2")
+    assert override is None and "never read" in message
+
+
+@pytest.mark.parametrize("release", ["0.6.0", "0.7.0", "0.9.1"])
+def test_from_060_a_sampling_param_stops_the_rollout_config(release):
+    override, (message, _) = _check("+actor_rollout_ref.rollout.presence_penalty=0.5", release)
+    assert override is None and "builds RolloutConfig from 'actor_rollout_ref.rollout'" in message
 
 
 @pytest.mark.parametrize("release", ["0.7.0", "0.9.1"])
