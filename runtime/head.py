@@ -481,6 +481,11 @@ class EmbeddedHead:
             "RAY_AUTH_TOKEN_PATH": str(self.run_dir / "token"),
             "TMPDIR": str(self.run_dir),
             "RAY_JOB_START_TIMEOUT_SECONDS": str(self.job_start_timeout_s),
+            # With it 0, Ray's get_node_ip_address answers 127.0.0.1 instead of the routable address:
+            # `ray start` keeps --node-ip-address=127.0.0.1 (resolve_ip_for_localhost would replace it),
+            # and every worker and driver (verl's ray.init) looks for its node there too. The head
+            # then cannot be joined: `ray start --address` refuses in this environment, as wanted.
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
             RUN_ID_ENV: self.run_id,
         })
         from tutorrl.runtime.envtransport import NOTHING_VAR
@@ -509,6 +514,10 @@ class EmbeddedHead:
             env["RAY_enable_metrics_collection"] = "0"
         argv = [
             self.ray, "start", "--head", "--block",
+            # Loopback only (and RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER above): without it Ray advertises the
+            # machine's routable address and its GCS, raylet and agents listen there (or on every
+            # address), where anyone on the network could reach them.
+            "--node-ip-address=127.0.0.1",
             f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
             f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
             f"--metrics-export-port={mexp}", "--include-dashboard=true", "--disable-usage-stats",
