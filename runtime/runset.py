@@ -252,14 +252,16 @@ def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag 
             head = EmbeddedHead(run_id=set_id, workdir=Path(record.cwd), num_gpus=record.num_gpus,
                                 python=preflight.job_python(job_env), lean=record.dry_run)
             head.start(progress, should_stop=lambda: stop.signum is not None)
-            publish(head, set_id)
-            url = head.url
-            # Each run takes this head as its embedded head (run.py): the same preflight, its secrets
-            # in a private file in the head's folder, never in the job's runtime_env.
-            env[SET_HEAD_ENV] = str(head.run_dir)
-            record.address, record.head_dir = url, str(head.run_dir)
-            record.head = lifecycle.this_process(head.proc.pid)
-            _write(record)
+            url = ""
+            if stop.signum is None:  # (stopped while it started: never published, nor named as up)
+                publish(head, set_id)
+                url = head.url
+                # Each run takes this head as its embedded head (run.py): the same preflight, its secrets
+                # in a private file in the head's folder, never in the job's runtime_env.
+                env[SET_HEAD_ENV] = str(head.run_dir)
+                record.address, record.head_dir = url, str(head.run_dir)
+                record.head = lifecycle.this_process(head.proc.pid)
+                _write(record)
         if url:
             progress.note(f"Ray dashboard: {url}")
         for name in cluster.HIJACK_VARS:
@@ -376,6 +378,14 @@ def _detach(record: SetRecord, progress: Progress, stop: _StopFlag) -> int:
         progress.tick()
         time.sleep(0.2)
     progress.clear()
+    if now.status != "running":
+        # It ended before it was detached (its head did not start, or `tutorrl stop SET`): no set
+        # runs on, so no set id is printed as one that does.
+        child.wait()
+        sys.stderr.write(set_table(now))
+        progress.note(f"{set_id}: {now.status} before it was detached; its log: "
+                      f"{display_path(folder / SUPERVISOR_LOG)}")
+        return lifecycle.EXIT_INTERRUPTED if now.status == "stopped" else (child.returncode or 1)
     try:
         sys.stdout.write(f"{set_id}\n")
         sys.stdout.flush()

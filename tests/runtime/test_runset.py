@@ -479,3 +479,25 @@ def test_a_signal_before_a_set_is_detached_stops_it_and_says_what_started(make_b
     table = subprocess.run([*TUTORRL, "status", set_id], cwd=workdir, env=env, capture_output=True, text=True,
                            timeout=120)
     assert table.returncode == 0 and table.stdout.count("not started") == 2, table.stdout
+
+
+def test_a_detached_set_whose_head_does_not_start_is_not_said_to_be_detached(make_bundle, workdir, tmp_path):
+    fake = tmp_path / "fake-python"
+    fake.mkdir()
+    (fake / "python").symlink_to(sys.executable)
+    (fake / "ray").write_text("#!/usr/bin/env bash\necho 'no ray here' >&2\nexit 3\n")
+    (fake / "ray").chmod(0o755)
+    bundles = [make_bundle(GATED, env={"GATE": str(tmp_path), "POINT": str(n)}) for n in (1, 2)]
+    state = tmp_path / "state"
+    env = clean_env(TUTORRL_STATE_HOME=str(state), TUTORRL_PYTHON=str(fake / "python"),
+                    TUTORRL_EMBEDDED_NUM_GPUS="1")
+    proc = subprocess.run([*TUTORRL, "run", *map(str, bundles), "--detach"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode not in (0, 130) and proc.stdout == "", proc.stderr
+    assert "runs on after this shell exits" not in proc.stderr and "Traceback" not in proc.stderr
+    (record_path,) = (state / "sets").glob("set-*.json")
+    doc = json.loads(record_path.read_text())
+    assert doc["status"] == "failed" and doc["runs"] == {} and doc["address"] == ""
+    log = (state / "sets" / record_path.stem / "supervisor.log").read_text()
+    assert "exited with code 3" in log and "no ray here" in log
+    assert not _alive(doc["owner"]["pid"]) and procs_with_env("TUTORRL_RUN_ID", record_path.stem) == []
