@@ -67,11 +67,16 @@ def compile_family(spec: str | os.PathLike, *, sets: list[str] | tuple[str, ...]
     return family(str(spec), sets=tuple(sets))
 
 
-def write(compiled: CompiledBundle, out: str | os.PathLike = "bundles") -> WriteResult:
-    """Store a compiled bundle as ``<out>/<id>/`` (atomically; an identical one already there is kept)."""
+def write(compiled: CompiledBundle, out: str | os.PathLike = "bundles", *,
+          spec_dir: str | os.PathLike | None = None) -> WriteResult:
+    """Store a compiled bundle as ``<out>/<id>/`` (atomically; an identical one already there is kept).
+
+    ``spec_dir``, the folder of the spec it was compiled from, lets the provenance of a
+    bundle already there be replaced where its recorded sources, read there, no longer
+    hold; without it a recorded provenance is kept (docs/sweeps.md)."""
     from tutorrl.compiler import write_bundle
 
-    return write_bundle(compiled, out)
+    return write_bundle(compiled, out, spec_dir=None if spec_dir is None else os.fspath(spec_dir))
 
 
 def load(bundle: str | os.PathLike, *, trust_digests: bool = False) -> LoadedBundle:

@@ -21,7 +21,8 @@ import tutorrl
 SURFACE = {
     "compile": "(spec: 'str | os.PathLike | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
     "compile_family": "(spec: 'str | os.PathLike', *, sets: 'list[str] | tuple[str, ...]' = ()) -> 'list[CompiledPoint]'",
-    "write": "(compiled: 'CompiledBundle', out: 'str | os.PathLike' = 'bundles') -> 'WriteResult'",
+    "write": "(compiled: 'CompiledBundle', out: 'str | os.PathLike' = 'bundles', *, "
+             "spec_dir: 'str | os.PathLike | None' = None) -> 'WriteResult'",
     "load": "(bundle: 'str | os.PathLike', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
     "verify": "(bundle: 'str | os.PathLike', *, rehash: 'bool' = False, jobs: 'int | None' = None, "
               "trust: 'list[str | os.PathLike] | tuple' = (), anchors: 'list[str] | tuple[str, ...]' = (), "
@@ -106,3 +107,24 @@ def test_compile_family_gives_one_bundle_per_point():
     one = tutorrl.compile_family(support.REPO / "specs" / "tiny_cpu_grpo.toml", sets=["actor.lr=3e-6"])
     assert len(one) == 1 and one[0].point is None
     assert one[0].bundle.manifest.digest != tutorrl.compile(support.REPO / "specs" / "tiny_cpu_grpo.toml").manifest.digest
+
+
+def test_write_keeps_a_recorded_provenance_unless_the_specs_folder_shows_it_no_longer_holds(tmp_path):
+    base = (support.SPECS / "tiny_cpu_grpo.toml").read_bytes()
+    (tmp_path / "base.toml").write_bytes(base)
+    (tmp_path / "child.toml").write_text('[experiment]\nextends = "base.toml"\n\n[actor]\nlr = 3e-6\n')
+
+    def recorded():
+        (manifest,) = (tmp_path / "bundles").glob("*/manifest.json")
+        return json.loads(manifest.read_text())["sources"]["base.toml"]
+
+    [before] = tutorrl.compile_family(tmp_path / "child.toml")
+    tutorrl.write(before.bundle, tmp_path / "bundles", spec_dir=tmp_path)
+    (tmp_path / "base.toml").write_bytes(base + b"\n# a comment changes no launch\n")
+    [after] = tutorrl.compile_family(tmp_path / "child.toml")
+    assert after.bundle.id == before.bundle.id
+    old = recorded()
+    tutorrl.write(after.bundle, tmp_path / "bundles")  # no folder to read the sources in: kept
+    assert recorded() == old
+    tutorrl.write(after.bundle, tmp_path / "bundles", spec_dir=tmp_path)
+    assert recorded() == after.bundle.manifest.sources["base.toml"] != old
