@@ -329,8 +329,9 @@ class RunSession:
             else:
                 from tutorrl.runtime.head import EmbeddedHead
 
-                # Ray's job client takes seconds to import; it loads while the head starts.
-                threading.Thread(target=_import_job_client, name="tutorrl-import-ray", daemon=True).start()
+                if not self._plain_http():
+                    # Ray's job client takes seconds to import; it loads while the head starts.
+                    threading.Thread(target=_import_job_client, name="tutorrl-import-ray", daemon=True).start()
                 self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd,
                                          num_gpus=getattr(self.args, "num_gpus", None),
                                          python=preflight.job_python(self.job_env),
@@ -359,7 +360,12 @@ class RunSession:
                            message=str(exc).splitlines()[0])
                 raise
 
-            self.client = self.jobs.client(url, headers)
+            if self._plain_http():
+                from tutorrl.runtime import jobs_api
+
+                self.client = jobs_api.http_client(url, headers)
+            else:
+                self.client = self.jobs.client(url, headers)
             self._submit(bundle, bundle_path, bundle_id, digest, passthrough, interrupts)
             if interrupts():
                 return self._interrupted()
@@ -380,6 +386,14 @@ class RunSession:
                 progress.note(line)
             if self.record is not None and self.record.status in records.TERMINAL:
                 self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress)
+
+    def _plain_http(self) -> bool:
+        """Whether the job goes through jobs_api.HttpJobClient, without Ray's SDK: a dry run on a
+        head of its own (a few lines of log, nothing to upload), when Ray's Jobs API is where jobs go."""
+        from tutorrl.runtime.options import RAY
+
+        return (bool(self.args.dry_run) and not self.cluster_url and self.shared_head is None
+                and self.jobs is RAY)
 
     def _submit(self, bundle, bundle_path, bundle_id, digest, passthrough, interrupts) -> None:
         # On the embedded head the values go in a file only this user can read,

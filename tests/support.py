@@ -318,15 +318,16 @@ class HostileServer:
         hostile = self
         self.routes: dict[str, object] = {}
         self.seen: list[tuple[str, str, dict[str, str]]] = []
+        self.bodies: list[bytes] = []  # the body of each request in ``seen``
         self._closing = threading.Event()
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
+                body = self.rfile.read(length) if length else b""
                 path = self.path.split("?", 1)[0]
                 hostile.seen.append((self.command, path, dict(self.headers)))
+                hostile.bodies.append(body)
                 route = hostile.routes.get(path, (404, {}, b'{"detail": "not found"}'))
                 if isinstance(route, list):  # answers in turn, the last one for good
                     route = route.pop(0) if len(route) > 1 else route[0]
