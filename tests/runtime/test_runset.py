@@ -501,3 +501,36 @@ def test_a_detached_set_whose_head_does_not_start_is_not_said_to_be_detached(mak
     log = (state / "sets" / record_path.stem / "supervisor.log").read_text()
     assert "exited with code 3" in log and "no ray here" in log
     assert not _alive(doc["owner"]["pid"]) and procs_with_env("TUTORRL_RUN_ID", record_path.stem) == []
+
+
+def test_a_set_stopped_by_tutorrl_stop_before_it_is_detached_is_not_said_to_be_detached(make_bundle, workdir,
+                                                                                        tmp_path):
+    fake = tmp_path / "fake-python"
+    fake.mkdir()
+    (fake / "python").symlink_to(sys.executable)
+    (fake / "ray").write_text(HELD_HEAD)
+    (fake / "ray").chmod(0o755)
+    gate = tmp_path / "head-starting"
+    bundles = [make_bundle(GATED, env={"GATE": str(tmp_path), "POINT": str(n)}) for n in (1, 2)]
+    state = tmp_path / "state"
+    env = clean_env(TUTORRL_STATE_HOME=str(state), TUTORRL_PYTHON=str(fake / "python"), HEAD_GATE=str(gate),
+                    TUTORRL_EMBEDDED_NUM_GPUS="1")
+    launcher = subprocess.Popen([*TUTORRL, "run", *map(str, bundles), "--detach"], cwd=workdir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: gate.exists() or launcher.poll() is not None, 120, "the set's head to be starting")
+        assert gate.exists(), launcher.communicate()[1]
+        (record_path,) = (state / "sets").glob("set-*.json")
+        stop = subprocess.run([*TUTORRL, "stop", record_path.stem], cwd=workdir, env=env, capture_output=True,
+                              text=True, timeout=200)
+        out, err = launcher.communicate(timeout=200)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert stop.returncode == 0, stop.stderr
+    assert launcher.returncode == 130 and out == "", err
+    assert "stopped before it was detached" in err and "runs on after this shell exits" not in err
+    doc = json.loads(record_path.read_text())
+    assert doc["status"] == "stopped" and doc["address"] == "" and doc["head_dir"] is None
+    assert procs_with_env("TUTORRL_RUN_ID", record_path.stem) == []
