@@ -1,8 +1,12 @@
 """Running a set of bundles: N at a time on one embedded head, one status table, one stop.
 
-The two slow tests start one real embedded Ray head each (through `tutorrl
-run` itself) and dry-run real bundles with the real verl (CPU install), as
-tests/e2e/test_run_dryrun.py does for single runs.
+The slow tests start real Ray heads (an embedded one through `tutorrl run`
+itself, or the loopback cluster of conftest.py) and dry-run real bundles with
+the real verl (CPU install), as tests/e2e/test_run_dryrun.py does for single
+runs, or run stand-in launches a test holds open. The tests of a detached
+set's wait give the job's Python a stand-in `ray` that is held starting (or
+fails at once), so a signal lands in that window by a file appearing, not by
+timing.
 """
 
 from __future__ import annotations
