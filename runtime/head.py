@@ -274,6 +274,11 @@ while True:
 """
 
 
+def started():
+    """Say that the head is up (EmbeddedHead waits for this file besides the node being ALIVE)."""
+    open(os.path.join(os.path.dirname(HERE), "started"), "w").close()
+
+
 def narrow(spec):
     """Ray's get_all_modules, importing only the modules named (module:Class,...)."""
     import importlib
@@ -299,22 +304,30 @@ def start(head_spec, agent_spec):
     import ray._private.ray_constants as constants
     import ray._private.services as services
     import ray._private.utils as utils
+    from ray.dashboard.consts import DASHBOARD_AGENT_ADDR_NODE_ID_PREFIX as AGENT_KEY
 
+    # Every name used below, read now: a Ray without one starts whole, not half narrowed.
+    dashboard, raylet = constants.PROCESS_TYPE_DASHBOARD, constants.PROCESS_TYPE_RAYLET
+    head_key, jobs, dash = constants.KV_HEAD_NODE_ID_KEY, constants.KV_NAMESPACE_JOB, constants.KV_NAMESPACE_DASHBOARD
     launch, publish, pids, nodes = services.start_ray_process, utils.write_ray_address, [], []
     made = node.Node.__init__
 
     def init(self, *args, **kwargs):
-        nodes.append(self)
         made(self, *args, **kwargs)
+        nodes.append(self)
+        # What the dashboard's NodeHead would write once it saw the node (job_head.py reads it to find
+        # the agent that runs a job): written as soon as the node is up, that process need not run
+        # (JobHead asks again every 0.5 s until it is there).
+        self.get_gcs_client().internal_kv_put(head_key, self.node_id.encode(), True, jobs)
     agent = " " + os.path.join(services.RAY_PATH, "dashboard", "agent.py") + " "
     head_names = ",".join(item.split(":", 1)[1] for item in head_spec.split(","))
 
     def start_ray_process(command, process_type, *args, **kwargs):
-        if process_type == constants.PROCESS_TYPE_DASHBOARD:
+        if process_type == dashboard:
             i = next((i for i, c in enumerate(command) if os.path.basename(c) == "dashboard.py"), None)
             if i is not None:
                 command = [*command[:i], HERE, "run", head_spec, *command[i:], "--modules-to-load=" + head_names]
-        elif process_type == constants.PROCESS_TYPE_RAYLET:
+        elif process_type == raylet:
             command = [c.replace(agent, f" {HERE} run {agent_spec}{agent}", 1)
                        if c.startswith("--dashboard_agent_command=") else c for c in command]
         info = launch(command, process_type, *args, **kwargs)
@@ -324,11 +337,14 @@ def start(head_spec, agent_spec):
     def write_ray_address(*args, **kwargs):
         # `ray start` says where the head is, then (--block) loops polling its processes.
         publish(*args, **kwargs)
-        # What the dashboard's NodeHead would write once it saw the node (job_head.py reads it to find
-        # the agent that runs a job): written here, that process need not run.
-        head = nodes[0]
-        head.get_gcs_client().internal_kv_put(constants.KV_HEAD_NODE_ID_KEY, head.node_id.encode(), True,
-                                              constants.KV_NAMESPACE_JOB)
+        # Started = a job submitted now goes straight through: JobHead finds the agent's address,
+        # which the agent writes once it is up (agent.py), and does not wait 0.5 s to ask again.
+        import time
+
+        key, deadline = (AGENT_KEY + nodes[0].node_id).encode(), time.monotonic() + 60
+        while not nodes[0].get_gcs_client().internal_kv_get(key, dash) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started()
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", WATCH, *map(str, pids)])
@@ -356,6 +372,7 @@ else:
         start(head_spec, agent_spec)
     except (ImportError, AttributeError) as exc:
         print(f"tutorrl: the full Ray head starts ({exc!r})", file=sys.stderr)
+        started()  # nothing narrowed: ready when the node is ALIVE, as for `ray start` alone
     from ray.scripts.scripts import main
 
     sys.argv[0] = "ray"
@@ -452,6 +469,7 @@ class EmbeddedHead:
         self.dashboard_port: int | None = None
         self.gcs_port: int | None = None
         self._log = None
+        self._lean_file: Path | None = None  # the lean program, when the head runs it
         # Called with the head once its process exists (the run record notes it).
         self.started = None
 
@@ -527,7 +545,7 @@ class EmbeddedHead:
         if self.lean:
             python = _script_python(self.ray)
             if python is not None:
-                lean = self.run_dir / _LEAN_FILE
+                lean = self._lean_file = self.run_dir / _LEAN_FILE
                 lean.write_text(_LEAN_RAY)
                 argv = [python, str(lean), "start", _module_spec(LEAN_MODULES), _module_spec(LEAN_AGENT_MODULES),
                         *argv[1:], "--no-monitor", "--include-log-monitor=false"]
@@ -556,7 +574,7 @@ class EmbeddedHead:
             try:
                 req = urllib.request.Request(url, headers=self.headers)
                 with urllib.request.urlopen(req, timeout=5) as resp:
-                    if resp.status == 200 and b'"ALIVE"' in resp.read():
+                    if resp.status == 200 and b'"ALIVE"' in resp.read() and self._started():
                         return
             except (urllib.error.URLError, OSError, ValueError):
                 pass
@@ -569,6 +587,10 @@ class EmbeddedHead:
             if progress:
                 progress.tick()
             time.sleep(0.2)
+
+    def _started(self) -> bool:
+        """A lean head is up once its program says so (the agent can take a job); another once ALIVE."""
+        return self._lean_file is None or (self._lean_file.parent / "started").exists()
 
     def log_tail(self, lines: int = 20) -> str:
         try:

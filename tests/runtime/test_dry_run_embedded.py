@@ -58,6 +58,10 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         # The agent loads the job agent alone (the raylet started it with that in its command line).
         agent_log = next(head.run_dir.glob("ray/session_*/logs/dashboard_agent.log")).read_text()
         assert "Loaded 1 modules." in agent_log and "JobAgent" in agent_log, agent_log[-2000:]
+        # Ready meant ready: the first job found the head node and its agent at once (the head node
+        # id NodeHead would write, the agent's address), JobHead never had to wait and ask again.
+        job_head_log = next(head.run_dir.glob("ray/session_*/logs/dashboard_JobHead.log")).read_text()
+        assert "Failed to get head node agent" not in job_head_log, job_head_log[-2000:]
         # What stays: the GCS, the raylet, the dashboard and its agent, the runtime-env agent.
         for kept in ("gcs_server", "raylet/raylet", "dashboard/dashboard.py", "ray::DashboardAgent"):
             assert [c for c in tree if kept in c], kept
