@@ -434,6 +434,12 @@ def trip_reason(report) -> str:
     keys = {d.key for d in report.differences}
     if keys and all(any(k == u or k.startswith(u + ".") for u in unread) for k in keys):
         return "differs: settings the release declares and never reads"
+    from tutorrl.importer.translate import STOPS_VERL
+
+    stops = {m.override.lstrip("+~").split("=", 1)[0] for m in report.mapped
+             if m.how == "refused" and STOPS_VERL in m.note}
+    if keys and all(k in stops | unread for k in keys) and keys & stops:
+        return "differs: '+' keys verl stops on (the dataclass it builds the section into has no such field)"
     moved = {m.override.lstrip("+~").split("=", 1)[0] for m in report.mapped
              if m.how == "field" and m.note.startswith("the key moved")}
     moved |= {n for m in report.mapped if m.how == "field" and m.note.startswith("the key moved")
@@ -633,7 +639,9 @@ def newest_composing(prep, releases: Sequence[str], default_name, takes=None) ->
     written and reads every key it sets (by `tutorrl import`'s own
     translation: nothing dropped as declared-and-never-read); where no release
     that composes reads them all, the newest that composes and reads the most
-    of them (as ``tutorrl import`` without ``--verl`` chooses). With ``takes``
+    of them (as ``tutorrl import`` without ``--verl`` chooses), preferring
+    releases where verl does not stop on a ``+`` key its dataclass lacks
+    (a key it ignores still lets the launch run). With ``takes``
     (release -> whether the imported spec compiles there), of the releases
     that read every key the newest that takes it, where one does: the launch
     as verl runs it is the reference, and verl 0.3+ refuses at start what 0.2
@@ -654,23 +662,25 @@ def newest_composing(prep, releases: Sequence[str], default_name, takes=None) ->
             newest_error = newest_error or result.error
     if not composing:
         return None, "", newest_error
-    readers, unread = [], {}
+    readers, unread, stops = [], {}, {}
     for release in composing:
         mapped = validate(translate(list(prep.overrides), release, config_name=prep.config_name,
                                     config_path=prep.config_path, variant=variant)).mapped
         # A key the release reads under another name (the spec field writes that name) is not read as written.
         # Nor is one verl stops on there (its dataclass has no such field).
-        unread[release] = sum(1 for m in mapped if m.how == "dropped" or
-                              (m.how == "field" and m.note.startswith("the key moved")) or
-                              (m.how == "refused" and STOPS_VERL in m.note))
+        stops[release] = sum(1 for m in mapped if m.how == "refused" and STOPS_VERL in m.note)
+        unread[release] = stops[release] + sum(1 for m in mapped if m.how == "dropped" or
+                                               (m.how == "field" and m.note.startswith("the key moved")))
         if not unread[release]:
             readers.append(release)
             if takes is None or takes(release):
                 break
     if not readers:
-        # As `tutorrl import` without --verl chooses: the newest that reads the most of them.
-        fewest = min(unread.values())
-        release = next(r for r in composing if unread[r] == fewest)
+        # As `tutorrl import` without --verl chooses: the newest that reads the most of them,
+        # of those where verl does not stop on one, if any (an ignored key still lets it run).
+        pool = [r for r in composing if not stops[r]] or composing
+        fewest = min(unread[r] for r in pool)
+        release = next(r for r in pool if unread[r] == fewest)
         return release, ("the newest that composes it and reads the most of the keys it sets "
                          "(none that composes it reads every one)"), ""
     release = readers[-1] if takes is None or takes(readers[-1]) else readers[0]

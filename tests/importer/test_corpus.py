@@ -327,3 +327,18 @@ def test_target_is_the_newest_release_reading_every_key_as_written():
     broken = Prepared("t", None, None, ["no_such.key=1"], {}, [])
     release, why, error = corpus.newest_composing(broken, releases, _default_config)
     assert release is None and "Could not override 'no_such.key'" in error
+
+
+@pytest.mark.slow
+@pytest.mark.wheels
+def test_a_plus_key_verl_stops_on_is_its_own_reason_and_not_a_target():
+    from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
+
+    # verl 0.6.0's own example sets model.enable_activation_offloading; HFModelConfig calls it enable_activation_offload.
+    typo = Prepared("t", None, None, ["algorithm.adv_estimator=grpo",
+                                      "+actor_rollout_ref.model.enable_activation_offloading=True"], {}, [])
+    _, report = import_launch(typo, "0.6.0")
+    assert corpus.trip_reason(report) == ("differs: '+' keys verl stops on (the dataclass it builds the section into "
+                                          "has no such field)")
+    # As a target, the newest release where verl does not stop on it (0.5.0 takes it and never reads it).
+    assert corpus.newest_composing(typo, corpus.supported_releases(), _default_config)[0] == "0.5.0"
