@@ -309,12 +309,13 @@ def start(head_spec, agent_spec):
     # Every name used below, read now: a Ray without one starts whole, not half narrowed.
     dashboard, raylet = constants.PROCESS_TYPE_DASHBOARD, constants.PROCESS_TYPE_RAYLET
     head_key, jobs, dash = constants.KV_HEAD_NODE_ID_KEY, constants.KV_NAMESPACE_JOB, constants.KV_NAMESPACE_DASHBOARD
+    address_key = constants.DASHBOARD_ADDRESS.encode()
     launch, publish, pids, nodes = services.start_ray_process, utils.write_ray_address, [], []
     made = node.Node.__init__
 
     def init(self, *args, **kwargs):
-        made(self, *args, **kwargs)
         nodes.append(self)
+        made(self, *args, **kwargs)
         # What the dashboard's NodeHead would write once it saw the node (job_head.py reads it to find
         # the agent that runs a job): written as soon as the node is up, that process need not run
         # (JobHead asks again every 0.5 s until it is there).
@@ -327,6 +328,16 @@ def start(head_spec, agent_spec):
             i = next((i for i, c in enumerate(command) if os.path.basename(c) == "dashboard.py"), None)
             if i is not None:
                 command = [*command[:i], HERE, "run", head_spec, *command[i:], "--modules-to-load=" + head_names]
+            info = launch(command, process_type, *args, **kwargs)
+            pids.append(info.process.pid)
+            # Ray waits for the dashboard to write its address before it starts the raylet
+            # (services.start_api_server); that address is the host and port given to it (the head
+            # is on loopback), so it is written here and the raylet starts while the dashboard imports.
+            # If the dashboard then fails, its exit ends the head (WATCH) before the head is ready.
+            given = dict(c[2:].split("=", 1) for c in command if c.startswith(("--host=", "--port=")))
+            nodes[0].get_gcs_client().internal_kv_put(address_key, f"{given['host']}:{given['port']}".encode(),
+                                                      True, dash)
+            return info
         elif process_type == raylet:
             command = [c.replace(agent, f" {HERE} run {agent_spec}{agent}", 1)
                        if c.startswith("--dashboard_agent_command=") else c for c in command]

@@ -31,6 +31,7 @@ EXIT_EVIDENCE_STOPPED = lifecycle.EXIT_EVIDENCE_STOPPED
 # How long `run --detach` waits for its supervisor to get the job submitted.
 DETACH_SUBMIT_TIMEOUT_S = 300
 SUPERVISOR_LOG = "supervisor.log"
+DRY_RUN_POLL_S = 0.2
 
 
 class Interrupts:
@@ -454,7 +455,10 @@ class RunSession:
                 progress.status(f"{sid}: RUNNING" + (" (dry run: verl composes its config)" if self.args.dry_run else ""))
                 self._save(status="running")
 
-        status = submit.wait_terminal(self.client, sid, on_status=on_status, should_stop=interrupts)
+        # A dry run's verdict is awaited: its end is seen within 0.2 s (Ray's supervisor notes the
+        # entrypoint's exit within 0.1 s); a training run's status is asked for every 0.5 s.
+        status = submit.wait_terminal(self.client, sid, on_status=on_status, should_stop=interrupts,
+                                      poll_s=DRY_RUN_POLL_S if self.args.dry_run else 0.5)
         if status is None:
             return self._interrupted()
         self._close_log()
