@@ -196,16 +196,18 @@ def _bytes_under(*folders: Path) -> bytes:
 @pytest.mark.slow
 def test_a_sweep_compiled_reviewed_and_dry_run_four_at_a_time(tmp_path):
     # A passthrough secret: the runs take it as on an embedded head of their own, never written down.
-    folder = _sweep(tmp_path, '{ "actor.lr" = [1e-6, 3e-6, 1e-5], "rollout.n" = [4, 8] }',
+    # The user: one base, one sweep, 12 bundles.
+    folder = _sweep(tmp_path, '{ "actor.lr" = [1e-6, 3e-6, 1e-5], "rollout.n" = [4, 8], "data.seed" = [1, 2] }',
                     '\n[env]\npassthrough = ["MY_SECRET"]\n')
     bundles = sorted(folder.iterdir())
-    assert len(bundles) == 6
+    assert len(bundles) == 12
     # Reviewed as one matrix: what varies, one column per launch.
     diff = subprocess.run([*TUTORRL, "diff", str(folder), "--format", "json"], capture_output=True, text=True)
     assert diff.returncode == 1, diff.stderr
     matrix = json.loads(diff.stdout)
-    assert set(matrix["settings"]) == {"experiment.name", "actor.lr", "rollout.n"}
-    assert sorted(matrix["settings"]["rollout.n"]) == [4, 4, 4, 8, 8, 8]
+    assert set(matrix["settings"]) == {"experiment.name", "actor.lr", "rollout.n", "data.seed"}
+    assert sorted(matrix["settings"]["rollout.n"]) == [4] * 6 + [8] * 6
+    assert len(set(matrix["settings"]["experiment.name"])) == 12
 
     env = _env(tmp_path / "state") | {"MY_SECRET": SECRET}
     proc = subprocess.run([*TUTORRL, "run", str(folder), "--max-parallel", "4", "--dry-run"], cwd=tmp_path,
@@ -213,22 +215,22 @@ def test_a_sweep_compiled_reviewed_and_dry_run_four_at_a_time(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stderr.count("starting embedded Ray head") == 1
     records = [json.loads(p.read_text()) for p in folder.glob("*/runs/*/run.json")]
-    assert len(records) == 6 and {r["status"] for r in records} == {"succeeded"}
+    assert len(records) == 12 and {r["status"] for r in records} == {"succeeded"}
     # One head: every run recorded the same embedded head (its process, its folder, its dashboard).
     assert {r["address_kind"] for r in records} == {"embedded"}
     assert len({(r["address"], r["head_dir"], r["head"]["pid"]) for r in records}) == 1
     assert all(r["dry_run"] for r in records)
     assert not Path(records[0]["head_dir"]).exists()  # stopped, its folder gone, when the set ended
     assert SECRET.encode() not in _bytes_under(folder, tmp_path / "state")
-    assert _overlap(records) <= 4
+    assert 2 <= _overlap(records) <= 4, _overlap(records)
     # One table: point, state, step k/N, last reward.
     status = subprocess.run([*TUTORRL, "status", _set_id(proc.stderr)], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=120)
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
     assert lines[1].split() == ["POINT", "STATE", "STEP", "LAST", "REWARD", "RUN"]
-    assert len(lines) == 2 + 6 and all("succeeded (dry run)" in line for line in lines[2:])
-    assert lines[2].startswith("actor.lr=1e-06, rollout.n=4")
+    assert len(lines) == 2 + 12 and all("succeeded (dry run)" in line for line in lines[2:])
+    assert lines[2].startswith("actor.lr=1e-06, data.seed=1, rollout.n=4")
     assert {line.split()[-1] for line in lines[2:]} == {r["run_id"] for r in records}
 
 
