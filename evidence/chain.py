@@ -38,12 +38,13 @@ from pathlib import Path
 
 from tutorrl._files import fsync_dir, write_new
 from tutorrl._read import ReadError, file_kind, read_file
+from tutorrl.contract import EVIDENCE_HEAD as HEAD_NAME
+from tutorrl.contract import RECORD_DIGITS, RECORD_PATTERN
 from tutorrl.errors import ChainError  # its home; importable from here too
 from tutorrl.evidence.schema import ChainLink, Head, Statement
 from tutorrl.evidence.statement import RecordFormatError, canonical, decode_head, digest, encode_record, is_signed
 
-RECORD = re.compile(r"(\d{6,})\.json")
-from tutorrl.contract import EVIDENCE_HEAD as HEAD_NAME  # noqa: E402
+RECORD = re.compile(RECORD_PATTERN)
 LOCK_NAME = ".lock"
 # What a writer's private temp file is called (see `_write_private`); left behind only by a crash.
 TEMP = re.compile(r"\.tmp-\d+-\d+-[0-9a-f]{32}")
@@ -57,7 +58,7 @@ LOCK_WAIT_S = 60.0
 
 
 def record_name(sequence: int) -> str:
-    return f"{sequence:06d}.json"
+    return f"{sequence:0{RECORD_DIGITS}d}.json"
 
 
 def record_files(evdir: Path) -> dict[int, Path]:

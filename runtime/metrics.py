@@ -30,7 +30,8 @@ from pathlib import Path
 
 import msgspec
 
-METRICS_FILE = "metrics.jsonl"
+from tutorrl.contract import METRICS as METRICS_FILE
+
 # Where tutorrl asks verl's file logger to write (when the job sees this machine's files).
 VERL_FILE = "verl-metrics.jsonl"
 FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"

@@ -5,7 +5,7 @@ bundle, the folders appended to it, the record names, the ``TUTORRL_*``
 variables a job is given -- is spelled here once. Nothing is imported, so
 the in-run evidence callback (inside verl's trainer), the compile path and
 ``launch.sh``'s helpers can all load it for free; ``.gitignore`` and the
-templates follow it (``tests/test_contract.py`` holds them to it).
+templates follow it (``tests/cli/test_contract.py`` holds them to it).
 """
 
 # -- The bundle: bundles/<id>/ -------------------------------------------------------------------------------------
@@ -28,8 +28,9 @@ JOB_LOG = "job.log"
 METRICS = "metrics.jsonl"
 
 # -- Evidence: evidence/ -------------------------------------------------------------------------------------------
-# Records are NNNNNN.json (six digits, from 1); HEAD names the newest.
-RECORD_PATTERN = r"[0-9]{6}\.json"
+# Records are NNNNNN.json (at least six digits, from 1; a seventh after 999999); HEAD names the newest.
+RECORD_DIGITS = 6
+RECORD_PATTERN = r"([0-9]{6,})\.json"  # group 1: the sequence
 EVIDENCE_HEAD = "HEAD"
 
 # -- Variables tutorrl gives a job (never set by a spec: the prefix is reserved) ----------------------------------

@@ -41,3 +41,18 @@ def test_every_tutorrl_variable_in_the_source_is_the_contracts():
 def test_the_launch_template_reads_the_contracts_python_variable():
     template = (support.REPO / "templates" / "launch.sh.tmpl").read_text()
     assert "${" + contract.PYTHON_ENV + ":-python}" in template
+
+
+def test_run_and_evidence_files_are_named_by_the_contract(tmp_path):
+    """The metrics file status reads and the record names the chain writes are the contract's spellings."""
+    from tutorrl.evidence import chain
+    from tutorrl.runtime import metrics
+
+    assert metrics.METRICS_FILE == contract.METRICS
+    assert re.fullmatch(contract.RECORD_PATTERN, chain.record_name(1)).group(1) == "000001"
+    assert chain.record_name(1234567) == "1234567.json"
+    for name in (chain.record_name(7), chain.record_name(999999), chain.record_name(1000000)):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "00007.json").write_text("{}")  # five digits: no record
+    (tmp_path / "0000007.json").write_text("{}")  # seven digits with a leading zero: not how 7 is named
+    assert sorted(chain.record_files(tmp_path)) == [7, 999999, 1000000]
