@@ -12,7 +12,8 @@ N, rounds alternating):
     ("dry run succeeded ...") is printed, and until it exits (the head stopped);
 and the peak memory of each: the sum of the resident sizes of the process and
 every process below it (tutorrl, the head, every Ray process, verl), sampled
-every 0.2 s. Ratios are against the baseline measured in the same run.
+every 0.2 s, and each process of the dry run's tree at that peak. Ratios are
+against the baseline measured in the same run.
 """
 
 from __future__ import annotations
@@ -74,14 +75,37 @@ def _memory(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def tree_memory(root: int) -> dict[str, int]:
+# What a process of the tree is, by what its command line contains (first match).
+_NAMES = (("verl.trainer.main_ppo", "verl (the job)"), ("launch.sh", "launch.sh (the job)"),
+          ("-m tutorrl run", "tutorrl"), ("gcs_server", "gcs_server"), ("raylet/raylet", "raylet"),
+          ("ray::DashboardAgent", "dashboard agent"), ("dashboard/agent.py", "dashboard agent (starting)"),
+          ("ray::RuntimeEnvAgent", "runtime_env agent"), ("runtime_env/agent/main.py", "runtime_env agent (starting)"),
+          ("ray::JobSupervisor", "job supervisor (Ray worker)"), ("default_worker.py", "Ray worker (starting)"),
+          ("ray-dashboard-", "dashboard module"), ("multiprocessing.forkserver", "dashboard forkserver"),
+          ("multiprocessing.resource_tracker", "dashboard resource tracker"),
+          ("dashboard/dashboard.py", "dashboard head"), ("import os, signal, sys", "head (waiting on Ray's processes)"),
+          ("ray start", "ray start"), ("lean_ray.py start", "ray start"), ("log_monitor", "log monitor"),
+          ("monitor.py", "autoscaler monitor"), ("ray::IDLE", "idle Ray worker"))
+
+
+def _name(command: str) -> str:
+    for needle, name in _NAMES:
+        if needle in command:
+            if name == "dashboard module":
+                return "dashboard module " + command.split("ray-dashboard-", 1)[1].split("-", 1)[0]
+            return name
+    return command.split(" ", 1)[0].rsplit("/", 1)[-1] or "?"
+
+
+def tree_memory(root: int) -> tuple[dict[str, int], list[tuple[str, int, int]]]:
     """RSS and PSS of ``root`` and every process below it, and of its Ray part:
-    all but ``root`` itself (tutorrl) and the job's entrypoint (launch.sh and verl, below it)."""
+    all but ``root`` itself (tutorrl) and the job's entrypoint (launch.sh and verl, below it);
+    and (name, RSS, PSS) of each process."""
     procs = _processes()
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in procs.items():
         children.setdefault(parent, []).append(pid)
-    totals = {"rss": 0, "pss": 0, "ray_rss": 0, "ray_pss": 0}
+    totals, each = {"rss": 0, "pss": 0, "ray_rss": 0, "ray_pss": 0}, []
     todo = [(root, False)]
     while todo:
         pid, in_job = todo.pop()
@@ -93,8 +117,10 @@ def tree_memory(root: int) -> dict[str, int]:
         if pid != root and not in_job:
             totals["ray_rss"] += rss
             totals["ray_pss"] += pss
+        if rss:
+            each.append((_name(command), rss, pss))
         todo.extend((c, in_job) for c in children.get(pid, []))
-    return totals
+    return totals, each
 
 
 def _env(**extra) -> dict[str, str]:
@@ -125,14 +151,18 @@ def prepare(root: Path, spec: Path) -> tuple[Path, Path, list[str]]:
 
 def measured(argv: list[str], cwd: Path, env: dict[str, str], marker: str | None = None):
     """(seconds until ``marker`` is printed on stderr (None: until exit), seconds until exit,
-    the peaks of :func:`tree_memory`, the standard error)."""
+    the peaks of :func:`tree_memory` (with ``processes``: each process when the tree's RSS peaked),
+    the standard error)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, done, seen = {}, threading.Event(), [None]
+    peak, done, seen, at_peak = {}, threading.Event(), [None], []
 
     def sample():
         while not done.wait(0.2):
-            for key, value in tree_memory(proc.pid).items():
+            totals, each = tree_memory(proc.pid)
+            if totals["rss"] > peak.get("rss", 0):
+                at_peak[:] = each
+            for key, value in totals.items():
                 peak[key] = max(peak.get(key, 0), value)
 
     def read_stderr(lines):
@@ -154,6 +184,7 @@ def measured(argv: list[str], cwd: Path, env: dict[str, str], marker: str | None
     err = "".join(err_lines)
     if proc.returncode != 0 or (marker and seen[0] is None):
         raise SystemExit(f"{argv[:4]} failed ({proc.returncode}):\n{out[-2000:]}\n{err[-3000:]}")
+    peak["processes"] = at_peak
     return (seen[0] if marker else total), total, peak, err
 
 
@@ -187,11 +218,16 @@ def main() -> int:
         print(f"{name:{width}} {med:9.2f} {min(values):7.2f} {max(values):7.2f} {med / base:11.2f}")
     print(f"{'peak memory, median MiB':{width}} {'RSS':>7} {'PSS':>7} {'Ray RSS':>8} {'Ray PSS':>8}")
     for name, values in peaks.items():
-        med = {k: statistics.median(v[k] for v in values) / 2**20 for k in values[0]}
+        med = {k: statistics.median(v[k] for v in values) / 2**20 for k in values[0] if k != "processes"}
         ray = (f"{med['ray_rss']:8.0f} {med['ray_pss']:8.0f}" if name != baseline else f"{'-':>8} {'-':>8}")
         print(f"{name:{width}} {med['rss']:7.0f} {med['pss']:7.0f} {ray}")
     print("(RSS: resident sizes summed, shared pages counted in each process; PSS: each page shared out;"
           " Ray: the tree without tutorrl's own process and the job's launch.sh and verl)")
+    last = peaks["tutorrl run --dry-run (whole tree)"][-1]["processes"]
+    print(f"\nthe dry run's tree when its RSS peaked (last round), {len(last)} processes:")
+    print(f"{'process':{width}} {'RSS MiB':>8} {'PSS MiB':>8}")
+    for name, rss, pss in sorted(last, key=lambda p: -p[1]):
+        print(f"{name:{width}} {rss / 2**20:8.0f} {pss / 2**20:8.0f}")
     return 0
 
 

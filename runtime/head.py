@@ -3,10 +3,11 @@
 Recipe measured on Ray 2.60 (see docs): ``ray start --head --block`` as a child
 in its own session, every port chosen free (Ray's fixed defaults collide
 between two heads), a short private temp dir (Ray appends ~62 characters to it
-and AF_UNIX paths stop at 107 bytes), token auth with a per-run token file, the
-dashboard on loopback. It is stopped by process group -- never ``ray stop``,
-which is machine-wide -- and PR_SET_PDEATHSIG takes it down if tutorrl itself
-is killed without a chance to clean up.
+and AF_UNIX paths stop at 107 bytes), token auth with a per-run token file, and
+loopback only (the node at 127.0.0.1, the dashboard too). It is stopped by
+process group -- never ``ray stop``, which is machine-wide -- and
+PR_SET_PDEATHSIG takes it down if tutorrl itself is killed without a chance
+to clean up.
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ def test_bench_import_smallest():
 def test_bench_dryrun_smallest():
     out = _bench("bench_dryrun.py", "--repeat", "1")
     for row in ("verl's own --cfg job (baseline)", "tutorrl run --dry-run: result printed",
-                "tutorrl run --dry-run: exited", "tutorrl run --dry-run (whole tree)", "Ray PSS"):
+                "tutorrl run --dry-run: exited", "tutorrl run --dry-run (whole tree)", "Ray PSS",
+                "the dry run's tree when its RSS peaked", "gcs_server", "verl (the job)"):
         assert row in out, out
 
 
