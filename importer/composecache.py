@@ -6,9 +6,10 @@ a compose, two per round trip, every `tutorrl import` (issue 26). A launch's
 overrides change values, not which files make up the config -- unless one
 names a config group. So the config composed with no overrides (the *base*)
 is kept, and each launch's overrides are applied to it by Hydra's own parser
-and code (``ConfigLoaderImpl._apply_overrides_to_config``: what compose does
-once the defaults list is merged; Hydra is pinned, 1.3.8). A test holds this
-equal to the whole compose on real launches and edge cases.
+(each text parsed once per process, ``overrides.py``) and code
+(``ConfigLoaderImpl._apply_overrides_to_config``: what compose does once the
+defaults list is merged; Hydra is pinned, 1.3.8). A test holds this equal to
+the whole compose on real launches and edge cases.
 
 Where it is kept: a pickle of the OmegaConf container (unpickling it is ~7x
 faster than building it from a dict), under the user's cache dir, keyed by
