@@ -315,14 +315,19 @@ def test_the_exit_waiter_says_when_the_script_is_done():
     assert waited(0.01) is True
 
 
-def _children() -> list[str]:
-    """The command lines of this process's children (every thread's)."""
+def _child_pids() -> list[int]:
+    """This process's children (every thread's), running or ended and not yet waited for."""
     pids = []
     for task in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{task}/children") as fh:
-            pids += fh.read().split()
+            pids += [int(p) for p in fh.read().split()]
+    return pids
+
+
+def _children() -> list[str]:
+    """The command lines of this process's children."""
     out = []
-    for pid in pids:
+    for pid in _child_pids():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 out.append(fh.read().replace(b"\0", b" ").decode())
@@ -331,12 +336,24 @@ def _children() -> list[str]:
     return out
 
 
-def test_meanwhile_runs_once_while_the_first_round_runs(tmp_path):
-    # The import command loads Hydra in it; the jail must be running meanwhile, every round after runs without it.
-    seen = []
-    cap = run(tmp_path, f"{PPO} a=$NEEDED\n", meanwhile=lambda: seen.append(_children()))
+def test_meanwhile_runs_once_while_the_first_round_runs(tmp_path, monkeypatch):
+    # The import command loads Hydra in it: after the first round's jail started and before
+    # it is waited for (a fast script may have ended already); the rounds after run without it.
+    import subprocess
+
+    started, seen = [], []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    cap = run(tmp_path, f"{PPO} a=$NEEDED\n", meanwhile=lambda: seen.append((list(started), _child_pids())))
     assert cap.rounds == 2 and only_launch(cap).overrides == ["a=__UNSET_NEEDED__"]
-    assert len(seen) == 1 and any("_jail.py" in c for c in seen[0]), seen
+    assert len(started) == 2 and len(seen) == 1, (started, seen)
+    jails_then, children_then = seen[0]
+    assert jails_then == started[:1] and started[0] in children_then
 
 
 def test_what_meanwhile_raises_stops_the_jail_and_is_raised(tmp_path):
