@@ -53,6 +53,18 @@ def test_a_sampling_param_newer_than_the_vllm_a_release_allows_is_not_read():
     assert override is None and "never read" in message
 
 
+@pytest.mark.parametrize("release", ["0.3.0.post0", "0.4.1", "0.5.0"])
+def test_sglang_sampling_params_are_read_by_the_sglang_rollout(release):
+    # From 0.3.0 the SGLang rollout copies rollout keys naming SGLang's sampling fields the same way.
+    override, problem = _check("+actor_rollout_ref.rollout.max_new_tokens=128", release)
+    assert problem is None and override.append
+
+
+def test_before_the_sglang_rollout_its_sampling_fields_are_not_read():
+    override, (message, _) = _check("+actor_rollout_ref.rollout.max_new_tokens=128", "0.2.0.post2")
+    assert override is None and "never read" in message
+
+
 @pytest.mark.parametrize("release", ["0.6.0", "0.7.0", "0.9.1"])
 def test_from_060_a_sampling_param_stops_the_rollout_config(release):
     override, (message, _) = _check("+actor_rollout_ref.rollout.presence_penalty=0.5", release)
