@@ -200,7 +200,12 @@ def _amount(url: str, name: object, value: object) -> float:
 def cluster_resources(dashboard_url: str, headers: dict[str, str]) -> Resources:
     """Sum ``resources_total`` over ALIVE nodes (the state API, as the dashboard serves it)."""
     url = f"{dashboard_url}/api/v0/nodes?detail=1&limit=10000"
-    nodes = _nodes(url, _get_json(url, headers))
+    return node_resources(url, _get_json(url, headers))
+
+
+def node_resources(url: str, body: object) -> Resources:
+    """Sum ``resources_total`` over the ALIVE nodes of a state-API answer (``url``: where it came from)."""
+    nodes = _nodes(url, body)
     res = Resources()
     for node in nodes:
         if node.get("state") != "ALIVE":

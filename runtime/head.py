@@ -207,11 +207,19 @@ def _ray_executable(python: str | None = None) -> str:
 # (launch.sh --cfg all) composes verl's config and exits without ray.init, so
 # the head needs what the Jobs API needs and nothing more (Ray 2.60's sources;
 # sizes from benchmarks/bench_dryrun.py on a 2-core machine):
-#   * dashboard modules: JobHead (submit, status, logs, stop; it finds the
-#     node's agent in the GCS's key-value store, job_head.py _fetch_agent_info)
-#     and StateHead (the /api/v0/nodes that readiness and the resource check
-#     read); not the Node, Metrics, Report, Train, Data, Serve and Event heads,
-#     one ~90 MiB process each, nothing of which a dry run shows;
+#   * dashboard modules: JobHead alone (submit, status, logs, stop, and
+#     /api/version; it finds the node's agent in the GCS's key-value store,
+#     job_head.py _fetch_agent_info); not the State, Node, Metrics, Report,
+#     Train, Data, Serve and Event heads, one ~90 MiB process each. What
+#     tutorrl read of the State API (/api/v0/nodes: the node ALIVE, its
+#     resources for the cluster check) the program below reads from the GCS
+#     itself once the agent is up, and writes, in the State API's shape, into
+#     the `started` file readiness waits for (EmbeddedHead.resources);
+#   * JobHead is started by multiprocessing's `spawn`, not from a forkserver:
+#     Ray forks modules from a forkserver (~100 MiB, subprocesses/handle.py)
+#     so that several share the imports it made once; one module shares
+#     nothing, and `spawn` is what Ray itself uses where there is no
+#     forkserver (select_start_method);
 #   * the dashboard and its agent import only the modules they load: Ray's
 #     get_all_modules imports every package of ray.dashboard.modules (Serve's,
 #     Train's, Data's) to pick its classes from them. The agent loads JobAgent
@@ -239,8 +247,7 @@ def _ray_executable(python: str | None = None) -> str:
 # agent from a command line) that narrows them through Ray's own process
 # launcher. A Ray other than the one it was written for lacks those names: the
 # program then starts the full head, as `ray start --block` alone would.
-LEAN_MODULES = {"JobHead": "ray.dashboard.modules.job.job_head",
-                "StateHead": "ray.dashboard.modules.state.state_head"}
+LEAN_MODULES = {"JobHead": "ray.dashboard.modules.job.job_head"}
 LEAN_AGENT_MODULES = {"JobAgent": "ray.dashboard.modules.job.job_agent"}
 _LEAN_FILE = "lean_ray.py"
 _LEAN_RAY = r'''
@@ -248,6 +255,7 @@ _LEAN_RAY = r'''
 
     lean_ray.py start HEAD_MODULES AGENT_MODULES start --head ...   `ray start`, narrowed
     lean_ray.py run MODULES SCRIPT ARGS...                          a dashboard process, narrowed
+    lean_ray.py dashboard MODULES SCRIPT ARGS...                    the dashboard head, narrowed
 """
 import os
 import sys
@@ -275,9 +283,13 @@ while True:
 """
 
 
-def started():
-    """Say that the head is up (EmbeddedHead waits for this file besides the node being ALIVE)."""
-    open(os.path.join(os.path.dirname(HERE), "started"), "w").close()
+def started(nodes=b""):
+    """Say that the head is up: the file EmbeddedHead waits for, holding the node table it reads
+    instead of the State API's (empty: a full head, whose State API answers for itself)."""
+    path = os.path.join(os.path.dirname(HERE), "started")
+    with open(path + ".part", "wb") as fh:
+        fh.write(nodes)
+    os.rename(path + ".part", path)  # whole or absent: EmbeddedHead reads it as soon as it is there
 
 
 def narrow(spec):
@@ -296,6 +308,30 @@ def narrow(spec):
                 if m.__name__ in names and getattr(m, "__ray_dashboard_module_enable__", True)]
 
     utils.get_all_modules = get_all_modules
+
+
+def node_table(gcs):
+    """What tutorrl reads of the State API's /api/v0/nodes (state, node_ip, resources_total), from the GCS
+    directly: the State API's head (StateHead, a ~90 MiB process) is not started."""
+    import json
+
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+    table = [{"state": GcsNodeInfo.GcsNodeState.Name(info.state), "node_ip": info.node_manager_address,
+              "resources_total": dict(info.resources_total)} for info in gcs.get_all_node_info(timeout=10).values()]
+    # The State API's answer, as cluster.node_resources reads it.
+    return json.dumps({"result": True, "data": {"result": {"result": table}}}).encode()
+
+
+def spawn_modules():
+    """One dashboard module runs here: started by `spawn` instead of from a forkserver (a ~100 MiB
+    process that imports Ray once so that several modules fork from it). Ray's own choice where
+    the platform has no forkserver (dashboard/subprocesses/handle.py, select_start_method)."""
+    import multiprocessing
+
+    from ray.dashboard.subprocesses.handle import SubprocessModuleHandle
+
+    SubprocessModuleHandle.mp_context = multiprocessing.get_context("spawn")
 
 
 def start(head_spec, agent_spec):
@@ -328,7 +364,7 @@ def start(head_spec, agent_spec):
         if process_type == dashboard:
             i = next((i for i, c in enumerate(command) if os.path.basename(c) == "dashboard.py"), None)
             if i is not None:
-                command = [*command[:i], HERE, "run", head_spec, *command[i:], "--modules-to-load=" + head_names]
+                command = [*command[:i], HERE, "dashboard", head_spec, *command[i:], "--modules-to-load=" + head_names]
             info = launch(command, process_type, *args, **kwargs)
             pids.append(info.process.pid)
             # Ray waits for the dashboard to write its address before it starts the raylet
@@ -356,7 +392,7 @@ def start(head_spec, agent_spec):
         key, deadline = (AGENT_KEY + nodes[0].node_id).encode(), time.monotonic() + 60
         while not nodes[0].get_gcs_client().internal_kv_get(key, dash) and time.monotonic() < deadline:
             time.sleep(0.05)
-        started()
+        started(node_table(nodes[0].get_gcs_client()))
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", WATCH, *map(str, pids)])
@@ -368,12 +404,18 @@ def start(head_spec, agent_spec):
 
 
 role = sys.argv.pop(1)
-if role == "run":
+if role in ("run", "dashboard"):
     spec, script = sys.argv.pop(1), sys.argv.pop(1)
     try:
         narrow(spec)
     except (ImportError, AttributeError) as exc:
         print(f"tutorrl: every dashboard module loads ({exc!r})", file=sys.stderr)
+    else:
+        if role == "dashboard" and "," not in spec:
+            try:
+                spawn_modules()
+            except (ImportError, AttributeError):
+                pass  # the forkserver starts it, as Ray does
     import runpy
 
     sys.argv[0], sys.path[0] = script, os.path.dirname(script)
@@ -454,6 +496,32 @@ def _end_stragglers(run_id: str, wait_s: float = 3.0) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _started_file(folder: Path) -> bytes | None:
+    """The lean head's `started` file (its program writes it whole, by rename), None while absent."""
+    try:
+        with open(folder / "started", "rb") as fh:
+            return fh.read(1 << 20)
+    except FileNotFoundError:
+        return None
+
+
+def _written_resources(folder: Path):
+    """The resources of the node table in a lean head's `started` file; None when it has none (a
+    full head started in its place: its State API answers)."""
+    from tutorrl.runtime.cluster import node_resources
+
+    table = _started_file(folder)
+    if not table:
+        return None
+    from tutorrl._read import ReadError, decode_json
+
+    where = str(folder / "started")
+    try:
+        return node_resources(where, decode_json(table, name=where))
+    except ReadError as exc:
+        raise RefusedError(f"the embedded Ray head's node table: {exc}") from None
 
 
 class EmbeddedHead:
@@ -574,8 +642,6 @@ class EmbeddedHead:
 
     def _wait_ready(self, progress, timeout_s: float, should_stop) -> None:
         deadline = time.monotonic() + timeout_s
-        # Ready = the Jobs API answers and the node (with its agent) is ALIVE.
-        url = f"{self.url}/api/v0/nodes?detail=1"
         while True:
             assert self.proc is not None
             if self.proc.poll() is not None:
@@ -583,13 +649,8 @@ class EmbeddedHead:
                     f"the embedded Ray head exited with code {self.proc.returncode} while starting:\n"
                     + self.log_tail()
                 )
-            try:
-                req = urllib.request.Request(url, headers=self.headers)
-                with urllib.request.urlopen(req, timeout=5) as resp:
-                    if resp.status == 200 and b'"ALIVE"' in resp.read() and self._started():
-                        return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
+            if self._ready():
+                return
             if should_stop():
                 return
             if time.monotonic() > deadline:
@@ -598,11 +659,31 @@ class EmbeddedHead:
                 )
             if progress:
                 progress.tick()
-            time.sleep(0.2)
+            # A lean head's first check is a file's presence: asked often, it costs nothing.
+            time.sleep(0.05 if self._lean_file is not None else 0.2)
 
-    def _started(self) -> bool:
-        """A lean head is up once its program says so (the agent can take a job); another once ALIVE."""
-        return self._lean_file is None or (self._lean_file.parent / "started").exists()
+    def _ready(self) -> bool:
+        """A lean head is up once its program says so (the agent can take a job, the node table is
+        written) and JobHead answers; a full head once the State API shows the node ALIVE."""
+        if self._lean_file is not None:
+            table = _started_file(self._lean_file.parent)
+            if table is None:
+                return False
+            if table:
+                return self._answers("/api/version", b'"ray_version"')
+        return self._answers("/api/v0/nodes?detail=1", b'"ALIVE"')
+
+    def _answers(self, endpoint: str, needle: bytes) -> bool:
+        try:
+            req = urllib.request.Request(self.url + endpoint, headers=self.headers)
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status == 200 and needle in resp.read()
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def resources(self):
+        """The node table the lean head's program wrote (cluster.Resources), or None: ask the State API."""
+        return None if self._lean_file is None else _written_resources(self._lean_file.parent)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -694,6 +775,10 @@ class SharedHead:
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+    def resources(self):
+        """As EmbeddedHead.resources: the node table the set's lean head wrote, else None."""
+        return _written_resources(self.run_dir)
 
     def stop(self) -> None:
         """Nothing: the set stops its head once its last run has ended."""

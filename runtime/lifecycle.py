@@ -200,7 +200,9 @@ def client_for(record: records.RunRecord):
             token = None
     try:
         url = cluster.normalise_address(url)
-        cluster.cluster_resources(url, cluster.auth_headers(token))  # reachable and authorised
+        if record.address_kind != "embedded":
+            cluster.cluster_resources(url, cluster.auth_headers(token))  # reachable and authorised
+        # (An embedded head answers with its own token; a lean one runs no State API: head.py.)
         from tutorrl.runtime import jobs_api
 
         return jobs_api.client(url, cluster.auth_headers(token))

@@ -347,7 +347,7 @@ class RunSession:
                 return self._interrupted()
 
             progress.status("checking cluster resources")
-            resources = self.jobs.resources(url, headers)
+            resources = self._head_resources() or self.jobs.resources(url, headers)
             findings = preflight.PreflightReport()
             where = "the embedded Ray head" if self.head else url
             preflight.check_cluster(bundle.spec, bundle.job, resources, dry_run=bool(self.args.dry_run),
@@ -387,6 +387,14 @@ class RunSession:
                 progress.note(line)
             if self.record is not None and self.record.status in records.TERMINAL:
                 self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress)
+
+    def _head_resources(self):
+        """A lean head's node table, written by its program (it runs no State API); None: ask the API."""
+        from tutorrl.runtime.options import RAY
+
+        if self.cluster_url or self.head is None or self.jobs is not RAY:
+            return None
+        return self.head.resources()
 
     def _plain_http(self) -> bool:
         """Whether the job goes through jobs_api.HttpJobClient, without Ray's SDK: a dry run on a

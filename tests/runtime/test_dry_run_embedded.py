@@ -10,7 +10,7 @@ import pytest
 from runtime_helpers import clean_env, procs_with_env, run_tutorrl
 from runtime_helpers import records_of as _records
 from tutorrl.runtime import jobs_api, submit
-from tutorrl.runtime.head import LEAN_MODULES, EmbeddedHead
+from tutorrl.runtime.head import LEAN_MODULES, EmbeddedHead, embedded_cpus
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,10 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
     head = EmbeddedHead(run_id="tutorrl-leanhead-1", num_gpus=0, workdir=tmp_path, lean=True)
     try:
         head.start()
+        # What the State API would have said of the node, from the table the head's program wrote.
+        res = head.resources()
+        assert res.alive_nodes == 1 and res.total["CPU"] == embedded_cpus(0) and res.gpus == 0, res
+        assert res.per_node[0]["memory"] > 0 and "node:127.0.0.1" in res.per_node[0], res.per_node
         client = jobs_api.client(head.url, head.headers)
         sid = client.submit_job(entrypoint="echo lean-ok", submission_id="tutorrl-leanhead-job-1",
                                 entrypoint_num_cpus=1)
@@ -50,8 +54,9 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         tree = _tree(head.proc.pid)
         modules = sorted(c.split("ray-dashboard-", 1)[1].split("-", 1)[0] for c in tree if "ray-dashboard-" in c)
         assert modules == sorted(LEAN_MODULES) and "NodeHead" not in modules, modules
+        # JobHead alone, spawned: no State API process and no forkserver to fork modules from.
         for left_out in ("autoscaler/_private/monitor.py", "_private/log_monitor.py", "ray.util.client.server",
-                         "ray::IDLE", "lean_ray.py start"):
+                         "ray::IDLE", "lean_ray.py start", "multiprocessing.forkserver", "StateHead"):
             assert not [c for c in tree if left_out in c], left_out
         # `ray start` is gone once the head is up: its pid waits on the Ray processes, with none of Ray loaded.
         assert tree[0].split()[1:4] == ["-I", "-S", "-c"] and "import os, signal, sys" in tree[0], tree[0]
