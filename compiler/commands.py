@@ -32,6 +32,10 @@ def register_compile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
                    help="set one spec setting for this compile (actor.lr=3e-6), typed as the setting says; "
                         "recorded in the bundle's spec.toml like any value; repeatable")
+    p.add_argument("--rerecord", action="store_true",
+                   help="where a bundle is already there, record this spec's sources in its manifest even where "
+                        "the record it holds cannot be proved false from here (its holder removed); "
+                        "`tutorrl check` says when")
     p.set_defaults(handler=_compile)
 
 
@@ -98,7 +102,7 @@ def _compile(args) -> int:
         from tutorrl.cli import printable
 
         print(printable(f"warning: {warning.render()}"), file=sys.stderr)
-    result = write_bundle(compiled, args.out, spec_dir=os.path.dirname(path))
+    result = write_bundle(compiled, args.out, spec_dir=os.path.dirname(path), rerecord=getattr(args, "rerecord", False))
     m = compiled.manifest
     state = "wrote" if result.created else "unchanged, already at"
     print(f"{m.experiment}: verl {m.verl} ({m.variant}); {state} {display_path(result.folder)}", file=sys.stderr)
@@ -200,9 +204,13 @@ def _compile_many(args, done: dict | None = None) -> int:
     written = {}
     fresh, again = [], []
     new_ids = set()
+    rerecord, rerecorded = getattr(args, "rerecord", False), set()
     for launch, spec_dir in launches:
         if os.path.exists(os.path.join(args.out, launch.bundle.id)):
-            written[id(launch)] = write_bundle(launch.bundle, args.out, spec_dir=spec_dir)
+            # Re-recorded by the first spec that names it, as a new bundle is written.
+            first = launch.bundle.id not in rerecorded
+            rerecorded.add(launch.bundle.id)
+            written[id(launch)] = write_bundle(launch.bundle, args.out, spec_dir=spec_dir, rerecord=rerecord and first)
         elif launch.bundle.id in new_ids:
             # A launch two specs of the set hold (a point two sweeps share): written once, by the
             # first that names it, whose sources its manifest then records (store._refresh_provenance).

@@ -203,6 +203,15 @@ def _git_object_id(data: bytes, length: int) -> str | None:
     return hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()
 
 
+def _holds_bytes(path: Path, data: bytes) -> bool:
+    from tutorrl._read import ReadError, read_file
+
+    try:
+        return read_file(str(path), len(data), name=path.name) == data
+    except (OSError, ReadError):
+        return False
+
+
 def _records_in(folder: Path) -> list[str]:
     """The appended folders of a work-tree bundle that hold records."""
     return [d for d in APPENDED_DIRS if (folder / d).is_dir() and any((folder / d).iterdir())]
@@ -232,8 +241,12 @@ class _Advice:
             self._tracked_bundles = tracked_children(self.root) or set()
         return folder.name in self._tracked_bundles
 
-    def compile_and_add(self, spec: str, folder: Path) -> str:
+    def compile_and_add(self, spec: str, folder: Path, *, rerecord: bool = False,
+                        manifest: bytes | None = None) -> str:
+        """``manifest``: the manifest the spec compiles to, where the bundle is there
+        but its record differs; ``rerecord``: compile with --rerecord."""
         q, shown = shlex.quote(spec), shlex.quote(display_path(folder))
+        flags = f"{self.out_flag}{' --rerecord' if rerecord else ''}"
         if self.tree.staged:
             on_disk = Path(spec)
             if self._staged_specs is None:
@@ -241,11 +254,11 @@ class _Advice:
             staged_bytes = self._staged_specs.get(spec)
             if on_disk.is_file() and staged_bytes is not None and on_disk.read_bytes() != staged_bytes:
                 # The work tree holds another version of the spec than the index.
-                return (f"git add {q} && git add \"$(tutorrl compile {q}{self.out_flag})\"   "
+                return (f"git add {q} && git add \"$(tutorrl compile {q}{flags})\"   "
                         "(the spec on disk differs from the staged one; or restage the version you mean)")
-            if (folder / MANIFEST).is_file():
+            if (folder / MANIFEST).is_file() and (manifest is None or _holds_bytes(folder / MANIFEST, manifest)):
                 return f"git add {shown}   (compiled, but not staged)"
-        command = f"tutorrl compile {q}{self.out_flag}"
+        command = f"tutorrl compile {q}{flags}"
         return f"{command} && git add {shown}" if self.in_git else command
 
     def remove(self, folder: Path) -> str:
@@ -320,6 +333,8 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
 
     # A launch several specs hold records the sources of one of them (store._refresh_provenance):
     # each holder accepts the record of any, and the bundle is exact where one holder's is.
+    read_source = bases.source_reader(specs_root)
+    rerecorded: set[str] = set()
     exact = {name for _, name, bundle, _ in compiled if bundle is None}
     recorded_by: dict[str, list[dict]] = {}
     for _, name, bundle, _ in compiled:
@@ -336,12 +351,16 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
                             side.manifest.provenance not in recorded_by[name]:
                         # The launch is the same; the manifest's record of what it was compiled from is not.
                         result.state = "stale"
-                        result.message = _provenance_change(side.manifest, bundle.manifest)
-                        if recorded_still_true(side.manifest, os.path.dirname(label)):
-                            # Compiling keeps a record it cannot prove false (its sources are not
-                            # beside this spec: a spec since removed, or another folder's).
-                            report.fix.append(advice.remove(folder))
-                        report.fix.append(advice.compile_and_add(label, folder))
+                        # A plain compile keeps a record it cannot prove false (its sources are not
+                        # beside this spec: a spec since removed, or another folder's); no spec gives
+                        # it, so one holder re-records it in place (not moving its runs/ and evidence/).
+                        keeps = recorded_still_true(side.manifest, os.path.dirname(label), read=read_source,
+                                                    climbs=bundle.manifest.sources)
+                        result.message = _provenance_change(side.manifest, bundle.manifest, keeps)
+                        if not (keeps and name in rerecorded):  # (one holder re-records it for all)
+                            rerecorded.add(name)
+                            report.fix.append(advice.compile_and_add(label, folder, rerecord=keeps,
+                                                                     manifest=bundle.files[MANIFEST]))
                 except TutorrlError as exc:
                     result.state, result.message = "invalid", exc.render()
                     if staged and _verifies(folder):
@@ -368,7 +387,12 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
     return report
 
 
-def _provenance_change(old, new) -> str:
+def _provenance_change(old, new, keeps: bool = False) -> str:
+    if keeps:
+        extra = " with --set values" if old.set else ""
+        return (f"the launch is current, but its manifest records sources no spec here compiles from "
+                f"({', '.join(sorted(old.sources))}{extra}), which a plain compile keeps (it cannot prove "
+                "them false from here); compile one spec that holds it with --rerecord to record that spec's")
     changed = sorted(name for name in set(old.sources) | set(new.sources)
                      if old.sources.get(name) != new.sources.get(name))
     what = (f"{', '.join(changed)} changed where it changes nothing the launch is given" if changed
@@ -393,6 +417,27 @@ class _Bases:
             if staged is not None:
                 return staged
         return read_spec_bytes(path, name)
+
+    def source_reader(self, specs_root: Path):
+        """How recorded_still_true reads a recorded source: from the disk (None), or in
+        staged mode as git would commit it -- a file under the specs folder that is
+        not staged is not there, whatever the work tree holds; one outside it is read
+        from the disk, as the chain of a spec is (:meth:`read`)."""
+        if self._staged is None:
+            return None
+        root = os.path.abspath(specs_root)
+
+        def read(path: str) -> bytes:
+            from tutorrl._read import read_file
+
+            staged = self._staged.get(os.path.normpath(path))
+            if staged is not None:
+                return staged
+            if os.path.commonpath([root, os.path.abspath(path)]) == root:
+                raise FileNotFoundError(path)
+            return read_file(path, 1 << 20, follow=True)
+
+        return read
 
 
 def _bases(tree) -> _Bases:

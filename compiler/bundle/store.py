@@ -35,19 +35,22 @@ class WriteResult(msgspec.Struct, frozen=True):
         return Path(self.folder)
 
 
-def write_bundle(compiled: CompiledBundle, out_root: str | Path, *, spec_dir: str | None = None) -> WriteResult:
+def write_bundle(compiled: CompiledBundle, out_root: str | Path, *, spec_dir: str | None = None,
+                 rerecord: bool = False) -> WriteResult:
     """Write ``compiled`` under ``out_root/<id>/`` atomically.
 
     If the folder already exists with the same content, nothing is written.
     ``spec_dir``: the folder of the spec it was compiled from, where the
     sources an existing manifest records are read back (:func:`_refresh_provenance`).
+    ``rerecord``: an existing manifest records this compile's provenance even
+    where its record cannot be proved false here (``compile --rerecord``).
     Written with os alone: pathlib's import is ~3 ms of a cold compile.
     """
     root = os.fspath(out_root)
     final = os.path.join(root, compiled.id)
     if os.path.exists(final):
         _check_existing(final, compiled)
-        _refresh_provenance(final, compiled, spec_dir)
+        _refresh_provenance(final, compiled, spec_dir, rerecord)
         return WriteResult(final, created=False)
     try:
         os.makedirs(root, exist_ok=True)
@@ -88,7 +91,8 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path, *, spec_dir: st
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _refresh_provenance(final: str, compiled: CompiledBundle, spec_dir: str | None = None) -> None:
+def _refresh_provenance(final: str, compiled: CompiledBundle, spec_dir: str | None = None,
+                        rerecord: bool = False) -> None:
     """The same launch compiled from sources its manifest no longer tells truly (a base
     edited where it changes nothing the launch is given): its manifest says so.
 
@@ -101,7 +105,9 @@ def _refresh_provenance(final: str, compiled: CompiledBundle, spec_dir: str | No
     read from ``spec_dir``, now has another digest (recorded_still_true); a
     file not found there may be another folder's spec, and is no proof.
     ``tutorrl check``, which sees every spec, accepts the record of any spec
-    that compiles to the bundle.
+    that compiles to the bundle; where the record is no current spec's (its
+    holder removed), it says to compile one holder with ``--rerecord``
+    (``rerecord``), which replaces the record in place.
 
     Only a manifest that differs from this compile's in its provenance alone is
     replaced (atomically); one that differs otherwise is another tutorrl's
@@ -120,7 +126,7 @@ def _refresh_provenance(final: str, compiled: CompiledBundle, spec_dir: str | No
     if manifest_json(msgspec.structs.replace(present, sources={}, point={}, set=[])) != manifest_json(
             msgspec.structs.replace(compiled.manifest, sources={}, point={}, set=[])):
         return
-    if recorded_still_true(present, spec_dir):
+    if not rerecord and recorded_still_true(present, spec_dir, climbs=compiled.manifest.sources):
         return
     tmp = os.path.join(final, f".{MANIFEST}.{os.getpid()}.{os.urandom(8).hex()}")
     try:
@@ -133,13 +139,19 @@ def _refresh_provenance(final: str, compiled: CompiledBundle, spec_dir: str | No
             os.unlink(tmp)
 
 
-def recorded_still_true(manifest: Manifest, spec_dir: str | None, read=None) -> bool:
+def recorded_still_true(manifest: Manifest, spec_dir: str | None, read=None, *, climbs=()) -> bool:
     """Whether ``manifest``'s provenance still tells one true way to this launch, as far as
-    ``spec_dir`` shows: it names sources, and none of them is there with another digest.
+    ``spec_dir`` shows: it names sources, each in the form the compiler writes,
+    and none of them is there with another digest.
 
-    ``read(path) -> bytes`` (default: the file on disk) raises OSError for a file not there."""
+    ``read(path) -> bytes`` (default: the file on disk) raises OSError for a file not there.
+    ``climbs``: the compile's own sources; a recorded source above ``spec_dir``
+    (``../base.toml``) is read only where it is one of them, so a manifest
+    never makes this read a file the compile did not read itself."""
     if not manifest.sources:
         return False  # a spec of one file, or none recorded: nothing to keep
+    if not all(_plain_source(rel) for rel in manifest.sources):
+        return False  # edited by hand: no spec records that, so no spec's record
     if spec_dir is None:
         return True
     from tutorrl.compiler.bundle.manifest import sha256
@@ -147,6 +159,8 @@ def recorded_still_true(manifest: Manifest, spec_dir: str | None, read=None) -> 
     from tutorrl._read import ReadError, read_file
 
     for rel, digest in manifest.sources.items():
+        if rel.startswith("../") and rel not in climbs:
+            continue  # another folder's base, as far as this spec shows: no proof
         path = os.path.join(spec_dir, rel)
         try:
             # A spec is at most 1 MiB (load.MAX_SPEC_BYTES); a FIFO or device there is no source.
@@ -156,6 +170,15 @@ def recorded_still_true(manifest: Manifest, spec_dir: str | None, read=None) -> 
         if sha256(data) != digest:
             return False
     return True
+
+
+def _plain_source(rel: str) -> bool:
+    """Whether ``rel`` is a source path as the compiler records one: relative, in '/'
+    form, normalised (so '..' only leads, for a base in a folder above), no NUL."""
+    import posixpath
+
+    return (bool(rel) and "\0" not in rel and "\\" not in rel and not rel.startswith("/")
+            and posixpath.normpath(rel) == rel and rel not in (".", "..") and not rel.endswith("/.."))
 
 
 def _check_existing(final: str, compiled: CompiledBundle) -> None:

@@ -170,24 +170,38 @@ def test_a_point_two_sweeps_hold_keeps_one_record_through_compiles_in_turn(tmp_p
     assert _bytes(tmp_path / "bundles") == once and run_check().exit_code == 0
 
     # Its recorded holder removed: compiling the other cannot prove the record false (b.toml is not
-    # there, as another folder's spec would not be), so check says to remove the folder first.
+    # there, as another folder's spec would not be), so a plain compile keeps it, and check says
+    # to compile one holder with --rerecord: in place, the folder (and any runs/ in it) kept.
     (tmp_path / "specs" / "b.toml").unlink()
+    assert cli.main(["compile", "specs/a.toml"]) == 0
+    assert set(_shared(tmp_path)[1]["sources"]) == {"b.toml", "base.toml"}
+    (folder / "runs" / "r1").mkdir(parents=True)
+    (folder / "runs" / "r1" / "run.json").write_text("{}")
     capsys.readouterr()
     gone = run_check()
     assert gone.exit_code == 1
-    assert any(f.startswith("rm -r") and folder.name in f for f in gone.fix), gone.fix
+    stale = [r for r in gone.specs if r.bundle.endswith(folder.name)]
+    assert [r.state for r in stale] == ["stale", "stale"], format_report(gone)
+    assert all("--rerecord" in r.message and "compile again" not in r.message for r in stale)
+    assert not any(folder.name in f for f in gone.fix if not f.startswith("tutorrl compile")), gone.fix
     import shlex
     import shutil
 
-    for fix in gone.fix:  # done as said: the removals (b's other point is an orphan now), then the compile
+    for fix in gone.fix:  # done as said: the removal (b's other point is an orphan now), then the compile
         if fix.startswith("rm -r "):
             shutil.rmtree(shlex.split(fix)[-1])
-    assert [f for f in gone.fix if not f.startswith("rm -r ")] == ["tutorrl compile specs/a.toml",
-                                                                   "tutorrl compile specs/point.toml"]
-    assert cli.main(["compile", "specs/a.toml"]) == 0 and cli.main(["compile", "specs/point.toml"]) == 0
+    # One holder re-records it; the other, which then holds a true record, has nothing to do.
+    assert [f for f in gone.fix if not f.startswith("rm -r ")] == ["tutorrl compile specs/a.toml --rerecord"]
+    assert cli.main(shlex.split(gone.fix[-1])[1:]) == 0
     assert set(_shared(tmp_path)[1]["sources"]) == {"a.toml", "base.toml"}
+    assert (folder / "runs" / "r1" / "run.json").read_text() == "{}"
     report = run_check()
-    assert report.exit_code == 0, format_report(report)
+    assert [r.state for r in report.specs if r.bundle.endswith(folder.name)] == ["ok", "ok"], format_report(report)
+    # And a plain compile of each holder in turn rewrites no byte again.
+    once = _bytes(tmp_path / "bundles")
+    for name in ("point", "a", "point"):
+        assert cli.main(["compile", f"specs/{name}.toml"]) == 0
+    assert _bytes(tmp_path / "bundles") == once
 
 
 def test_two_sweeps_compiled_together_write_their_shared_point_once_the_same_way(tmp_path, monkeypatch, capsys):
@@ -202,3 +216,88 @@ def test_two_sweeps_compiled_together_write_their_shared_point_once_the_same_way
         assert set(_shared(root)[1]["sources"]) == {"a.toml", "base.toml"}  # the first named
         assert run_check().exit_code == 0
     assert trees[0] == trees[1] and len(trees[0]) == 4 * len(list((root / "bundles" / next(iter(trees[0])).split("/")[0]).iterdir()))
+
+
+@pytest.mark.parametrize("key", ["a.toml\0x", "ABSOLUTE", "sub/../a.toml", "./a.toml", "a.toml/..", ""])
+def test_a_recorded_source_no_compile_writes_is_no_true_record_and_never_read(tmp_path, monkeypatch, key):
+    """A manifest edited by hand to name a source the compiler never records (NUL, an absolute or
+    unnormalised path): compile replaces the record, reads nothing by it, and never raises."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    _two_sweeps(tmp_path)
+    assert cli.main(["compile", "specs/a.toml"]) == 0 and cli.main(["compile", "specs/b.toml"]) == 0
+    folder, manifest = _shared(tmp_path)
+    key = str(tmp_path / "specs" / "a.toml") if key == "ABSOLUTE" else key  # (a true digest, if it were read)
+    manifest["sources"] = {key if name == "a.toml" else name: digest
+                           for name, digest in manifest["sources"].items()}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert cli.main(["compile", "specs/b.toml"]) == 0
+    assert set(_shared(tmp_path)[1]["sources"]) == {"b.toml", "base.toml"}
+    assert [r.state for r in run_check().specs if r.bundle.endswith(folder.name)] == ["ok", "ok"]
+
+
+def test_a_recorded_source_above_the_spec_is_read_only_where_the_compile_reads_it(tmp_path, monkeypatch):
+    """``../x.toml`` is how a base in a folder above is recorded; one this compile does not read
+    itself is no proof either way (never read), so the record is kept, as for a file not there."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    _two_sweeps(tmp_path)
+    assert cli.main(["compile", "specs/a.toml"]) == 0 and cli.main(["compile", "specs/b.toml"]) == 0
+    (tmp_path / "outside.toml").write_text("# another digest than the one recorded\n")
+    folder, manifest = _shared(tmp_path)
+    manifest["sources"]["../outside.toml"] = "0" * 64
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    before = (folder / "manifest.json").read_bytes()
+    assert cli.main(["compile", "specs/b.toml"]) == 0
+    assert (folder / "manifest.json").read_bytes() == before
+
+
+def test_staged_check_asks_the_index_whether_a_recorded_holder_is_there(tmp_path):
+    """The holder removed from the index but still on disk (edited): the commit would hold no
+    spec that gives the record, and none the compile could prove it false by, so --rerecord."""
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "gitconfig"
+    config.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL=str(config), GIT_CONFIG_NOSYSTEM="1")
+    root = tmp_path / "work"
+    root.mkdir()
+    _two_sweeps(root)
+
+    def run(*argv):
+        return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+    assert run("git", "init", "-q", "-b", "main").returncode == 0
+    assert run(sys.executable, "-m", "tutorrl", "compile", "specs/base.toml").returncode == 0
+    assert run(sys.executable, "-m", "tutorrl", "compile", "specs/a.toml").returncode == 0
+    assert run(sys.executable, "-m", "tutorrl", "compile", "specs/b.toml").returncode == 0
+    folder, _ = _shared(root)
+    assert run("git", "add", "specs", "bundles").returncode == 0
+    assert run(sys.executable, "-m", "tutorrl", "check", "--staged").returncode == 0
+    # a.toml unstaged (its own point too), and edited on disk: the work tree's a.toml would
+    # prove the record false; the index holds no a.toml at all.
+    (a_only,) = [m.parent.name for m in (root / "bundles").glob("*/manifest.json")
+                 if m.parent != folder and "a.toml" in m.read_text()]
+    assert run("git", "rm", "-q", "--cached", "specs/a.toml").returncode == 0
+    assert run("git", "rm", "-q", "-r", "--cached", f"bundles/{a_only}").returncode == 0
+    (root / "specs" / "a.toml").write_text((root / "specs" / "a.toml").read_text() + "# edited\n")
+    staged = run(sys.executable, "-m", "tutorrl", "check", "--staged")
+    assert staged.returncode == 1, staged.stdout + staged.stderr
+    assert f"tutorrl compile specs/b.toml --rerecord && git add bundles/{folder.name}" in staged.stdout, staged.stdout
+    assert "compile again" not in staged.stdout
+
+
+def test_rerecord_in_a_set_compile_records_the_first_spec_that_names_the_launch(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _two_sweeps(tmp_path)
+    assert cli.main(["compile", "specs/a.toml", "specs/b.toml"]) == 0
+    assert set(_shared(tmp_path)[1]["sources"]) == {"a.toml", "base.toml"}
+    assert cli.main(["compile", "specs/b.toml", "specs/a.toml"]) == 0  # (a plain compile keeps a true record)
+    assert set(_shared(tmp_path)[1]["sources"]) == {"a.toml", "base.toml"}
+    assert cli.main(["compile", "specs/b.toml", "specs/a.toml", "--rerecord"]) == 0
+    assert set(_shared(tmp_path)[1]["sources"]) == {"b.toml", "base.toml"}
