@@ -390,9 +390,10 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
 def _provenance_change(old, new, keeps: bool = False) -> str:
     if keeps:
         extra = " with --set values" if old.set else ""
-        return (f"the launch is current, but its manifest records sources no spec here compiles from "
-                f"({', '.join(sorted(old.sources))}{extra}), which a plain compile keeps (it cannot prove "
-                "them false from here); compile one spec that holds it with --rerecord to record that spec's")
+        return (f"the launch is current, but its manifest records it as compiled from "
+                f"{', '.join(sorted(old.sources))}{extra}, as no spec here compiles it; a plain compile keeps "
+                "that record (nothing beside the spec proves it false), so compile one spec that holds it "
+                "with --rerecord to record that spec's")
     changed = sorted(name for name in set(old.sources) | set(new.sources)
                      if old.sources.get(name) != new.sources.get(name))
     what = (f"{', '.join(changed)} changed where it changes nothing the launch is given" if changed
