@@ -273,9 +273,12 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
         return spec, mapped
     lock = load_lock(translation.release, translation.variant)
     keyset = load_keyset(translation.release, translation.variant)
+    # The engine the compile will judge by: the launch's rollout.name, else the release's default.
+    engine = spec.get("rollout", {}).get("engine") or (lock.targets["rollout.engine"].default
+                                                       if "rollout.engine" in lock.targets else None)
     keep = []
     for text in extra:
-        _, problem = check_extra(text, lock, keyset, {})
+        _, problem = check_extra(text, lock, keyset, {}, engine)
         if problem is not None and "never read it" in problem[0]:
             index = next(i for i, m in enumerate(mapped) if m.override == text)
             mapped[index] = msgspec.structs.replace(mapped[index], how="dropped", note=problem[0])

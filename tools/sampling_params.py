@@ -15,7 +15,9 @@ fields (private ``_`` ones left out, and ``seed`` where the loop skips it);
 SGLang's ``__init__`` arguments that ``__init__`` also stores as attributes
 (the loop copies attributes, SGLang builds the params from the arguments) --
 drops the keys the release's yaml declares, and prints one entry per key,
-engine and release range. The wheels are pip's (``pip download --no-deps``);
+engine and release range. Each entry names its engine (``engines``): the
+other engines' rollouts, and the HF rollout, never read that key, so a field
+both engines have gets one entry for each, each citing its own rollout file. The wheels are pip's (``pip download --no-deps``);
 none is committed.
 """
 
@@ -112,9 +114,9 @@ def main(argv: list[str]) -> int:
                            f'key = "{key}"\n'
                            f'releases = "{span[0]}..{span[-1]}"\n'
                            + (f'variants = ["{variant}"]\n' if variant else "")
+                           + f'engines = ["{engine}"]\n'
                            + f'read_by = "{ENGINES[engine][0]}: {function}: {LOOP}"\n'
-                           + f'note = "a sampling field of {label} {versions} ({allows}); '
-                             f'read with rollout.name={engine}"\n')
+                           + f'note = "a sampling field of {label} {versions} ({allows})"\n')
     print("\n".join(out), end="")
     return 0
 

@@ -103,8 +103,11 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
             continue
         emitted[target.key] = setting
         overrides.append(Override(setting, target.key, value, target.plus, spelling=target.spelling))
+    # verl reads an engine's own sampling fields only with that engine (keymap/passthrough.toml).
+    engine = spec.rollout.engine or (lock.targets["rollout.engine"].default if "rollout.engine" in lock.targets
+                                     else None)
     for index, text in enumerate(spec.verl.extra_overrides):
-        override, problem = check_extra(text, lock, keyset, emitted)
+        override, problem = check_extra(text, lock, keyset, emitted, engine)
         if problem:
             findings.append(Finding(f"verl.extra_overrides.{index}", *problem))
         else:
@@ -169,16 +172,18 @@ def releases_declaring(key: str, variant: str) -> list[str]:
     return found
 
 
-def releases_reading_undeclared(key: str, variant: str) -> list[str]:
-    """Releases whose lock records ``key`` as read though no yaml declares it (keymap/passthrough.toml)."""
-    return [release for release in load_keymap().releases if key in load_lock(release, variant).undeclared]
+def releases_reading_undeclared(key: str, variant: str, engine: str | None = None) -> list[str]:
+    """Releases whose lock records ``key`` as read though no yaml declares it (keymap/passthrough.toml),
+    with rollout engine ``engine`` when one is given."""
+    return [release for release in load_keymap().releases
+            if load_lock(release, variant).reads_undeclared(key, engine)]
 
 
-def _elsewhere(key: str, lock: Lock) -> str:
+def _elsewhere(key: str, lock: Lock, engine: str | None = None) -> str:
     where = releases_declaring(key, lock.variant)
     if where:
         return f" (it is declared {describe_releases(where)})"
-    read = releases_reading_undeclared(key, lock.variant)
+    read = releases_reading_undeclared(key, lock.variant, engine)
     return f" (it exists {describe_releases(read)}: verl reads it there, though no yaml declares it)" if read else ""
 
 
@@ -233,7 +238,7 @@ def _table_value(text: str, key: str, lock: Lock, keyset, emitted: dict[str, str
                   "the whole table, and verl reads its keys, so it fails when it gets there", hint)
 
 
-def _refused_by_dataclass(key: str, lock: Lock) -> tuple[str, str] | None:
+def _refused_by_dataclass(key: str, lock: Lock, engine: str | None = None) -> tuple[str, str] | None:
     """The problem when ``key`` lands in a section verl builds into a dataclass that has no such field.
 
     A field the class does declare is not proof that verl reads it (0.7.0's
@@ -250,13 +255,24 @@ def _refused_by_dataclass(key: str, lock: Lock) -> tuple[str, str] | None:
     fields = [f for f in info.fields if not f.startswith("_")]
     near = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
     return (f"verl {lock.release} ({lock.variant}) builds {info.name} from '{section}' and refuses fields it does "
-            f"not declare: '{name}' would stop verl when it builds {info.name}" + _elsewhere(key, lock),
+            f"not declare: '{name}' would stop verl when it builds {info.name}" + _elsewhere(key, lock, engine),
             f"did you mean '{section}.{near[0]}'?" if near else
             f"{info.name} declares: " + ", ".join(fields[:8]) + (", …" if len(fields) > 8 else ""))
 
 
-def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
-    """One raw override: ``(Override, None)`` when verl will read it as written, else ``(None, problem)``."""
+def _other_engines(key: str, lock: Lock, engine: str) -> tuple[str, str]:
+    """The problem for a key the release reads only with rollout engines other than the spec's."""
+    only = " or ".join(lock.undeclared_engines[key])
+    return (f"verl {lock.release} reads '{key}' only with rollout.name={only}; this spec's rollout is {engine}: "
+            "verl would accept it and never read it" + _elsewhere(key, lock, engine),
+            f"set rollout.engine = {lock.undeclared_engines[key][0]!r}, or leave the key out")
+
+
+def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: str | None = None):
+    """One raw override: ``(Override, None)`` when verl will read it as written, else ``(None, problem)``.
+
+    ``engine`` is the rollout engine verl runs (the spec's rollout.engine, else the release's
+    default); None when not known, and then a key any engine reads counts as read."""
     match = _EXTRA.match(text)
     if not match or (match.group(1) != "~" and match.group(3) is None):
         return None, ("not a Hydra override", "expected KEY=VALUE, +KEY=VALUE or ~KEY")
@@ -272,15 +288,19 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
         exists = keyset.has(key)
         # A key under a dict verl reads whole is read whatever its name; a spec
         # table field's own key is one (the field writes '+KEY.entry' there).
-        read_whole = (lock.passthrough_above(key) is not None or key in lock.undeclared
+        read_whole = (lock.passthrough_above(key) is not None or lock.reads_undeclared(key, engine)
                       or any(t.kind == "table" and key.startswith(t.key + ".") for t in lock.targets.values()))
+        if not exists and prefix != "~" and not read_whole and lock.reads_undeclared(key) \
+                and keyset.open_parent(key) is None:
+            return None, _other_engines(key, lock, engine)
         if prefix == "" and not exists and keyset.is_prefix(key):
             return _table_value(text, key, lock, keyset, emitted)
         if prefix == "" and not exists:
             if keyset.open_parent(key) or read_whole:
                 return None, (f"'{key}' is not declared by verl {lock.release}", f"append it: '+{text}'")
             near = keyset.near(key)
-            return None, (f"verl {lock.release} ({lock.variant}) has no key '{key}'" + _elsewhere(key, lock),
+            return None, (f"verl {lock.release} ({lock.variant}) has no key '{key}'"
+                          + _elsewhere(key, lock, engine),
                           moved_key(key, lock) or (f"did you mean '{near[0]}'?" if near else None))
         if prefix == "~" and not exists:
             return None, (f"verl {lock.release} has no key '{key}' to delete", None)
@@ -291,10 +311,11 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str]):
                 return Override("verl.extra_overrides", key, None, True, raw=text), None
             return None, (f"'{key}' already exists in verl {lock.release}", f"drop the '+': '{text[1:]}'")
         if prefix in ("+", "++") and not exists:
-            refused = _refused_by_dataclass(key, lock)
+            refused = _refused_by_dataclass(key, lock, engine)
             if refused is not None:
                 return None, refused
         if prefix in ("+", "++") and not exists and keyset.open_parent(key) is None and not read_whole:
             return None, (f"verl {lock.release} declares no '{key}' and no open table or pass-through dict above it: "
-                          "verl would accept it and never read it" + _elsewhere(key, lock), moved_key(key, lock))
+                          "verl would accept it and never read it" + _elsewhere(key, lock, engine),
+                          moved_key(key, lock))
     return Override("verl.extra_overrides", key, None, prefix in ("+", "++"), raw=text), None

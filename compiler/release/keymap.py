@@ -39,6 +39,8 @@ VARIANTS: tuple[Variant, ...] = ("fsdp", "megatron")
 # class verl calls after every save (see compiler/release/spelling.py).
 Spelling = Literal["plain", "pkg", "module-file", "evidence-callback"]
 Kind = Literal["value", "table"]
+# verl's rollout.name values a fact can be restricted to (the spec's rollout.engine).
+Engine = Literal["vllm", "sglang", "hf"]
 
 # A str, not a pathlib.Path: the compile path reads one lock and imports no
 # pathlib (~3 ms of a cold start).
@@ -125,6 +127,9 @@ class Fact(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     note: str = ""
     # [[undeclared]] only: verl hands the undeclared dict on whole.
     whole: bool = False
+    # [[undeclared]] only: verl reads the key only when rollout.name is one of
+    # these (the engine's own sampling fields); empty: whatever the engine.
+    engines: tuple[Engine, ...] = ()
 
     def holds(self, release: str, variant: Variant) -> bool:
         return in_range(release, self.releases) and variant in self.variants
@@ -246,7 +251,7 @@ class Target(msgspec.Struct, frozen=True, omit_defaults=True):
         return ("+" if append else "") + key
 
 
-class Lock(msgspec.Struct, frozen=True):
+class Lock(msgspec.Struct, frozen=True, omit_defaults=True):
     """The key map cut down to one release and variant: all a compile needs."""
 
     schema: str
@@ -261,6 +266,9 @@ class Lock(msgspec.Struct, frozen=True):
     # Keys verl reads although no yaml of this release declares them (need `+`).
     undeclared: tuple[str, ...]
     ignored: tuple[Ignored, ...]
+    # Keys of `undeclared` that verl reads only with these rollout engines
+    # (omitted when empty, so a release with none keeps its lock and digest).
+    undeclared_engines: dict[str, tuple[str, ...]] = {}
 
     def digest(self) -> str:
         return "sha256:" + _sha256.sha256(msgspec.json.encode(self, order="sorted")).hexdigest()
@@ -270,6 +278,14 @@ class Lock(msgspec.Struct, frozen=True):
 
     def passthrough_above(self, key: str) -> str | None:
         return next((p for p in self.passthrough if key.startswith(p + ".")), None)
+
+    def reads_undeclared(self, key: str, engine: str | None = None) -> bool:
+        """Whether verl reads ``key`` though no yaml declares it, with rollout engine ``engine``
+        (None: not known, so a read by any engine counts)."""
+        if key not in self.undeclared:
+            return False
+        only = self.undeclared_engines.get(key)
+        return engine is None or not only or engine in only
 
 
 def lock_path(release: str, variant: Variant) -> "Path":
@@ -317,8 +333,14 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
     facts = keymap.facts
     passthrough = tuple(sorted({f.key for f in facts.passthrough + tuple(u for u in facts.undeclared if u.whole)
                                 if f.holds(release, variant)}))
-    undeclared = {f.key for f in facts.undeclared if f.holds(release, variant)}
-    problems: list[str] = []
+    holding = [f for f in facts.undeclared if f.holds(release, variant)]
+    undeclared = {f.key for f in holding}
+    # A key is engine-bound only when every fact that reads it is: one fact with
+    # no engines means it is read whatever the rollout engine.
+    undeclared_engines = {key: tuple(sorted({e for f in holding if f.key == key for e in f.engines}))
+                          for key in sorted(undeclared) if all(f.engines for f in holding if f.key == key)}
+    problems: list[str] = [f"{f.key}: `engines` is for an [[undeclared]] key verl reads itself, not a dict read whole"
+                           for f in facts.passthrough + tuple(u for u in facts.undeclared if u.whole) if f.engines]
     targets: dict[str, Target] = {}
     absent: dict[str, str] = {}
     for name, setting in keymap.setting.items():
@@ -362,7 +384,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
         raise LockError("\n".join(problems))
     ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases) and variant in i.variants)
     return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
-                passthrough, tuple(sorted(undeclared)), ignored)
+                passthrough, tuple(sorted(undeclared)), ignored, undeclared_engines)
 
 
 def encode_lock(lock: Lock) -> bytes:

@@ -14,8 +14,8 @@ from tutorrl.compiler.release.keysets import load_keyset
 from tutorrl.errors import SpecError
 
 
-def _check(text: str, release: str, variant: str = "fsdp", emitted: dict | None = None):
-    return check_extra(text, load_lock(release, variant), load_keyset(release, variant), emitted or {})
+def _check(text: str, release: str, variant: str = "fsdp", emitted: dict | None = None, engine: str | None = None):
+    return check_extra(text, load_lock(release, variant), load_keyset(release, variant), emitted or {}, engine)
 
 
 @pytest.mark.parametrize("release", ["0.7.1", "0.8.0"])
@@ -164,3 +164,103 @@ def test_the_compile_names_the_key_the_class_and_the_release():
     assert problem.message.startswith("verl 0.9.1 (fsdp) builds FSDPCriticConfig from 'critic' and refuses fields "
                                       "it does not declare: 'cliprange_valu'")
     assert problem.hint == "did you mean 'critic.cliprange_value'?"
+
+
+# -- an engine's own sampling fields are read only with that engine ---------------------------------------------------
+
+
+def test_the_tiny_cpu_spec_on_the_hf_rollout_is_refused_a_sglang_sampling_field():
+    # The reviewer's case: verl 0.5.0's HF rollout copies no rollout key into sampling parameters.
+    base = support.example_spec("tiny_cpu_grpo.toml")
+    assert base["rollout"]["engine"] == "hf"
+    text = support.spec_toml(base, verl={"extra_overrides": ["+actor_rollout_ref.rollout.max_new_tokens=1"]})
+    with pytest.raises(SpecError) as info:
+        compile_bytes(text.encode(), "tiny_cpu_grpo.toml")
+    (problem,) = info.value.problems
+    assert problem.key == "verl.extra_overrides.0"
+    assert problem.message.startswith("verl 0.5.0 reads 'actor_rollout_ref.rollout.max_new_tokens' only with "
+                                      "rollout.name=sglang; this spec's rollout is hf: verl would accept it and "
+                                      "never read it")
+    assert problem.hint == "set rollout.engine = 'sglang', or leave the key out"
+
+
+@pytest.mark.parametrize("name", ["max_new_tokens", "regex", "presence_penalty", "repetition_penalty"])
+def test_no_sampling_field_is_read_with_the_hf_rollout(name):
+    override, (message, _) = _check(f"+actor_rollout_ref.rollout.{name}=1", "0.5.0", engine="hf")
+    assert override is None and "this spec's rollout is hf" in message and "never read" in message
+
+
+def test_a_vllm_field_is_read_with_vllm_and_not_with_another_engine():
+    override, problem = _check("+actor_rollout_ref.rollout.presence_penalty=0.5", "0.5.0", engine="vllm")
+    assert problem is None and override.append
+    override, (message, _) = _check("+actor_rollout_ref.rollout.presence_penalty=0.5", "0.5.0", engine="hf")
+    assert override is None and "only with rollout.name=sglang or vllm; this spec's rollout is hf" in message
+    # logit_bias is vLLM's alone: not read with the SGLang rollout.
+    assert _check("+actor_rollout_ref.rollout.logit_bias={}", "0.5.0", engine="vllm")[1] is None
+    override, (message, hint) = _check("+actor_rollout_ref.rollout.logit_bias={}", "0.5.0", engine="sglang")
+    assert override is None
+    assert message.startswith("verl 0.5.0 reads 'actor_rollout_ref.rollout.logit_bias' only with "
+                              "rollout.name=vllm; this spec's rollout is sglang")
+    assert hint == "set rollout.engine = 'vllm', or leave the key out"
+
+
+def test_a_sglang_field_is_read_with_sglang_and_not_with_vllm():
+    override, problem = _check("+actor_rollout_ref.rollout.max_new_tokens=128", "0.4.1", engine="sglang")
+    assert problem is None and override.append
+    override, (message, hint) = _check("+actor_rollout_ref.rollout.max_new_tokens=128", "0.4.1", engine="vllm")
+    assert override is None
+    assert "only with rollout.name=sglang; this spec's rollout is vllm" in message
+    assert hint == "set rollout.engine = 'sglang', or leave the key out"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_field_both_engines_have_is_read_with_either(engine):
+    override, problem = _check("+actor_rollout_ref.rollout.frequency_penalty=0.5", "0.4.1", engine=engine)
+    assert problem is None and override.append
+    override, (message, _) = _check("+actor_rollout_ref.rollout.frequency_penalty=0.5", "0.4.1", engine="hf")
+    assert override is None and "only with rollout.name=sglang or vllm; this spec's rollout is hf" in message
+
+
+def test_a_compile_without_rollout_engine_judges_by_the_releases_default_engine():
+    # verl 0.5.0's rollout.name defaults to vllm: a vLLM-only field is read, an SGLang-only one is not.
+    ok = support.spec_toml(experiment={"verl": "0.5.0"}, rollout={"engine": support.DROP},
+                           verl={"extra_overrides": ["+actor_rollout_ref.rollout.logit_bias={}"]})
+    launch = compile_bytes(ok.encode(), "spec.toml").files["launch.sh"].decode()
+    assert "+actor_rollout_ref.rollout.logit_bias={}" in launch
+    refused = support.spec_toml(experiment={"verl": "0.5.0"}, rollout={"engine": support.DROP},
+                                verl={"extra_overrides": ["+actor_rollout_ref.rollout.max_new_tokens=1"]})
+    with pytest.raises(SpecError) as info:
+        compile_bytes(refused.encode(), "spec.toml")
+    assert any("this spec's rollout is vllm" in p.message for p in info.value.problems)
+
+
+def test_where_else_a_key_is_read_counts_only_releases_reading_it_with_this_engine():
+    # No release reads max_new_tokens with the HF rollout; 0.3.0 to 0.5.0 read it with SGLang's.
+    _, (message, _) = _check("+actor_rollout_ref.rollout.max_new_tokens=1", "0.7.0", engine="hf")
+    assert "builds RolloutConfig" in message and "(it exists" not in message
+    _, (message, _) = _check("+actor_rollout_ref.rollout.max_new_tokens=1", "0.2.0.post2", engine="sglang")
+    assert message.endswith("never read it (it exists in verl 0.3.0.post0 to 0.5.0: verl reads it there, "
+                            "though no yaml declares it)")
+
+
+def test_the_lock_records_which_engines_read_an_engine_bound_key():
+    lock = load_lock("0.4.1", "fsdp")
+    assert lock.undeclared_engines["actor_rollout_ref.rollout.frequency_penalty"] == ("sglang", "vllm")
+    assert lock.undeclared_engines["actor_rollout_ref.rollout.max_new_tokens"] == ("sglang",)
+    # data.seed is read whatever the engine: not engine-bound.
+    assert "data.seed" in lock.undeclared and "data.seed" not in lock.undeclared_engines
+    assert lock.reads_undeclared("data.seed", "hf")
+    assert not lock.reads_undeclared("actor_rollout_ref.rollout.max_new_tokens", "hf")
+    assert lock.reads_undeclared("actor_rollout_ref.rollout.max_new_tokens")
+
+
+def test_engines_on_a_dict_read_whole_is_a_map_error():
+    import msgspec
+
+    from tutorrl.compiler.release.keymap import LockError, build_lock, load_keymap
+
+    keymap = load_keymap()
+    bound = msgspec.structs.replace(keymap.facts.passthrough[0], engines=("vllm",))
+    facts = msgspec.structs.replace(keymap.facts, passthrough=(bound,) + keymap.facts.passthrough[1:])
+    with pytest.raises(LockError, match=f"{bound.key}: `engines` is for an \\[\\[undeclared\\]\\] key"):
+        build_lock("0.5.0", "fsdp", msgspec.structs.replace(keymap, facts=facts))

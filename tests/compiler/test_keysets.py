@@ -347,12 +347,17 @@ PASSTHROUGH = _passthrough_entries()
 
 
 def test_passthrough_file_structure():
-    allowed = {"key", "releases", "variants", "read_by", "note", "whole"}
+    allowed = {"key", "releases", "variants", "read_by", "note", "whole", "engines"}
     seen = set()
     for kind, e in PASSTHROUGH:
         assert {"key", "releases", "read_by"} <= set(e) <= allowed, e
         assert set(e.get("variants", ks.VARIANTS)) <= set(ks.VARIANTS), e
         assert "whole" not in e or kind == "undeclared", e
+        if "engines" in e:
+            # An engine-bound read is a key verl reads itself, in that engine's rollout.
+            assert kind == "undeclared" and not e.get("whole") and e["engines"], e
+            assert set(e["engines"]) <= {"vllm", "sglang", "hf"}, e
+            assert all(f"verl/workers/rollout/{engine}_rollout/" in e["read_by"] for engine in e["engines"]), e
         _in_range(e["releases"])
         _read_by(e)
         ident = (kind, e["key"], e["releases"], e["read_by"])
