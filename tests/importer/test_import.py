@@ -211,3 +211,16 @@ def test_an_import_runs_without_the_collector_and_frees_each_launch_before_the_n
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("round trip: exact") == 2
     assert proc.stdout.strip().splitlines()[-1] == "full collections [False]"
+
+
+@pytest.mark.parametrize("engine, how", [("sglang", "extra"), ("hf", "dropped"), (None, "dropped")])
+def test_an_engines_own_sampling_field_is_kept_only_for_that_engine(engine, how):
+    # verl 0.5.0's SGLang rollout reads max_new_tokens; its HF rollout and its default (vLLM) do not.
+    from tutorrl.importer.translate import translate, validate
+
+    overrides = ([f"actor_rollout_ref.rollout.name={engine}"] if engine else []) + [
+        "+actor_rollout_ref.rollout.max_new_tokens=64"]
+    mapped = validate(translate(overrides, "0.5.0", variant="fsdp")).mapped[-1]
+    assert mapped.how == how
+    if how == "dropped":
+        assert "only with rollout.name=sglang" in mapped.note
