@@ -215,11 +215,10 @@ def _ray_executable(python: str | None = None) -> str:
 #     resources for the cluster check) the program below reads from the GCS
 #     itself once the agent is up, and writes, in the State API's shape, into
 #     the `started` file readiness waits for (EmbeddedHead.resources);
-#   * JobHead is started by multiprocessing's `spawn`, not from a forkserver:
-#     Ray forks modules from a forkserver (~100 MiB, subprocesses/handle.py)
-#     so that several share the imports it made once; one module shares
-#     nothing, and `spawn` is what Ray itself uses where there is no
-#     forkserver (select_start_method);
+#   * the forkserver Ray forks dashboard modules from is started first thing
+#     in the dashboard's process, so JobHead's imports run beside the
+#     dashboard's: JobHead was the last part of the head up, started only once
+#     the dashboard had imported (~0.5 s of a 4-5 s start at load 3);
 #   * the dashboard and its agent import only the modules they load: Ray's
 #     get_all_modules imports every package of ray.dashboard.modules (Serve's,
 #     Train's, Data's) to pick its classes from them. The agent loads JobAgent
@@ -323,15 +322,20 @@ def node_table(gcs):
     return json.dumps({"result": True, "data": {"result": {"result": table}}}).encode()
 
 
-def spawn_modules():
-    """One dashboard module runs here: started by `spawn` instead of from a forkserver (a ~100 MiB
-    process that imports Ray once so that several modules fork from it). Ray's own choice where
-    the platform has no forkserver (dashboard/subprocesses/handle.py, select_start_method)."""
+def warm_forkserver(spec):
+    """Start the forkserver Ray forks dashboard modules from now, before this process imports Ray
+    (dashboard/subprocesses/handle.py: it is started at the first module, after the dashboard has
+    imported all of its own): JobHead's imports then run beside the dashboard's instead of after
+    them, and JobHead -- the last part of the head to come up -- is a fork of a ready process.
+    The preload list is Ray's own (preload_in_forkserver) for these modules; the dashboard's later
+    call to set it finds the server running, which keeps the list it started with."""
     import multiprocessing
+    import multiprocessing.forkserver as forkserver
 
-    from ray.dashboard.subprocesses.handle import SubprocessModuleHandle
-
-    SubprocessModuleHandle.mp_context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["ray", "ray.dashboard.subprocesses.module",
+                                    *sorted({item.split(":", 1)[0] for item in spec.split(",")})])
+    forkserver.ensure_running()
 
 
 def start(head_spec, agent_spec):
@@ -403,34 +407,39 @@ def start(head_spec, agent_spec):
     node.Node.start_ray_client_server = lambda self: None
 
 
-role = sys.argv.pop(1)
-if role in ("run", "dashboard"):
-    spec, script = sys.argv.pop(1), sys.argv.pop(1)
-    try:
-        narrow(spec)
-    except (ImportError, AttributeError) as exc:
-        print(f"tutorrl: every dashboard module loads ({exc!r})", file=sys.stderr)
-    else:
-        if role == "dashboard" and "," not in spec:
+def main():
+    role = sys.argv.pop(1)
+    if role in ("run", "dashboard"):
+        spec, script = sys.argv.pop(1), sys.argv.pop(1)
+        if role == "dashboard":
             try:
-                spawn_modules()
-            except (ImportError, AttributeError):
-                pass  # the forkserver starts it, as Ray does
-    import runpy
+                warm_forkserver(spec)
+            except (ImportError, AttributeError, ValueError, OSError):
+                pass  # Ray starts it when the first module starts
+        try:
+            narrow(spec)
+        except (ImportError, AttributeError) as exc:
+            print(f"tutorrl: every dashboard module loads ({exc!r})", file=sys.stderr)
+        import runpy
 
-    sys.argv[0], sys.path[0] = script, os.path.dirname(script)
-    runpy.run_path(script, run_name="__main__")
-else:
-    head_spec, agent_spec = sys.argv.pop(1), sys.argv.pop(1)
-    try:
-        start(head_spec, agent_spec)
-    except (ImportError, AttributeError) as exc:
-        print(f"tutorrl: the full Ray head starts ({exc!r})", file=sys.stderr)
-        started()  # nothing narrowed: ready when the node is ALIVE, as for `ray start` alone
-    from ray.scripts.scripts import main
+        sys.argv[0], sys.path[0] = script, os.path.dirname(script)
+        runpy.run_path(script, run_name="__main__")
+    else:
+        head_spec, agent_spec = sys.argv.pop(1), sys.argv.pop(1)
+        try:
+            start(head_spec, agent_spec)
+        except (ImportError, AttributeError) as exc:
+            print(f"tutorrl: the full Ray head starts ({exc!r})", file=sys.stderr)
+            started()  # nothing narrowed: ready when the node is ALIVE, as for `ray start` alone
+        from ray.scripts.scripts import main as ray_main
 
-    sys.argv[0] = "ray"
-    sys.exit(main())
+        sys.argv[0] = "ray"
+        sys.exit(ray_main())
+
+
+# The forkserver imports this file as __mp_main__ (it was the main module when it started).
+if __name__ == "__main__":
+    main()
 '''
 
 

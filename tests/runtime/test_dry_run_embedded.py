@@ -54,9 +54,13 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         tree = _tree(head.proc.pid)
         modules = sorted(c.split("ray-dashboard-", 1)[1].split("-", 1)[0] for c in tree if "ray-dashboard-" in c)
         assert modules == sorted(LEAN_MODULES) and "NodeHead" not in modules, modules
-        # JobHead alone, spawned: no State API process and no forkserver to fork modules from.
+        # JobHead is forked from the one forkserver, the one the program started before the dashboard
+        # imported Ray: its path starts at the program's folder (Ray's would start at the dashboard's).
+        (server,) = [c for c in tree if "multiprocessing.forkserver" in c and "ray-dashboard-" not in c]
+        assert f"'sys_path': ['{head.run_dir}'" in server and "modules.job.job_head" in server, server
+        # JobHead alone: no State API process.
         for left_out in ("autoscaler/_private/monitor.py", "_private/log_monitor.py", "ray.util.client.server",
-                         "ray::IDLE", "lean_ray.py start", "multiprocessing.forkserver", "StateHead"):
+                         "ray::IDLE", "lean_ray.py start", "StateHead"):
             assert not [c for c in tree if left_out in c], left_out
         # `ray start` is gone once the head is up: its pid waits on the Ray processes, with none of Ray loaded.
         assert tree[0].split()[1:4] == ["-I", "-S", "-c"] and "import os, signal, sys" in tree[0], tree[0]
