@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -249,6 +250,7 @@ def _ray_executable(python: str | None = None) -> str:
 LEAN_MODULES = {"JobHead": "ray.dashboard.modules.job.job_head"}
 LEAN_AGENT_MODULES = {"JobAgent": "ray.dashboard.modules.job.job_agent"}
 _LEAN_FILE = "lean_ray.py"
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
 _LEAN_RAY = r'''
 """tutorrl's lean Ray head (tutorrl/runtime/head.py says what it leaves out and why).
 
@@ -623,7 +625,8 @@ class EmbeddedHead:
             self.ray, "start", "--head", "--block",
             # Loopback only (and RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER above): without it Ray advertises the
             # machine's routable address and its GCS, raylet and agents listen there (or on every
-            # address), where anyone on the network could reach them.
+            # address), where anyone on the network could reach them. Ray's processes only: what the
+            # job opens itself (torch's c10d store listens on [::]) is the job's.
             "--node-ip-address=127.0.0.1",
             f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
             f"--dashboard-agent-listen-port={agent}", f"--ray-client-server-port={client}",
@@ -633,7 +636,10 @@ class EmbeddedHead:
         argv.append(f"--num-cpus={self.num_cpus if self.num_cpus is not None else embedded_cpus(self.num_gpus)}")
         if self.lean:
             python = _script_python(self.ray)
-            if python is not None:
+            # Ray hands the raylet the agent's command as one string that the raylet splits again, and
+            # the lean program's path goes into it as written: a folder that would need quoting there
+            # (a TMPDIR with a space) gets the full head instead of an agent that never starts.
+            if python is not None and _PLAIN_PATH.fullmatch(str(self.run_dir / _LEAN_FILE)):
                 lean = self._lean_file = self.run_dir / _LEAN_FILE
                 lean.write_text(_LEAN_RAY)
                 argv = [python, str(lean), "start", _module_spec(LEAN_MODULES), _module_spec(LEAN_AGENT_MODULES),

@@ -78,6 +78,29 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         head.stop()
 
 
+def test_a_head_folder_that_would_need_quoting_gets_the_full_head(tmp_path, monkeypatch):
+    # The lean program's path goes unquoted into the agent's command line, which the raylet splits:
+    # under a TMPDIR with a space the agent would never start, so the head starts whole instead.
+    import shutil
+    import tempfile
+
+    spaced = tempfile.mkdtemp(prefix="t l", dir="/tmp")
+    monkeypatch.setattr(tempfile, "tempdir", spaced)
+    head = EmbeddedHead(run_id="tutorrl-leanhead-3", num_gpus=0, workdir=tmp_path, lean=True)
+    try:
+        head.start()
+        assert " " in str(head.run_dir) and head._lean_file is None
+        assert not (head.run_dir / "lean_ray.py").exists()
+        client = jobs_api.client(head.url, head.headers)
+        sid = client.submit_job(entrypoint="echo whole-ok", submission_id="tutorrl-leanhead-job-3",
+                                entrypoint_num_cpus=1)
+        assert submit.wait_terminal(client, sid) == "SUCCEEDED"
+        assert "whole-ok" in client.get_job_logs(sid)
+    finally:
+        head.stop()
+        shutil.rmtree(spaced, ignore_errors=True)
+
+
 def _pids(root: int, needle: str) -> list[int]:
     procs = {}
     for name in os.listdir("/proc"):
