@@ -435,12 +435,11 @@ exec sleep 600
 """
 
 
-@pytest.mark.parametrize("signum", [pytest.param(15, id="SIGTERM"), pytest.param(2, id="SIGINT")])
-def test_a_signal_before_a_set_is_detached_stops_it_and_says_what_started(make_bundle, workdir, tmp_path, signum):
-    import signal
-
-    # The job's Python has a `ray` beside it that never comes up: the set's head is held
-    # starting, which is the window `run --detach` waits through before it says "detached".
+def _detach_held_set(make_bundle, workdir, tmp_path):
+    """`run --detach` of a two-bundle set whose head is held starting: the job's Python has a `ray`
+    beside it that never comes up, the window `run --detach` waits through before it says
+    "detached". Returns the launcher, the file that says the head is starting, the state folder
+    the environment and the bundles."""
     fake = tmp_path / "fake-python"
     fake.mkdir()
     (fake / "python").symlink_to(sys.executable)
@@ -453,6 +452,14 @@ def test_a_signal_before_a_set_is_detached_stops_it_and_says_what_started(make_b
                     TUTORRL_EMBEDDED_NUM_GPUS="1")
     launcher = subprocess.Popen([*TUTORRL, "run", *map(str, bundles), "--detach"], cwd=workdir, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return launcher, gate, state, env, bundles
+
+
+@pytest.mark.parametrize("signum", [pytest.param(15, id="SIGTERM"), pytest.param(2, id="SIGINT")])
+def test_a_signal_before_a_set_is_detached_stops_it_and_says_what_started(make_bundle, workdir, tmp_path, signum):
+    import signal
+
+    launcher, gate, state, env, bundles = _detach_held_set(make_bundle, workdir, tmp_path)
     supervisor = None
     try:
         wait_for(lambda: gate.exists() or launcher.poll() is not None, 120, "the set's head to be starting")
@@ -511,18 +518,7 @@ def test_a_detached_set_whose_head_does_not_start_is_not_said_to_be_detached(mak
 
 def test_a_set_stopped_by_tutorrl_stop_before_it_is_detached_is_not_said_to_be_detached(make_bundle, workdir,
                                                                                         tmp_path):
-    fake = tmp_path / "fake-python"
-    fake.mkdir()
-    (fake / "python").symlink_to(sys.executable)
-    (fake / "ray").write_text(HELD_HEAD)
-    (fake / "ray").chmod(0o755)
-    gate = tmp_path / "head-starting"
-    bundles = [make_bundle(GATED, env={"GATE": str(tmp_path), "POINT": str(n)}) for n in (1, 2)]
-    state = tmp_path / "state"
-    env = clean_env(TUTORRL_STATE_HOME=str(state), TUTORRL_PYTHON=str(fake / "python"), HEAD_GATE=str(gate),
-                    TUTORRL_EMBEDDED_NUM_GPUS="1")
-    launcher = subprocess.Popen([*TUTORRL, "run", *map(str, bundles), "--detach"], cwd=workdir, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launcher, gate, state, env, bundles = _detach_held_set(make_bundle, workdir, tmp_path)
     try:
         wait_for(lambda: gate.exists() or launcher.poll() is not None, 120, "the set's head to be starting")
         assert gate.exists(), launcher.communicate()[1]
