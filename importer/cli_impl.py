@@ -39,6 +39,10 @@ class ImportReport(msgspec.Struct):
     skipped: list[str] = []
     # What the round trip stood in for placeholders, the settings the release never reads, ...
     notes: list[str] = []
+    # What the compiler refuses in the imported spec, each with its place (none when it compiles). The round trip
+    # is proven with the spec as written all the same: these name what to change before it runs (verl refuses
+    # the same at start).
+    does_not_compile: list[str] = []
     # Roots the spec declares for machine-specific folders, with their defaults (this machine's).
     roots: dict = {}
     # Each clock read of the script and where its (frozen) answer went.
@@ -342,16 +346,15 @@ def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True
     variant = variant_of(prep.config_name, prep.overrides)
     release, why, elsewhere, fitting = _choose(prep.overrides, verl, variant)
     text, report = _import_at(prep, release, why, elsewhere, variant, check, root, default_config)
-    refused = "the imported spec does not compile: "
-    if verl is None and check and report.not_checked.startswith(refused):
+    if verl is None and check and report.does_not_compile:
         # The launch as verl runs it is the reference: where the newest release
         # that reads the keys refuses it at start and an older one that reads as
         # many runs it (verl 0.2 checks no mini-batch size), import for that one.
         for older in reversed(fitting[:-1]):
             other_text, other = _import_at(prep, older, why, elsewhere, variant, check, root, default_config)
-            if not other.not_checked.startswith(refused):
+            if not other.does_not_compile:
                 other.release_reason = (
-                    f"{why}: verl {release} refuses the imported spec ({report.not_checked[len(refused):]}); "
+                    f"{why}: verl {release} refuses the imported spec ({'; '.join(report.does_not_compile)}); "
                     f"verl {older}, the newest of those that takes it, reads as many of the keys")
                 return other_text, other
     return text, report
@@ -360,8 +363,8 @@ def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True
 def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: str, check: bool,
                root: Path | None, default_config: str | None) -> tuple[str, ImportReport]:
     translation, text = _spec_text(prep.overrides, release, variant, prep)
-    dropped = [m for m in translation.mapped if m.how == "dropped" and "never read" in m.note]
-    exact, not_checked, diffs, warnings, notes = None, "", [], [], []
+    dropped = [m for m in translation.mapped if m.how == "unread"]
+    exact, not_checked, diffs, warnings, notes, refusals = None, "", [], [], [], []
     if not check:
         not_checked = "--no-check"
     else:
@@ -374,6 +377,7 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
         # A number stands in for a count the compiler's rules check (nodes x GPUs
         # divisible by the parallel sizes): the first of these that compiles.
         numbers = ["1", "2", "4", "8", "16", "32", "64"] if "1" in standins.values() else ["1"]
+        result, error, first = None, None, None
         for number in numbers:
             these = {n: (number if v == "1" else v) for n, v in standins.items()}
             original = [_fill(o, these) for o in prep.overrides]
@@ -382,11 +386,18 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
                 result = round_trip(check_text, original, config_name=prep.config_name or
                                     default_config or _default_config(release, variant),
                                     config_path=prep.config_path, root=root)
-                break
             except SpecError as err:
-                error = err
+                error, result = err, None
+                continue
+            if not result.refusals:
+                break
+            # The compiler's rules refuse this stand-in: a later number may be one they take.
+            first = first or (result, these)
         else:
-            result = None
+            if first is not None:
+                result, these = first
+        if result is not None:
+            refusals = list(result.refusals)
         if standins:
             notes.append("placeholders stood in for the same value in both launches: "
                          + ", ".join(f"__UNSET_{n}__ = {v}" for n, v in sorted(these.items())))
@@ -406,9 +417,9 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
                 exact = not diffs
     if dropped:
         keys = sorted({m.override.lstrip("+~").split("=", 1)[0] for m in dropped})
-        notes.append(f"verl {release} declares and never reads {', '.join(keys)}: the launch as written runs with "
-                     "them ignored; the spec leaves them out (see 'dropped' for the spec fields that do what "
-                     "they meant)")
+        notes.append(f"verl {release} never reads {', '.join(keys)}: the launch as written runs with them "
+                     "ignored; the spec keeps them as written in [verl] unread_overrides, so it launches what the "
+                     "script did (for a fork of verl that reads them; delete them for the release's own verl)")
         from tutorrl.importer.translate import meant_settings
 
         meant = meant_settings(translation)
@@ -423,6 +434,7 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
                           translation.placeholders, prep.others, exact, not_checked, diffs, normalised, elsewhere,
                           warnings)
     report.notes = notes
+    report.does_not_compile = refusals
     report.roots = {name: r["default"] for name, r in translation.spec.get("roots", {}).items()}
     report.clock = [_clock_line(c, translation) for c in prep.clock]
     return text, report
@@ -508,7 +520,7 @@ def cmd_import(args) -> int:
             if report.spec_path is None:
                 print(text)
             print(render_report(report), file=sys.stderr if report.spec_path is None else sys.stdout)
-    return 0 if all(r.exact for _, r in results) else 1
+    return 0 if all(r.exact and not r.does_not_compile for _, r in results) else 1
 
 
 def _default_config(release: str, variant: str) -> str:
@@ -533,12 +545,14 @@ def render_report(r: ImportReport) -> str:
     for m in r.mapped:
         by.setdefault(m.how, []).append(m)
     lines.append(f"overrides: {len(by.get('field', []))} to spec fields, {len(by.get('extra', []))} to "
-                 f"extra_overrides, {len(by.get('dropped', []))} dropped, {len(by.get('refused', []))} refused")
+                 f"extra_overrides, {len(by.get('unread', []))} to unread_overrides, {len(by.get('dropped', []))} "
+                 f"dropped, {len(by.get('refused', []))} refused")
     moved = [m for m in r.mapped if m.how == "field" and m.note.startswith("the key moved")]
     if moved:
         lines.append("keys the target release spells differently (the spec field writes the new key):")
         lines += [f"  {m.override} -> {m.field}  ({m.note})" for m in moved]
-    for how, title in (("extra", "kept as raw overrides (extra_overrides)"), ("dropped", "dropped"),
+    for how, title in (("extra", "kept as raw overrides (extra_overrides)"),
+                       ("unread", "kept as written, never read by the release (unread_overrides)"), ("dropped", "dropped"),
                        ("refused", "refused")):
         if by.get(how):
             lines.append(f"{title}:")
@@ -566,6 +580,12 @@ def render_report(r: ImportReport) -> str:
     if r.warnings:
         lines.append("compiling the spec warns (the launch is still the script's):")
         lines += [f"  {w}" for w in r.warnings]
+    if r.does_not_compile:
+        lines.append("the spec does not compile until you change (the launch as written has the same problems):")
+        # Placed in the spec as written ("imported.toml" while checking; the same lines as the file written).
+        name = display_path(Path(r.spec_path)) if r.spec_path else "imported.toml"
+        lines += [f"  {name}{p[len('imported.toml'):] if p.startswith('imported.toml:') else ': ' + p}"
+                  for p in r.does_not_compile]
     if r.exact:
         lines.append(f"round trip: exact (the spec composes to the identical verl {r.release} config)")
     elif r.not_checked:

@@ -17,9 +17,12 @@ def register(subparsers) -> None:
         description=(
             "Run SCRIPT under real bash in a sandbox (verl's entry point and every other outside command "
             "recorded, not run), map each Hydra override of its launch to a spec field of the target verl "
-            "release (or [verl] extra_overrides), write the spec, and prove the round trip: the spec compiled "
-            "and the original launch, composed with the release's own trainer config, must be identical. "
-            "Exit 0: exact; 1: the report says which keys differ (or why it could not be checked); 2: error. "
+            "release (or [verl] extra_overrides; a key the release never reads to [verl] unread_overrides), write "
+            "the spec, and prove the round trip: the spec compiled and the original launch, composed with the "
+            "release's own trainer config, must be identical. A spec the compiler refuses (a rule verl checks at "
+            "start) is proven as written, and the report names what to change. "
+            "Exit 0: exact and the spec compiles; 1: the report says which keys differ, what to change before "
+            "the spec compiles, or why it could not be checked; 2: error. "
             "Give overrides instead of a script after --: tutorrl import --verl 0.7.1 -- key=value ..."
         ),
     )

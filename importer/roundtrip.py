@@ -144,15 +144,25 @@ class RoundTrip(msgspec.Struct, frozen=True):
     imported_argv: list[str] = []
     # The compiler's warnings for the imported spec (e.g. settings the release never reads).
     warnings: list[str] = []
+    # What the compiler refuses in the spec (its rules; overrides verl would refuse), each rendered with its
+    # place: the launch compared is the spec's as written, so the round trip is proven all the same.
+    refusals: list[str] = []
 
 
 def round_trip(spec_text: str, original: list[str], *, config_name: str, config_path: str | None = None,
                root: Path | None = None, base: Path | None = None) -> RoundTrip:
-    """Compile ``spec_text`` and compare its composed config with the original launch's."""
+    """Compile ``spec_text`` and compare its composed config with the original launch's.
+
+    A spec the compiler refuses (a rule verl also checks at start, an override
+    verl would stop on) is still compared, as written, its refusals listed:
+    the translation is proven, and what to change is named. A spec that is not
+    well formed raises :class:`SpecError`."""
     from tutorrl.compiler.pipeline import resolve_bytes
     from tutorrl.compiler.pipeline import expand, references
 
-    spec, lock, resolved, found = resolve_bytes(spec_text.encode(), "imported.toml")
+    refusals: list = []
+    spec, lock, resolved, found = resolve_bytes(spec_text.encode(), "imported.toml", refusals=refusals)
+    refused = [p.render() for p in refusals]
     warnings = [f"{w.key}: {w.message}" if w.key else w.message for w in found]
     root = root or config_root(lock.release)
     argv = []
@@ -169,6 +179,6 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
     first = compose(root, config_name, original, config_path, base)
     second = compose(root, resolved.config_name, argv, resolved.config_path, base)
     if first.error or second.error:
-        return RoundTrip(False, [], first.error, second.error, argv, warnings)
+        return RoundTrip(False, [], first.error, second.error, argv, warnings, refused)
     diffs = differences(first.config, second.config)
-    return RoundTrip(not diffs, diffs, imported_argv=argv, warnings=warnings)
+    return RoundTrip(not diffs, diffs, imported_argv=argv, warnings=warnings, refusals=refused)

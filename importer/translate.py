@@ -9,8 +9,11 @@ lock -- the same data the compiler writes with -- and becomes
 * ``extra``: ``[verl] extra_overrides``, as written, when the spec has no field
   for the key or cannot hold the value (an interpolation, ``null``, a deletion,
   a value outside the field's type) -- still checked by the compiler;
-* ``dropped``: a key the release accepts and never reads, named with the key
-  that is read (a launch that sets it never did what it said);
+* ``unread``: a key the release accepts and never reads, kept as written in
+  ``[verl] unread_overrides`` (so the spec launches what the script did) and
+  named with the key that is read (a launch that sets it never did what it
+  said on the release's own verl; a fork may read it);
+* ``dropped``: an override a later one of the same setting replaces;
 * ``refused``: what the compiler would refuse, with its message.
 
 The spec is then validated with the compiler's own loader; an override whose
@@ -28,7 +31,7 @@ import msgspec
 
 from tutorrl.compiler.release import EVIDENCE_CALLBACK, Lock, load_lock
 
-How = Literal["field", "extra", "dropped", "refused", "selection"]
+How = Literal["field", "extra", "unread", "dropped", "refused", "selection"]
 # In the compiler's refusal of a '+' key the dataclass verl builds has no field for.
 STOPS_VERL = "refuses fields it does not declare"
 PLACEHOLDER = re.compile(r"__UNSET_([A-Za-z0-9_]+)__")
@@ -76,6 +79,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     mapped: list[Mapped] = []
     placed: dict[str, int] = {}  # field -> index in mapped (a later override of the same key wins)
     extra: list[str] = []
+    unread: list[str] = []
 
     if config_name is not None and config_name.removesuffix(".yaml") != lock.config_name:
         spec["experiment"]["config_name"] = config_name.removesuffix(".yaml")
@@ -98,7 +102,8 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         kind = parsed.type.name  # CHANGE | ADD | FORCE_ADD | DEL
         ignored = lock.ignored_by(key)
         if ignored is not None:
-            mapped.append(Mapped(text, "dropped", note=f"verl {release} accepts '{key}' and never reads it: "
+            unread.append(text)
+            mapped.append(Mapped(text, "unread", note=f"verl {release} accepts '{key}' and never reads it: "
                                  f"{ignored.reason}" + (f"; {ignored.advice(key)}" if ignored.advice(key) else "")))
             continue
         if kind == "DEL" or parsed.is_sweep_override() or parsed.package is not None:
@@ -134,8 +139,8 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         placed[slot] = len(mapped)
         mapped.append(Mapped(text, "field", field=slot, note=note))
 
-    if extra:
-        spec["verl"] = {"extra_overrides": extra}
+    if extra or unread:
+        spec["verl"] = {k: v for k, v in (("extra_overrides", extra), ("unread_overrides", unread)) if v}
     placeholders = sorted({m for m in PLACEHOLDER.findall(repr(spec))})
     return Translation(release, variant, config_name, config_path, spec, mapped, placeholders)
 
@@ -263,10 +268,12 @@ def validate(translation: Translation) -> Translation:
 
 
 def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
-    """Raw overrides verl would accept and never read are dropped and named, as the compiler would refuse them;
-    so are those verl would stop on (a field the dataclass it builds the section into lacks), as refused."""
+    """Raw overrides verl would accept and never read move to ``unread_overrides``, named, as the compiler refuses
+    them in extra_overrides; those verl would stop on (a field the dataclass it builds the section into lacks) are
+    left out, as refused."""
     from tutorrl.compiler.release import load_keyset
     from tutorrl.compiler.pipeline import check_extra
+    from tutorrl.compiler.pipeline import never_read
 
     extra = spec.get("verl", {}).get("extra_overrides", [])
     if not extra:
@@ -276,22 +283,25 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     # The engine the compile will judge by: the launch's rollout.name, else the release's default.
     engine = spec.get("rollout", {}).get("engine") or (lock.targets["rollout.engine"].default
                                                        if "rollout.engine" in lock.targets else None)
-    keep = []
+    keep, unread = [], list(spec["verl"].get("unread_overrides", []))
     for text in extra:
         _, problem = check_extra(text, lock, keyset, {}, engine)
-        if problem is not None and "never read it" in problem[0]:
+        if never_read(problem):
             index = next(i for i, m in enumerate(mapped) if m.override == text)
-            mapped[index] = msgspec.structs.replace(mapped[index], how="dropped", note=problem[0])
+            mapped[index] = msgspec.structs.replace(mapped[index], how="unread", note=problem[0])
+            unread.append(text)
         elif problem is not None and STOPS_VERL in problem[0]:
             index = next(i for i, m in enumerate(mapped) if m.override == text)
             mapped[index] = msgspec.structs.replace(mapped[index], how="refused",
                                                     note=f"{problem[0]}; the spec leaves it out")
         else:
             keep.append(text)
-    if keep:
-        spec["verl"]["extra_overrides"] = keep
-    else:
-        spec.pop("verl", None)
+    # In the launch's order, as a reader of the script would look for them.
+    order = {m.override: i for i, m in enumerate(mapped)}
+    unread.sort(key=lambda t: order.get(t, len(order)))
+    spec["verl"] = {k: v for k, v in (("extra_overrides", keep), ("unread_overrides", unread)) if v}
+    if not spec["verl"]:
+        spec.pop("verl")
     return spec, mapped
 
 
@@ -369,8 +379,10 @@ def render_spec(translation: Translation, source: str) -> str:
     if meant:
         # Offered, not set: the spec is the launch as verl runs it, so the round
         # trip holds; these lines are what the script meant, where verl reads it.
-        body += (f"\n# The launch sets keys verl {translation.release} declares and never reads (it runs without them).\n"
-                 "# What they meant, in the settings this release reads; add them to have it done:\n")
+        body += (f"\n# The launch sets keys verl {translation.release} never reads ([verl] unread_overrides keeps them; "
+                 "verl runs without them).\n"
+                 "# What they meant, in the settings this release reads; add them (and delete those unread overrides) to have "
+                 "it done:\n")
         body += "".join(f"#   [{field.split('.', 1)[0]}] {field.split('.', 1)[1]} = {shown}    (for {override})\n"
                         for field, shown, override in meant)
     return "\n".join(lines) + "\n\n" + body
@@ -387,7 +399,7 @@ def meant_settings(translation: Translation) -> list[tuple[str, str, str]]:
     lock = load_lock(translation.release, translation.variant)
     out = []
     for m in translation.mapped:
-        if m.how != "dropped":
+        if m.how != "unread":
             continue
         head, sep, value = m.override.partition("=")
         key = head.lstrip("+~")

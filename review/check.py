@@ -65,7 +65,7 @@ def _is_spec_path(root: Path, path: Path) -> bool:
 
 def _size(d: Diff) -> int:
     return (len(d.experiment) + len(d.resources) + len(d.reward) + len(d.environment)
-            + len(d.extra_overrides) + len(d.spec_only) + (d.release is not None))
+            + len(d.extra_overrides) + len(d.unread_overrides) + len(d.spec_only) + (d.release is not None))
 
 
 class _WorkTree:

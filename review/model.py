@@ -118,6 +118,8 @@ class Diff(msgspec.Struct, frozen=True, omit_defaults=True):
     environment: list[EnvChange] = []
     release: ReleaseChange | None = None
     extra_overrides: list[OverrideChange] = []
+    # [verl] unread_overrides: passed as written, never read by the release (a fork's keys).
+    unread_overrides: list[OverrideChange] = []
     # Spec fields whose change reaches no verl key (e.g. evidence_callback = false, which emits nothing).
     spec_only: list[SettingChange] = []
     # Content files whose bytes differ; always listed, so tools need not re-hash.
@@ -129,7 +131,7 @@ class Diff(msgspec.Struct, frozen=True, omit_defaults=True):
     @property
     def explained(self) -> bool:
         return bool(self.experiment or self.resources or self.reward or self.environment or self.release
-                     or self.extra_overrides or self.spec_only)
+                     or self.extra_overrides or self.unread_overrides or self.spec_only)
 
 
 # ---------------------------------------------------------------- one side
@@ -382,8 +384,8 @@ def _where(k: _Keys) -> tuple:
     return k.release, k.variant, k.config_name, k.config_path, k.select
 
 
-def _override_changes(old: Side, new: Side) -> list[OverrideChange]:
-    a, b = list(old.spec.verl.extra_overrides), list(new.spec.verl.extra_overrides)
+def _override_changes(old: Side, new: Side, field: str = "extra_overrides") -> list[OverrideChange]:
+    a, b = list(getattr(old.spec.verl, field)), list(getattr(new.spec.verl, field))
     out = [OverrideChange(t, "removed") for t in a if t not in b]
     out += [OverrideChange(t, "added") for t in b if t not in a]
     if not out and a != b:
@@ -455,6 +457,7 @@ def diff_sides(old: Side, new: Side) -> Diff:
         environment=_env_changes(old, new, ok, nk),
         release=_release_change(old, new, ok, nk),
         extra_overrides=_override_changes(old, new),
+        unread_overrides=_override_changes(old, new, "unread_overrides"),
         spec_only=spec_only + _unexplained(old, new, explained),
         files=files,
     )

@@ -124,6 +124,8 @@ def _text(diff: Diff, color: bool) -> str:
     if diff.release is not None:
         section("verl release", _release_lines(diff))
     section("Extra overrides ([verl] extra_overrides)", [(o.change, o.text) for o in diff.extra_overrides])
+    section("Unread overrides ([verl] unread_overrides: passed as written, never read by the release)",
+            [(o.change, o.text) for o in diff.unread_overrides])
     section("Spec fields that reach no verl key",
             [(c.change, f"{c.setting}: {value(c.old)} -> {value(c.new)}") for c in diff.spec_only])
     if diff.file_diffs:
@@ -222,6 +224,8 @@ def _markdown(diff: Diff) -> str:
     if diff.release is not None:
         block("verl release", _md_release(diff))
     block("Extra overrides", [f"- {_SIGN[x.change]} {_code(x.text)}" for x in diff.extra_overrides])
+    block("Unread overrides (passed as written, never read by the release)",
+          [f"- {_SIGN[x.change]} {_code(x.text)}" for x in diff.unread_overrides])
     block("Spec fields that reach no verl key",
           [f"- {_SIGN[c.change]} {_code(c.setting)}: {_code(value(c.old))} → {_code(value(c.new))}"
            for c in diff.spec_only])

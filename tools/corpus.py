@@ -59,7 +59,7 @@ import msgspec
 SCHEMA = "tutorrl.corpus/1"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "corpus"
 STANDARD_CONFIG_DIR = "verl/trainer/config"
-Class = str  # "spec" | "extra" | "dropped" | "refused"
+Class = str  # "spec" | "extra" | "unread" | "refused"
 
 
 # ---------------------------------------------------------------------------
@@ -72,7 +72,8 @@ def classify(override: str, release: str, variant: str) -> tuple[Class, str]:
     ``("spec", field)``: a spec field holds it (the import translation, values
     checked by the compiler's loader); ``("extra", why)``: ``[verl]
     extra_overrides`` takes it as written and the compiler accepts it there;
-    ``("dropped", why)``: the release accepts the key and never reads it;
+    ``("unread", why)``: the release accepts the key and never reads it (``[verl]
+    unread_overrides`` keeps it as written);
     ``("refused", message)``: tutorrl refuses it, with its message.
     """
     from tutorrl.compiler.release.keymap import load_lock
@@ -85,7 +86,7 @@ def classify(override: str, release: str, variant: str) -> tuple[Class, str]:
         return "spec", mapped.field
     if mapped.how == "selection":
         return "spec", "actor.strategy"
-    if mapped.how in ("dropped", "refused"):
+    if mapped.how in ("unread", "refused"):
         return mapped.how, mapped.note
     lock = load_lock(release, variant)
     accepted, problem = check_extra(override, lock, load_keyset(release, variant), {})
@@ -212,6 +213,9 @@ class LaunchResult(msgspec.Struct):
     # `tutorrl import` without --verl: the release it chose and its round trip.
     default_release: str = ""
     default_round_trip: str = ""
+    # What the compiler refuses in the imported spec (grouped; "" when it compiles): a round trip is
+    # proven with the spec as written, and these name what to change before it runs.
+    refused: str = ""
 
 
 class ScriptResult(msgspec.Struct):
@@ -233,6 +237,7 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
                 key_scripts[o.key].add(l.script)
     by_class = collections.Counter(o.cls for o in occurrences)
     trips = collections.Counter(l.round_trip for l in launches if l.composes)
+    refusing = collections.Counter(l.refused for l in launches if l.composes and l.round_trip == "exact" and l.refused)
     not_exact = collections.Counter(l.round_trip for l in launches if l.composes and l.round_trip != "exact")
     differing: dict[str, set[str]] = collections.defaultdict(set)
     for l in launches:
@@ -285,7 +290,7 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
             "target": target,
             "spec": {"overrides": by_class["spec"], "percent": share(by_class["spec"])},
             "extra": {"overrides": by_class["extra"], "percent": share(by_class["extra"])},
-            "dropped": {"overrides": by_class["dropped"], "percent": share(by_class["dropped"])},
+            "unread": {"overrides": by_class["unread"], "percent": share(by_class["unread"])},
             "refused": {"overrides": by_class["refused"], "percent": share(by_class["refused"])},
             "refused_by_reason": [
                 {"reason": r, "overrides": n, "keys": len(refused_keys[r])}
@@ -299,6 +304,9 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
             "with_target": sum(trips.values()),
             "exact": trips["exact"],
             "percent_exact": round(100.0 * trips["exact"] / sum(trips.values()), 1) if trips else 0.0,
+            "exact_spec_refused": sum(refusing.values()),
+            "exact_spec_refused_by_reason": [{"reason": r, "launches": n} for r, n in
+                                             sorted(refusing.items(), key=lambda kv: (-kv[1], kv[0]))],
             "differs": sum(n for r, n in trips.items() if r.startswith("differs")),
             "not_checked": sorted(((r, n) for r, n in trips.items() if r.startswith("not checked")),
                                   key=lambda kv: (-kv[1], kv[0])),
@@ -407,7 +415,7 @@ def import_round_trip(root: Path, cap, launch_index: int, source: str, release: 
 
     prep = prepare(cap, source, root, home=CORPUS_HOME, workdir_root="VERL_CHECKOUT")[launch_index]
     _, report = import_launch(prep, release, root=root, default_config=default_name)
-    return trip_reason(report), [d.key for d in report.differences]
+    return trip_reason(report), [d.key for d in report.differences], refusal_group(report)
 
 
 def import_default(root: Path, cap, launch_index: int, source: str, default_name: str) -> tuple[str, str]:
@@ -423,6 +431,12 @@ def import_default(root: Path, cap, launch_index: int, source: str, default_name
     return report.release, trip_reason(report)
 
 
+def refusal_group(report) -> str:
+    """What the compiler refuses in an imported spec, grouped as the numbers count it ("" when it compiles)."""
+    head = "not checked: the imported spec does not compile: "
+    return trip_group(head + "; ".join(report.does_not_compile))[len(head):] if report.does_not_compile else ""
+
+
 def trip_reason(report) -> str:
     """One import report's round trip as a reason to count: exact, why it differs, or why it was not checked."""
     if report.exact:
@@ -430,7 +444,7 @@ def trip_reason(report) -> str:
     if report.exact is None:
         return "not checked: " + reason_group(report.not_checked)
     unread = {m.override.lstrip("+~").split("=", 1)[0] for m in report.mapped
-              if m.how == "dropped" and "never read" in m.note}
+              if m.how == "unread"}
     keys = {d.key for d in report.differences}
     if keys and all(any(k == u or k.startswith(u + ".") for u in unread) for k in keys):
         return "differs: settings the release declares and never reads"
@@ -510,9 +524,9 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
                     shown = text.replace(cap.workdir, "<checkout>").replace(cap.home, "<home>")
                     results.append(OverrideResult(shown, key, None if isinstance(parsed, dict) else parsed,
                                                   cls, reason))
-                trip, differing, chosen, chosen_trip = "", [], "", ""
+                trip, differing, chosen, chosen_trip, refusal = "", [], "", "", ""
                 if error is None:
-                    trip, differing = import_round_trip(root, cap, cap.launches.index(launch), rel, target,
+                    trip, differing, refusal = import_round_trip(root, cap, cap.launches.index(launch), rel, target,
                                                         default_name)
                     if launch.config_path is None or config_dir == root / STANDARD_CONFIG_DIR:
                         # Without --verl (a launch of its own config folder composes only in the checkout).
@@ -522,7 +536,7 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
                     rel, launch.entry, name,
                     None if launch.config_path is None else
                     (os.path.relpath(config_dir, root) if config_dir else launch.config_path),
-                    variant, error is None, error, results, trip, differing, chosen, chosen_trip))
+                    variant, error is None, error, results, trip, differing, chosen, chosen_trip, refusal))
                 record["launches"].append(msgspec.to_builtins(launch_results[-1]))
             detail.append(record)
             if i % 20 == 0:
@@ -669,7 +683,7 @@ def newest_composing(prep, releases: Sequence[str], default_name, takes=None) ->
         # A key the release reads under another name (the spec field writes that name) is not read as written.
         # Nor is one verl stops on there (its dataclass has no such field).
         stops[release] = sum(1 for m in mapped if m.how == "refused" and STOPS_VERL in m.note)
-        unread[release] = stops[release] + sum(1 for m in mapped if m.how == "dropped" or
+        unread[release] = stops[release] + sum(1 for m in mapped if m.how in ("unread", "dropped") or
                                                (m.how == "field" and m.note.startswith("the key moved")))
         if not unread[release]:
             readers.append(release)
@@ -712,6 +726,8 @@ class ThirdPartyLaunch(msgspec.Struct):
     # `tutorrl import` without --verl: the release it chose and its round trip.
     default_release: str = ""
     default_round_trip: str = ""
+    # What the compiler refuses in the spec imported for the target (grouped; "" when it compiles).
+    refused: str = ""
     # `--verl` the release the repository was written for (nearest supported), when that can be told.
     written_release: str = ""
     written_round_trip: str = ""
@@ -783,7 +799,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
                     def takes(release, prep=prep, trips=trips):
                         if release not in trips:
                             trips[release] = import_launch(prep, release)[1]
-                        return not trips[release].not_checked.startswith("the imported spec does not compile")
+                        return not trips[release].does_not_compile
 
                     target, result.target_why, result.no_target = newest_composing(prep, releases,
                                                                                    _default_config, takes)
@@ -799,6 +815,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
                     report = trips.get(result.target) or import_launch(prep, result.target)[1]
                     result.round_trip = trip_reason(report)
                     result.differing_keys = [d.key for d in report.differences]
+                    result.refused = refusal_group(report)
                     _, report = import_launch(prep, None)
                     result.default_release, result.default_round_trip = report.release, trip_reason(report)
                     if written_target:
@@ -877,12 +894,15 @@ def aggregate_thirdparty(scripts: Sequence[ThirdPartyScript], launches: Sequence
         "targets": dict(sorted(collections.Counter(l.target for l in targeted).items())),
         "targets_why": dict(sorted(collections.Counter(l.target_why for l in targeted).items())),
         "classification": {k: {"overrides": by_class[k], "percent": pct(by_class[k], len(occurrences))}
-                           for k in ("spec", "extra", "dropped", "refused")},
+                           for k in ("spec", "extra", "unread", "refused")},
         # `tutorrl import --verl TARGET` (TARGET: the newest supported release where the launch composes).
         "round_trip": {
             "with_target": len(targeted),
             "exact": len(exact),
             "percent_exact": pct(len(exact), len(targeted)),
+            "exact_spec_refused": sum(1 for l in exact if l.refused),
+            "exact_spec_refused_by_reason": [{"reason": r, "launches": n} for r, n in sorted(
+                collections.Counter(l.refused for l in exact if l.refused).items(), key=lambda kv: (-kv[1], kv[0]))],
             "not_exact_by_reason": _by_reason(l.round_trip for l in targeted if l.round_trip != "exact"),
             "differing_keys": [{"key": k, "launches": len(v)} for k, v in
                                sorted(differing.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
@@ -951,6 +971,13 @@ def render_thirdparty(s: dict, command: str) -> str:
         if s.get("no_target_keys"):
             lines += ["The keys Hydra names there (keys of the repositories' own verl forks, mostly; launches): "
                       + ", ".join(f"`{k['key']}` {k['launches']}" for k in s["no_target_keys"][:25]) + ".", ""]
+    if trip.get("exact_spec_refused"):
+        lines += [f"Of the exact launches, {trip['exact_spec_refused']} get a spec the compiler refuses until it is "
+                  "changed (the round trip is proven with the spec as written; the report names what to change, "
+                  "and verl fails the launch as captured the same way), by what it refuses:", "",
+                  "| launches | what the compiler refuses |", "|---|---|"]
+        lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |" for r in trip["exact_spec_refused_by_reason"]]
+        lines.append("")
     for title, rows in (("Launches with a target not exact at it (`--verl TARGET`), by reason", trip["not_exact_by_reason"]),
                         ("Without `--verl`, not exact, by reason", default["not_exact_by_reason"]),
                         ("With `--verl` the release the repository was written for, not exact, by reason",
@@ -994,14 +1021,14 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
         "`verl.trainer.main_ppo` composed with Hydra against its own release's trainer config",
         "(from the release wheel), each override classified by `tutorrl import`'s translation for the",
         "target release (`spec`: a spec field holds it; `extra`: `[verl] extra_overrides` takes it as",
-        "written and the compiler accepts it; `dropped`: the release accepts the key and never reads",
-        "it; `refused`: tutorrl refuses it), and every launch that composes imported by `tutorrl import",
+        "written and the compiler accepts it; `unread`: the release accepts the key and never reads",
+        "it, and `[verl] unread_overrides` keeps it as written; `refused`: tutorrl refuses it), and every launch that composes imported by `tutorrl import",
         "--verl TARGET`'s own code (`import_launch`: placeholders, roots, config paths as the command",
         "does them) as a spec whose compiled launch is composed again and compared key by key (`round",
         "trip`: exact only when the composed configs are identical). Numbers only: the scripts' text is",
         "not kept here.",
         "",
-        "| tag | scripts | launching main_ppo | launches | megatron | own config | unset vars | overrides | distinct keys | composes at own release | target | spec | extra | dropped | refused | round trip exact | without --verl: exact |",
+        "| tag | scripts | launching main_ppo | launches | megatron | own config | unset vars | overrides | distinct keys | composes at own release | target | spec | extra | unread | refused | round trip exact | without --verl: exact |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
@@ -1015,7 +1042,7 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             f"| {s['overrides']} | {s['distinct_keys']} | {comp['ok']}/{s['launches']} "
             f"| {s['target']}{'' if s['target'] == s['release'] else '*'} "
             f"| {c['spec']['overrides']} ({c['spec']['percent']}%) | {c['extra']['overrides']} ({c['extra']['percent']}%) "
-            f"| {c['dropped']['overrides']} ({c['dropped']['percent']}%) "
+            f"| {c['unread']['overrides']} ({c['unread']['percent']}%) "
             f"| {c['refused']['overrides']} ({c['refused']['percent']}%) "
             f"| {trip.get('exact', 0)}/{trip.get('launches_composing', 0)} ({trip.get('percent_exact', 0.0)}%) "
             f"| {_default_cell(s.get('default_release'))} |")
@@ -1045,6 +1072,13 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             if trip.get("differing_keys"):
                 lines.append("- keys that differ after import (launches): " + ", ".join(
                     f"`{d['key']}` {d['launches']}" for d in trip["differing_keys"][:20]))
+            lines.append("")
+        if trip.get("exact_spec_refused"):
+            lines += ["Exact launches whose imported spec the compiler refuses until changed (the round trip is "
+                      "proven with the spec as written; the report names what to change), by reason:", "",
+                      "| launches | what the compiler refuses |", "|---|---|"]
+            lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |"
+                      for r in trip["exact_spec_refused_by_reason"]]
             lines.append("")
         default = s.get("default_release")
         if default and default["launches"]:

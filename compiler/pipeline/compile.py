@@ -23,12 +23,18 @@ def compile_bytes(raw: bytes, name: str) -> CompiledBundle:
     return assemble(spec, resolved, lock, warnings=warnings)
 
 
-def resolve_bytes(raw: bytes, name: str):
-    """(normalised spec, lock, resolved overrides, warnings) of spec bytes: the launch without the bundle."""
-    return resolve_parsed(*parse_spec(raw, name))
+def resolve_bytes(raw: bytes, name: str, *, refusals: list | None = None):
+    """(normalised spec, lock, resolved overrides, warnings) of spec bytes: the launch without the bundle.
+
+    With ``refusals`` (a list), what the compiler refuses in a well-formed spec
+    (its rules, overrides the release would refuse) is appended there instead
+    of raised, and the launch is the spec's as written, refused overrides
+    included: what ``tutorrl import`` proves a spec against before saying what
+    to change (verl refuses the same at start). Never for a bundle."""
+    return resolve_parsed(*parse_spec(raw, name), refusals=refusals)
 
 
-def resolve_parsed(spec, locate):
+def resolve_parsed(spec, locate, *, refusals: list | None = None):
     """:func:`resolve_bytes` from the spec as parsed (not yet normalised) and its locator:
     what ``tutorrl migrate`` asks of a spec it retargets in memory."""
     try:
@@ -48,16 +54,18 @@ def resolve_parsed(spec, locate):
         # file: each is placed at the user's reward.plugin, keeping its key.
         raise SpecError([p if p.file is not None else _at_plugin(locate, p) for p in exc.problems]) from None
     keyset = None
-    if spec.verl.extra_overrides:
+    if spec.verl.extra_overrides or spec.verl.unread_overrides:
         from tutorrl.compiler.release import load_keyset
 
         keyset = load_keyset(lock.release, lock.variant)
-    resolved, problems = resolve(spec, lock, keyset)
+    resolved, problems = resolve(spec, lock, keyset, keep_refused=refusals is not None)
     findings += problems
     findings += _argument_limits(spec, resolved)
     findings += roots.findings(spec, resolved, lock)
     errors = [f for f in findings if f.severity == "error"]
-    if errors:
+    if errors and refusals is not None:
+        refusals += [locate(f.key.split("."), f.message, f.hint) for f in errors]
+    elif errors:
         raise SpecError([locate(f.key.split("."), f.message, f.hint) for f in errors])
     warnings = tuple(locate(f.key.split("."), f.message, f.hint) for f in findings if f.severity == "warning")
     return spec, lock, resolved, warnings

@@ -65,11 +65,13 @@ class Resolved(msgspec.Struct, frozen=True):
     overrides: tuple[Override, ...]
 
 
-def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding]]:
+def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) -> tuple[Resolved, list[Finding]]:
     """Overrides for ``spec`` under ``lock``, and every problem found.
 
     ``keyset`` (the release's ``KeySet``) is only needed to check
     ``extra_overrides`` and is loaded by the caller when there are any.
+    ``keep_refused``: a raw override refused is still in the launch, as written
+    (the import's proof of a spec the compiler refuses; compile_bytes never).
     """
     findings: list[Finding] = []
     overrides: list[Override] = [Override("variant", sel.partition("=")[0], sel.partition("=")[2], raw=sel)
@@ -110,6 +112,8 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
         override, problem = check_extra(text, lock, keyset, emitted, engine)
         if problem:
             findings.append(Finding(f"verl.extra_overrides.{index}", *problem))
+            if keep_refused:
+                overrides.append(_as_written("verl.extra_overrides", text))
         else:
             overrides.append(override)
             home = spec_home(override.key, lock)
@@ -118,8 +122,59 @@ def resolve(spec: Spec, lock: Lock, keyset=None) -> tuple[Resolved, list[Finding
                 # migrate explain it, so say so without refusing.
                 findings.append(Finding(f"verl.extra_overrides.{index}", f"'{override.key}' has a home in the spec: {home[1]}",
                                  f"set {home[1]} instead, so diff and migrate can explain it", "warning"))
+    overrides += _unread(spec, lock, keyset, emitted, engine, findings, keep_refused)
     config_name = spec.experiment.config_name or lock.config_name
     return Resolved(config_name, spec.experiment.config_path, tuple(overrides)), findings
+
+
+# What check_extra says of a key the release accepts and never reads (an
+# undeclared '+' key with nothing reading it, a key read only by another
+# engine, a key the key map knows verl ignores): the one kind
+# ``[verl] unread_overrides`` takes.
+NEVER_READ = ("verl would accept it and never read it", "would be accepted and ignored by verl")
+
+
+def never_read(problem: tuple[str, str | None] | None) -> bool:
+    """Is ``problem`` (check_extra's) "the release accepts this and never reads it", and nothing worse?"""
+    return problem is not None and any(mark in problem[0] for mark in NEVER_READ)
+
+
+def _as_written(setting: str, text: str) -> Override:
+    prefix, key, _ = _EXTRA.match(text).groups() if _EXTRA.match(text) else ("", text, None)
+    return Override(setting, key, None, prefix in ("+", "++"), raw=text)
+
+
+def _unread(spec: Spec, lock: Lock, keyset, emitted: dict[str, str], engine: str | None,
+            findings: list[Finding], keep_refused: bool = False) -> list[Override]:
+    """``[verl] unread_overrides``: each passed as written where the release accepts it and never reads it.
+
+    The list is the spec's statement that the verl it runs is not the release's
+    own (a fork that reads these keys), so the release's reading is the test:
+    a key it reads is refused here (extra_overrides checks it as verl reads it),
+    and so is one it would refuse or stop on."""
+    out: list[Override] = []
+    passed = 0
+    for index, text in enumerate(spec.verl.unread_overrides):
+        where = f"verl.unread_overrides.{index}"
+        override, problem = check_extra(text, lock, keyset, emitted, engine)
+        if problem is None:
+            findings.append(Finding(where, f"verl {lock.release} reads '{override.key}'",
+                                    "move it to [verl] extra_overrides (or its spec field), where it is checked as "
+                                    "verl reads it"))
+        elif not never_read(problem):
+            findings.append(Finding(where, *problem))
+        else:
+            emitted[_EXTRA.match(text).group(2)] = where
+            out.append(_as_written("verl.unread_overrides", text))
+            passed += 1
+            continue
+        if keep_refused:
+            out.append(_as_written("verl.unread_overrides", text))
+    if passed:
+        findings.append(Finding("verl.unread_overrides", f"verl {lock.release} never reads the {passed} "
+                                f"override{'s' if passed > 1 else ''} in [verl] unread_overrides: they are passed "
+                                "as written, for a verl that does (a fork)", None, "warning"))
+    return out
 
 
 def _under_open(sub: str, opened: tuple[str, ...]) -> bool:

@@ -554,6 +554,12 @@ class Verl(Section):
     extra_overrides: list[Annotated[str, Meta(min_length=1)]] = field(default_factory=list)
     """Raw Hydra overrides for what the spec has no field for, appended last; each key is still checked against the
     release."""
+    unread_overrides: list[Annotated[str, Meta(min_length=1)]] = field(default_factory=list)
+    """Raw Hydra overrides the target release accepts and never reads, passed as written after extra_overrides: for a
+    fork of verl that does read them (a research repository's own trainer), or to launch exactly what a script did.
+    Each must compose and must be unread by the release: one verl reads belongs in extra_overrides (or its spec
+    field), and one verl would stop on (a field its dataclass lacks) is refused here too. `tutorrl import` puts
+    the settings a script sets and the release never reads here, so its launch stays the script's."""
 
 
 class Evidence(Section):
@@ -622,7 +628,7 @@ def to_builtins(spec: Struct) -> dict:
                 continue
         else:
             value = msgspec.to_builtins(value)
-            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides", "roots"):
+            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides", "unread_overrides", "roots"):
                 continue
         out[name] = value
     return out

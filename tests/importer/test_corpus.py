@@ -28,7 +28,7 @@ def test_classify_spec_extra_refused():
     assert corpus.classify("trainer.ray_wait_register_center_timeout=60", "0.7.1", "fsdp") == (
         "extra", "no spec field for this key")
     cls, why = corpus.classify("custom_reward_function.path=x.py", "0.9.1", "fsdp")
-    assert cls == "dropped" and "never reads it" in why
+    assert cls == "unread" and "never reads it" in why
     cls, why = corpus.classify("reward_model.use_reward_loop=True", "0.7.1", "fsdp")
     assert cls == "refused" and "no key 'reward_model.use_reward_loop'" in why
     cls, why = corpus.classify("+trainer.nnodes=2", "0.7.1", "fsdp")

@@ -100,16 +100,18 @@ def test_scripts_with_several_launches_or_none_are_refused(script, words, tmp_pa
     assert not (tmp_path / "s.toml").exists()
 
 
-def test_override_list_keys_verl_ignores_are_dropped_and_named():
-    proc = _import("--verl", "0.9.1", "--format", "json", "--", "algorithm.adv_estimator=grpo",
-                   "custom_reward_function.path=x.py", "actor_rollout_ref.rollout.n=8")
+def test_override_list_keys_verl_ignores_are_kept_as_written_and_named(tmp_path):
+    proc = _import("--verl", "0.9.1", "--format", "json", "-o", str(tmp_path / "s.toml"), "--",
+                   "algorithm.adv_estimator=grpo", "custom_reward_function.path=x.py", "actor_rollout_ref.rollout.n=8")
     report = json.loads(proc.stdout)
-    # The composed configs differ by the key verl declares and never reads: not exact (issue 20).
-    assert proc.returncode == 1 and report["exact"] is False
-    assert [d["key"] for d in report["differences"]] == ["custom_reward_function.path"]
-    dropped = [m for m in report["mapped"] if m["how"] == "dropped"]
-    assert len(dropped) == 1 and "use 'reward.custom_reward_function.path'" in dropped[0]["note"]
-    assert any("declares and never reads custom_reward_function.path" in n for n in report["notes"])
+    # The spec keeps the key verl declares and never reads ([verl] unread_overrides): the composed
+    # configs are identical, and the report says verl ignores it and which key it reads (issue 20).
+    assert proc.returncode == 0 and report["exact"] is True and report["differences"] == []
+    unread = [m for m in report["mapped"] if m["how"] == "unread"]
+    assert len(unread) == 1 and "use 'reward.custom_reward_function.path'" in unread[0]["note"]
+    assert any("never reads custom_reward_function.path: the launch as written runs with them ignored" in n
+               for n in report["notes"])
+    assert 'unread_overrides = [\n    "custom_reward_function.path=x.py",\n]' in (tmp_path / "s.toml").read_text()
 
 
 def test_release_is_chosen_from_the_keys_when_not_given():
@@ -213,7 +215,7 @@ def test_an_import_runs_without_the_collector_and_frees_each_launch_before_the_n
     assert proc.stdout.strip().splitlines()[-1] == "full collections [False]"
 
 
-@pytest.mark.parametrize("engine, how", [("sglang", "extra"), ("hf", "dropped"), (None, "dropped")])
+@pytest.mark.parametrize("engine, how", [("sglang", "extra"), ("hf", "unread"), (None, "unread")])
 def test_an_engines_own_sampling_field_is_kept_only_for_that_engine(engine, how):
     # verl 0.5.0's SGLang rollout reads max_new_tokens; its HF rollout and its default (vLLM) do not.
     from tutorrl.importer.translate import translate, validate
@@ -222,5 +224,5 @@ def test_an_engines_own_sampling_field_is_kept_only_for_that_engine(engine, how)
         "+actor_rollout_ref.rollout.max_new_tokens=64"]
     mapped = validate(translate(overrides, "0.5.0", variant="fsdp")).mapped[-1]
     assert mapped.how == how
-    if how == "dropped":
+    if how == "unread":
         assert "only with rollout.name=sglang" in mapped.note

@@ -101,17 +101,22 @@ def test_home_and_script_folder_become_roots(tmp_path):
     assert support.cli("compile", str(out), "--out", str(tmp_path / "b")).returncode == 0
 
 
-def test_a_setting_the_release_never_reads_is_never_exact(tmp_path):
+def test_a_setting_the_release_never_reads_is_kept_as_written_and_said(tmp_path):
     # A 0.4-era script imported at 0.9.1: verl declares custom_reward_function and never reads it.
+    # The spec keeps both keys in [verl] unread_overrides: the launch is the script's (exact), and
+    # the report says verl 0.9.1 runs without them and offers the setting it reads.
     script = _script(tmp_path, LAUNCH + COMMON + "    custom_reward_function.path=./reward.py \\\n"
                      "    custom_reward_function.name=compute_score \\\n    trainer.total_epochs=2\n")
-    proc = _import(str(script), "--verl", "0.9.1", "--format", "json", cwd=tmp_path)
+    proc = _import(str(script), "--verl", "0.9.1", "--format", "json", "-o", str(tmp_path / "s.toml"), cwd=tmp_path)
     report = _json(proc)
-    assert report["exact"] is False and proc.returncode == 1
-    assert {d["key"] for d in report["differences"]} == {"custom_reward_function.path",
-                                                        "custom_reward_function.name"}
-    assert any("declares and never reads custom_reward_function.name, custom_reward_function.path" in n
-               for n in report["notes"])
+    assert report["exact"] is True and report["differences"] == [] and proc.returncode == 0
+    assert {m["override"].split("=")[0] for m in report["mapped"] if m["how"] == "unread"} == {
+        "custom_reward_function.path", "custom_reward_function.name"}
+    assert any("never reads custom_reward_function.name, custom_reward_function.path: the launch as written "
+               "runs with them ignored" in n for n in report["notes"])
+    assert any(w.startswith("verl.unread_overrides: verl 0.9.1 never reads the 2 overrides") for w in report["warnings"])
+    spec = (tmp_path / "s.toml").read_text()
+    assert "unread_overrides = [" in spec and "#   [reward] path = \"./reward.py\"" in spec
 
 
 def test_default_release_is_the_newest_that_reads_every_key(tmp_path):

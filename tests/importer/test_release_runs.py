@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import support
+
 from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
 
 
@@ -45,9 +47,11 @@ def test_without_verl_the_import_takes_the_newest_release_that_runs_it():
 
 def test_with_verl_the_release_given_is_kept_and_what_to_change_is_named():
     _, report = import_launch(LARGE_MINI, "0.9.1")
-    assert report.release == "0.9.1" and report.exact is None
-    assert report.not_checked.startswith("the imported spec does not compile: ")
-    assert "set it to at most 8, or data.train_batch_size to at least 32" in report.not_checked
+    # The round trip is proven with the spec as written; what the compiler refuses is named with its fix.
+    assert report.release == "0.9.1" and report.exact is True and report.not_checked == ""
+    (refused,) = report.does_not_compile
+    assert "set it to at most 8, or data.train_batch_size to at least 32" in refused
+    assert refused.startswith("imported.toml:")
 
 
 def test_the_corpus_target_is_the_newest_reader_that_takes_the_spec():
@@ -55,14 +59,15 @@ def test_the_corpus_target_is_the_newest_reader_that_takes_the_spec():
 
     def takes(release):
         trips[release] = import_launch(LARGE_MINI, release)[1]
-        return not trips[release].not_checked.startswith("the imported spec does not compile")
+        return not trips[release].does_not_compile
 
     releases = corpus.supported_releases()
     release, why, error = corpus.newest_composing(LARGE_MINI, releases, _default_config, takes)
     assert (release, error) == ("0.2.0.post2", "")
     assert why == (f"the newest that composes it and reads every key it sets and takes the imported spec "
                    f"(verl {releases[-1]} refuses it at start)")
-    assert trips["0.2.0.post2"].exact is True
+    assert trips["0.2.0.post2"].exact is True and trips["0.2.0.post2"].does_not_compile == []
+    assert trips[releases[-1]].exact is True and trips[releases[-1]].does_not_compile
     # Without the check, the newest that reads every key, as before.
     assert corpus.newest_composing(LARGE_MINI, releases, _default_config)[0] == releases[-1]
 
@@ -71,7 +76,9 @@ def test_what_a_never_read_key_meant_is_offered_in_the_settings_the_release_read
     # verl 0.9 declares reward_model.reward_manager and never reads it; it reads reward.reward_manager.name.
     launch = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "reward_model.reward_manager=dapo"], {}, [])
     text, report = import_launch(launch, "0.9.1")
-    assert report.exact is False and [d.key for d in report.differences] == ["reward_model.reward_manager"]
+    # Kept as written, where the compiler takes a key verl never reads: the launch is the script's.
+    assert report.exact is True and report.differences == []
+    assert '[verl]\nunread_overrides = [\n    "reward_model.reward_manager=dapo",\n]\n' in text
     assert '#   [reward] manager = "dapo"    (for reward_model.reward_manager=dapo)\n' in text
     assert 'what they meant, in settings verl 0.9.1 reads, is offered (commented) at the end of the spec: ' \
            'reward.manager = "dapo"' in report.notes
@@ -94,9 +101,11 @@ def test_where_no_release_reads_every_key_the_corpus_target_reads_the_most():
         "0.5.0", "the newest that composes it and reads the most of the keys it sets (none that composes it reads "
         "every one)", "")
     # The same release `tutorrl import` chooses without --verl.
-    _, report = import_launch(launch, None)
+    text, report = import_launch(launch, None)
     assert report.release == "0.5.0"
-    assert [d.key for d in report.differences] == ["actor_rollout_ref.rollout.val_kwargs.repetition_penalty"]
+    # The key no release reads is the fork's: kept as written, so the launch is the script's.
+    assert report.exact is True and report.differences == []
+    assert '"+actor_rollout_ref.rollout.val_kwargs.repetition_penalty=1.1"' in text.split("unread_overrides")[1]
 
 
 # Keys every supported release reads, and one that no dataclass of 0.6.0+ takes.
@@ -114,8 +123,9 @@ def test_a_release_where_verl_would_stop_on_a_plus_key_is_not_chosen():
     assert report.release == "0.5.0"
     assert (f"verl {newest} stops on actor_rollout_ref.actor.clip_ratio_typo: it builds the section into a "
             "dataclass") in report.release_reason
-    # Verl 0.5.0 takes the key and never reads it: said, and not called exact.
-    assert report.exact is False and "clip_ratio_typo" not in text.split("[verl]")[-1]
+    # Verl 0.5.0 takes the key and never reads it: said, and kept as written (unread_overrides).
+    assert report.exact is True and "+actor_rollout_ref.actor.clip_ratio_typo=0.3" in text.split("unread_overrides")[1]
+    assert any("verl 0.5.0 never reads actor_rollout_ref.actor.clip_ratio_typo" in n for n in report.notes)
 
 
 def test_at_a_release_given_that_stops_on_it_the_key_is_refused_with_the_reason():
@@ -126,3 +136,26 @@ def test_at_a_release_given_that_stops_on_it_the_key_is_refused_with_the_reason(
                                    "refuses fields it does not declare: 'clip_ratio_typo'")
     # The spec leaves it out and compiles; the launch as written differs from it (verl stops on it).
     assert "clip_ratio_typo" not in text and report.exact is False
+
+
+def test_a_spec_verl_would_fail_on_is_proven_as_written_and_says_what_to_change(tmp_path):
+    # RLHFlow/Minimal-RL's launches: a loss name where verl 0.7.1+ has a table. Hydra composes it and
+    # verl fails reading policy_loss.loss_mode; the spec keeps it (the launch is the script's) and the
+    # compiler's refusal is the report's list of what to change.
+    launch = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss=plusplus"],
+                      {}, [])
+    text, report = import_launch(launch, "0.9.1")
+    assert report.exact is True and report.differences == [] and report.not_checked == ""
+    assert '"actor_rollout_ref.actor.policy_loss=plusplus"' in text.split("extra_overrides")[1]
+    (refused,) = report.does_not_compile
+    assert "'actor_rollout_ref.actor.policy_loss' is a table in verl 0.9.1" in refused
+    assert "(the spec's actor.policy_loss)" in refused
+    # The command says so, and does not exit 0: the spec is not ready to compile.
+    proc = support.cli("import", "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"), "--",
+                       "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss=plusplus")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the spec does not compile until you change (the launch as written has the same problems):\n" \
+           f"  {tmp_path / 's.toml'}:" in proc.stdout
+    assert "round trip: exact" in proc.stdout and "Traceback" not in proc.stderr
+    compiled = support.cli("compile", str(tmp_path / "s.toml"), cwd=tmp_path)
+    assert compiled.returncode == 2 and "is a table in verl 0.9.1" in compiled.stderr

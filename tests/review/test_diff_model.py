@@ -53,6 +53,21 @@ def test_extra_overrides_and_env_set_values():
         ("HF_HUB_OFFLINE", "added", None, "1", ""), ("TOKENIZERS_PARALLELISM", "changed", "false", "true", "")]
 
 
+def test_unread_overrides_are_shown_apart_from_extra_overrides():
+    # A fork's key ([verl] unread_overrides) changes the launch: the diff names it, in its own section.
+    old = with_(base(), verl__unread_overrides=["+trainer.fork_only_knob=1"])
+    new = with_(base(), verl__unread_overrides=["+trainer.fork_only_knob=2"])
+    d = diff_sides(side(old), side(new))
+    assert d.explained and d.extra_overrides == []
+    assert [(o.change, o.text) for o in d.unread_overrides] == [
+        ("removed", "+trainer.fork_only_knob=1"), ("added", "+trainer.fork_only_knob=2")]
+    assert "launch.sh" in d.files
+    from tutorrl.review.render import render
+
+    shown = render(d, "text")
+    assert "Unread overrides ([verl] unread_overrides" in shown and "+trainer.fork_only_knob=2" in shown
+
+
 def test_reward_plugin_switch_and_what_each_plugin_fills():
     new = with_(base(), resources__reward_gpus=0, reward__plugin="chess-prompted",
                 reward__options={"table": "data/chess/reward_table.json", "student_model": "models/student"})

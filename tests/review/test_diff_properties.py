@@ -38,6 +38,7 @@ _MUTATIONS = {
     "env__set": st.sampled_from([{}, {"TOKENIZERS_PARALLELISM": "false"}, {"A": "1", "B": "x y"}]),
     "env__passthrough": st.sampled_from([[], ["WANDB_API_KEY"], ["HF_TOKEN", "WANDB_API_KEY"]]),
     "verl__extra_overrides": st.sampled_from([[], ["trainer.default_hdfs_dir=null"]]),
+    "verl__unread_overrides": st.sampled_from([[], ["+trainer.fork_only_knob=1"]]),
 }
 
 
