@@ -32,6 +32,9 @@ EXIT_EVIDENCE_STOPPED = lifecycle.EXIT_EVIDENCE_STOPPED
 DETACH_SUBMIT_TIMEOUT_S = 300
 SUPERVISOR_LOG = "supervisor.log"
 DRY_RUN_POLL_S = 0.2
+# Once verl has printed the composed config (the dry run's raw output is no longer empty) it is returning:
+# its end is asked after this often.
+DRY_RUN_END_POLL_S = 0.02
 
 
 class Interrupts:
@@ -464,9 +467,10 @@ class RunSession:
                 self._save(status="running")
 
         # A dry run's verdict is awaited: its end is seen within 0.2 s (Ray's supervisor notes the
-        # entrypoint's exit within 0.1 s); a training run's status is asked for every 0.5 s.
+        # entrypoint's exit within 0.1 s), within 20 ms once verl has printed its config; a training
+        # run's status is asked for every 0.5 s.
         status = submit.wait_terminal(self.client, sid, on_status=on_status, should_stop=interrupts,
-                                      poll_s=DRY_RUN_POLL_S if self.args.dry_run else 0.5)
+                                      poll_s=self._dry_run_poll if self.args.dry_run else 0.5)
         if status is None:
             return self._interrupted()
         self._close_log()
@@ -495,6 +499,17 @@ class RunSession:
         if msg and state != "succeeded":
             progress.note(msg)
         return code
+
+    def _dry_run_poll(self) -> float:
+        """How long before a dry run's status is asked again: its raw output (verl's printed config)
+        holds something once verl is returning."""
+        if self.upload:  # the output is in the job log, not here
+            return DRY_RUN_POLL_S
+        try:
+            printed = (self.run_dir / dryrun.RAW_FILE).stat().st_size > 0
+        except OSError:
+            printed = False
+        return DRY_RUN_END_POLL_S if printed else DRY_RUN_POLL_S
 
     def _dry_run_summary(self) -> list[str]:
         """The lines of a successful dry run, in place of verl's printed config: what it

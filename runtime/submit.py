@@ -268,10 +268,12 @@ UNANSWERED_S = 120.0
 
 
 def wait_terminal(client, submission_id: str, *, on_status: Callable[[str], None] | None = None,
-                  should_stop: Callable[[], bool] = lambda: False, poll_s: float = 0.5,
+                  should_stop: Callable[[], bool] = lambda: False, poll_s: float | Callable[[], float] = 0.5,
                   deadline: float | None = None, unanswered_s: float = UNANSWERED_S) -> str | None:
-    """Poll until the job is terminal; returns its status, or None when told to stop / out of time."""
+    """Poll until the job is terminal; returns its status, or None when told to stop / out of time.
+    ``poll_s``: seconds between asks, or a function saying how long before the next one."""
     last = None
+    pause = poll_s if callable(poll_s) else lambda: poll_s
     silent_since = None
     while True:
         try:
@@ -283,7 +285,7 @@ def wait_terminal(client, submission_id: str, *, on_status: Callable[[str], None
                 raise RefusedError(f"{exc}; no answer about {submission_id} for {unanswered_s:g} s") from None
             if should_stop() or (deadline is not None and now > deadline):
                 return None
-            time.sleep(poll_s)
+            time.sleep(pause())
             continue
         silent_since = None
         if status != last:
@@ -294,7 +296,7 @@ def wait_terminal(client, submission_id: str, *, on_status: Callable[[str], None
             return status
         if should_stop() or (deadline is not None and time.monotonic() > deadline):
             return None
-        time.sleep(poll_s)
+        time.sleep(pause())
 
 
 def stop_job(client, submission_id: str, timeout_s: float = 20.0) -> str | None:

@@ -95,3 +95,23 @@ def test_the_proof_follows_what_the_launch_checked():
     assert "the passthrough variables reached the job (WANDB_API_KEY)" in proved
     assert "tutorrl's evidence hook" in proved
     assert "with every override" in proved and "from Ray's copy of the bundle" in proved
+
+
+def test_a_dry_run_asks_for_its_end_often_once_verl_has_printed_its_config(tmp_path):
+    from types import SimpleNamespace
+
+    from tutorrl.runtime import run, submit
+
+    session = run.RunSession.__new__(run.RunSession)
+    session.upload, session.run_dir = False, tmp_path
+    assert session._dry_run_poll() == run.DRY_RUN_POLL_S  # nothing printed yet
+    (tmp_path / dryrun.RAW_FILE).write_text("hydra:\n")
+    assert session._dry_run_poll() == run.DRY_RUN_END_POLL_S < run.DRY_RUN_POLL_S
+    session.upload = True  # the output is in the job log: nothing here says verl is returning
+    assert session._dry_run_poll() == run.DRY_RUN_POLL_S
+
+    # wait_terminal asks the function before each wait.
+    statuses, asked = iter(["PENDING", "RUNNING", "SUCCEEDED"]), []
+    client = SimpleNamespace(get_job_status=lambda sid: SimpleNamespace(value=next(statuses)))
+    assert submit.wait_terminal(client, "tutorrl-x-1", poll_s=lambda: asked.append(1) or 0) == "SUCCEEDED"
+    assert len(asked) == 2
