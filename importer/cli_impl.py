@@ -352,7 +352,7 @@ def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True
         # many runs it (verl 0.2 checks no mini-batch size), import for that one.
         for older in reversed(fitting[:-1]):
             other_text, other = _import_at(prep, older, why, elsewhere, variant, check, root, default_config)
-            if not other.does_not_compile:
+            if other.exact is not None and not other.does_not_compile:
                 other.release_reason = (
                     f"{why}: verl {release} refuses the imported spec ({'; '.join(report.does_not_compile)}); "
                     f"verl {older}, the newest of those that takes it, reads as many of the keys")
@@ -375,9 +375,11 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
         # both launches, and everything else is proven.
         standins = _standins(prep.overrides, release, variant) if translation.placeholders else {}
         # A number stands in for a count the compiler's rules check (nodes x GPUs
-        # divisible by the parallel sizes): the first of these that compiles.
+        # divisible by the parallel sizes): the first of these that compiles, else
+        # the first with the fewest refusals (so what the report lists is the
+        # launch's own problem, not one a stand-in made).
         numbers = ["1", "2", "4", "8", "16", "32", "64"] if "1" in standins.values() else ["1"]
-        result, error, first = None, None, None
+        result, error, best = None, None, None
         for number in numbers:
             these = {n: (number if v == "1" else v) for n, v in standins.items()}
             original = [_fill(o, these) for o in prep.overrides]
@@ -391,11 +393,11 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
                 continue
             if not result.refusals:
                 break
-            # The compiler's rules refuse this stand-in: a later number may be one they take.
-            first = first or (result, these)
+            if best is None or len(result.refusals) < len(best[0].refusals):
+                best = (result, these)
         else:
-            if first is not None:
-                result, these = first
+            if best is not None:
+                result, these = best
         if result is not None:
             refusals = list(result.refusals)
         if standins:
@@ -507,6 +509,13 @@ def cmd_import(args) -> int:
                 raise RefusedError(f"cannot write {out}: {exc.strerror}") from None
             spec_path = str(out)
         report.spec_path = spec_path
+        if spec_path is not None:
+            # Placed in the file written ("imported.toml" while checking: the same lines).
+            from tutorrl._files import display_path
+
+            name = display_path(out)
+            report.does_not_compile = [name + p[len("imported.toml"):] if p.startswith("imported.toml:") else p
+                                       for p in report.does_not_compile]
         if cap is not None:
             report.sandbox = cap.confinement.summary()
             report.confinement = msgspec.to_builtins(cap.confinement.properties)
@@ -582,10 +591,7 @@ def render_report(r: ImportReport) -> str:
         lines += [f"  {w}" for w in r.warnings]
     if r.does_not_compile:
         lines.append("the spec does not compile until you change (the launch as written has the same problems):")
-        # Placed in the spec as written ("imported.toml" while checking; the same lines as the file written).
-        name = display_path(Path(r.spec_path)) if r.spec_path else "imported.toml"
-        lines += [f"  {name}{p[len('imported.toml'):] if p.startswith('imported.toml:') else ': ' + p}"
-                  for p in r.does_not_compile]
+        lines += [f"  {p}" for p in r.does_not_compile]
     if r.exact:
         lines.append(f"round trip: exact (the spec composes to the identical verl {r.release} config)")
     elif r.not_checked:

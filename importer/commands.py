@@ -21,7 +21,7 @@ def register(subparsers) -> None:
             "the spec, and prove the round trip: the spec compiled and the original launch, composed with the "
             "release's own trainer config, must be identical. A spec the compiler refuses (a rule verl checks at "
             "start) is proven as written, and the report names what to change. "
-            "Exit 0: exact and the spec compiles; 1: the report says which keys differ, what to change before "
+            "Exit 0: exact, and the spec compiles once any placeholders are filled; 1: the report says which keys differ, what to change before "
             "the spec compiles, or why it could not be checked; 2: error. "
             "Give overrides instead of a script after --: tutorrl import --verl 0.7.1 -- key=value ..."
         ),

@@ -76,6 +76,10 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     spec: dict = {"experiment": {"verl": release}}
     if variant == "megatron":
         spec["actor"] = {"strategy": "megatron"}
+    from tutorrl.compiler.pipeline import interpolated, interpolated_into
+
+    # Keys another value of the launch interpolates (``${data.fork_temp}``): read through it.
+    referenced = interpolated(list(overrides))
     mapped: list[Mapped] = []
     placed: dict[str, int] = {}  # field -> index in mapped (a later override of the same key wins)
     extra: list[str] = []
@@ -101,7 +105,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         key = parsed.key_or_group
         kind = parsed.type.name  # CHANGE | ADD | FORCE_ADD | DEL
         ignored = lock.ignored_by(key)
-        if ignored is not None:
+        if ignored is not None and not interpolated_into(key, referenced):
             unread.append(text)
             mapped.append(Mapped(text, "unread", note=f"verl {release} accepts '{key}' and never reads it: "
                                  f"{ignored.reason}" + (f"; {ignored.advice(key)}" if ignored.advice(key) else "")))
@@ -267,16 +271,20 @@ def validate(translation: Translation) -> Translation:
     return msgspec.structs.replace(translation, spec=spec, mapped=mapped)
 
 
+def _key_of(text: str) -> str:
+    return text.split("=", 1)[0].lstrip("+~")
+
+
 def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     """Raw overrides verl would accept and never read move to ``unread_overrides``, named, as the compiler refuses
     them in extra_overrides; those verl would stop on (a field the dataclass it builds the section into lacks) are
     left out, as refused."""
     from tutorrl.compiler.release import load_keyset
     from tutorrl.compiler.pipeline import check_extra
-    from tutorrl.compiler.pipeline import never_read
+    from tutorrl.compiler.pipeline import interpolated, never_read
 
     extra = spec.get("verl", {}).get("extra_overrides", [])
-    if not extra:
+    if not extra and not spec.get("verl", {}).get("unread_overrides"):
         return spec, mapped
     lock = load_lock(translation.release, translation.variant)
     keyset = load_keyset(translation.release, translation.variant)
@@ -284,8 +292,10 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     engine = spec.get("rollout", {}).get("engine") or (lock.targets["rollout.engine"].default
                                                        if "rollout.engine" in lock.targets else None)
     keep, unread = [], list(spec["verl"].get("unread_overrides", []))
+    # A key another value of the launch interpolates is read through it.
+    referenced = interpolated([m.override for m in mapped])
     for text in extra:
-        _, problem = check_extra(text, lock, keyset, {}, engine)
+        _, problem = check_extra(text, lock, keyset, {}, engine, referenced)
         if never_read(problem):
             index = next(i for i, m in enumerate(mapped) if m.override == text)
             mapped[index] = msgspec.structs.replace(mapped[index], how="unread", note=problem[0])
@@ -296,9 +306,16 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
                                                     note=f"{problem[0]}; the spec leaves it out")
         else:
             keep.append(text)
-    # In the launch's order, as a reader of the script would look for them.
+    # In the launch's order, as a reader of the script would look for them; a key set
+    # twice is the later value, as Hydra keeps it (a spec field does the same).
     order = {m.override: i for i, m in enumerate(mapped)}
     unread.sort(key=lambda t: order.get(t, len(order)))
+    last = {_key_of(t): t for t in unread}
+    for text in [t for t in unread if last[_key_of(t)] is not t]:
+        index = next(i for i, m in enumerate(mapped) if m.override == text and m.how == "unread")
+        mapped[index] = msgspec.structs.replace(mapped[index], how="dropped",
+                                                note="set again later in the launch; Hydra keeps the last value")
+    unread = [t for t in unread if last[_key_of(t)] is t]
     spec["verl"] = {k: v for k, v in (("extra_overrides", keep), ("unread_overrides", unread)) if v}
     if not spec["verl"]:
         spec.pop("verl")

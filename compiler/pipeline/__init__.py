@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         read_chain,
     )
     from tutorrl.compiler.pipeline.migrate import cmd_migrate
-    from tutorrl.compiler.pipeline.resolve import check_extra, never_read
+    from tutorrl.compiler.pipeline.resolve import check_extra, interpolated, interpolated_into, never_read
     from tutorrl.compiler.pipeline.roots import expand, reference, references
     from tutorrl.compiler.pipeline.rules import RESERVED_ENV_PREFIX, bash_changes, looks_secret, takes_over
     from tutorrl.compiler.pipeline.verify import (
@@ -53,7 +53,7 @@ _EXPORTS = {
         "read_chain",
     ),
     "migrate": ("cmd_migrate",),
-    "resolve": ("check_extra", "never_read"),
+    "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read"),
     "roots": ("expand", "reference", "references"),
     "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over"),
     "verify": (
@@ -85,6 +85,8 @@ __all__ = [
     "effective",
     "expand",
     "gpu_pool",
+    "interpolated",
+    "interpolated_into",
     "looks_secret",
     "might_compose",
     "never_read",

@@ -108,8 +108,10 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
     # verl reads an engine's own sampling fields only with that engine (keymap/passthrough.toml).
     engine = spec.rollout.engine or (lock.targets["rollout.engine"].default if "rollout.engine" in lock.targets
                                      else None)
+    referenced = interpolated([value for _, value in settings(spec)] + list(spec.verl.extra_overrides)
+                              + list(spec.verl.unread_overrides))
     for index, text in enumerate(spec.verl.extra_overrides):
-        override, problem = check_extra(text, lock, keyset, emitted, engine)
+        override, problem = check_extra(text, lock, keyset, emitted, engine, referenced)
         if problem:
             findings.append(Finding(f"verl.extra_overrides.{index}", *problem))
             if keep_refused:
@@ -122,7 +124,7 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
                 # migrate explain it, so say so without refusing.
                 findings.append(Finding(f"verl.extra_overrides.{index}", f"'{override.key}' has a home in the spec: {home[1]}",
                                  f"set {home[1]} instead, so diff and migrate can explain it", "warning"))
-    overrides += _unread(spec, lock, keyset, emitted, engine, findings, keep_refused)
+    overrides += _unread(spec, lock, keyset, emitted, engine, findings, keep_refused, referenced)
     config_name = spec.experiment.config_name or lock.config_name
     return Resolved(config_name, spec.experiment.config_path, tuple(overrides)), findings
 
@@ -139,13 +141,57 @@ def never_read(problem: tuple[str, str | None] | None) -> bool:
     return problem is not None and any(mark in problem[0] for mark in NEVER_READ)
 
 
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
+
+
+def interpolated(values) -> frozenset[str]:
+    """The keys ``${key}`` interpolations in ``values`` (strings, lists, dicts, nested) name; not resolvers
+    (``${oc.env:X}``) or relative ones (``${.x}``)."""
+    out: set[str] = set()
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            out.update(_INTERPOLATION.findall(value))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+
+    walk(values)
+    return frozenset(out)
+
+
+def interpolated_into(key: str, referenced: frozenset[str]) -> bool:
+    """Does a value of the launch read ``key`` (``${key}``, ``${parent}``, or ``${key.child}``)?"""
+    return any(key == r or key.startswith(r + ".") or r.startswith(key + ".") for r in referenced)
+
+
+def _hydra_refusal(text: str, lock: Lock, keyset) -> tuple[str, str | None] | None:
+    """What Hydra itself refuses of an override verl would never read: a plain override of a key
+    the config lacks, a '+' on a key it has (not null). check_extra tells "never read" before
+    asking, so unread_overrides asks here."""
+    prefix, key, _ = _EXTRA.match(text).groups()
+    if keyset is None or prefix == "~":
+        return None
+    exists = keyset.has(key)
+    if not prefix and not exists:
+        return (f"verl {lock.release} declares no '{key}': Hydra refuses to override a key its config lacks",
+                f"append it: '+{text}'")
+    if prefix == "+" and exists and keyset.keys[key].type != "null":
+        return (f"'{key}' already exists in verl {lock.release}: Hydra refuses '+' on it", f"drop the '+': '{text[1:]}'")
+    return None
+
+
 def _as_written(setting: str, text: str) -> Override:
     prefix, key, _ = _EXTRA.match(text).groups() if _EXTRA.match(text) else ("", text, None)
     return Override(setting, key, None, prefix in ("+", "++"), raw=text)
 
 
 def _unread(spec: Spec, lock: Lock, keyset, emitted: dict[str, str], engine: str | None,
-            findings: list[Finding], keep_refused: bool = False) -> list[Override]:
+            findings: list[Finding], keep_refused: bool = False,
+            referenced: frozenset[str] = frozenset()) -> list[Override]:
     """``[verl] unread_overrides``: each passed as written where the release accepts it and never reads it.
 
     The list is the spec's statement that the verl it runs is not the release's
@@ -156,7 +202,9 @@ def _unread(spec: Spec, lock: Lock, keyset, emitted: dict[str, str], engine: str
     passed = 0
     for index, text in enumerate(spec.verl.unread_overrides):
         where = f"verl.unread_overrides.{index}"
-        override, problem = check_extra(text, lock, keyset, emitted, engine)
+        override, problem = check_extra(text, lock, keyset, emitted, engine, referenced)
+        if never_read(problem):
+            problem = _hydra_refusal(text, lock, keyset) or problem
         if problem is None:
             findings.append(Finding(where, f"verl {lock.release} reads '{override.key}'",
                                     "move it to [verl] extra_overrides (or its spec field), where it is checked as "
@@ -172,8 +220,8 @@ def _unread(spec: Spec, lock: Lock, keyset, emitted: dict[str, str], engine: str
             out.append(_as_written("verl.unread_overrides", text))
     if passed:
         findings.append(Finding("verl.unread_overrides", f"verl {lock.release} never reads the {passed} "
-                                f"override{'s' if passed > 1 else ''} in [verl] unread_overrides: they are passed "
-                                "as written, for a verl that does (a fork)", None, "warning"))
+                                f"override{'s' if passed > 1 else ''} in [verl] unread_overrides: "
+                                f"{'they are' if passed > 1 else 'it is'} passed as written, for a verl that does (a fork)", None, "warning"))
     return out
 
 
@@ -323,11 +371,14 @@ def _other_engines(key: str, lock: Lock, engine: str) -> tuple[str, str]:
             f"set rollout.engine = {lock.undeclared_engines[key][0]!r}, or leave the key out")
 
 
-def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: str | None = None):
+def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: str | None = None,
+                referenced: frozenset[str] = frozenset()):
     """One raw override: ``(Override, None)`` when verl will read it as written, else ``(None, problem)``.
 
     ``engine`` is the rollout engine verl runs (the spec's rollout.engine, else the release's
-    default); None when not known, and then a key any engine reads counts as read."""
+    default); None when not known, and then a key any engine reads counts as read.
+    ``referenced``: the keys other values of the launch interpolate (``${data.fork_temp}``);
+    verl reads such a key through the value that names it."""
     match = _EXTRA.match(text)
     if not match or (match.group(1) != "~" and match.group(3) is None):
         return None, ("not a Hydra override", "expected KEY=VALUE, +KEY=VALUE or ~KEY")
@@ -335,8 +386,15 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
     prefix = prefix or ""
     if key in emitted:
         return None, (f"'{key}' is set by the spec's {emitted[key]}", "change it there, so the spec says what runs")
+    if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+        # Hydra reads these itself, before verl: the job's folder (hydra.run.dir,
+        # hydra.job.chdir), callbacks it instantiates, its search path.
+        return None, (f"'{key}' configures Hydra itself, not verl: it moves where the job runs or what Hydra "
+                      "loads and instantiates, which the bundle's launch does not leave to an override",
+                      "leave it out; the bundle's folder and roots say where the job reads and writes")
+    through = interpolated_into(key, referenced)
     ignored = lock.ignored_by(key)
-    if ignored is not None:
+    if ignored is not None and not through:
         return None, (f"'{key}' would be accepted and ignored by verl {lock.release}: {ignored.reason}",
                       ignored.advice(key))
     if keyset is not None:
@@ -345,6 +403,7 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
         # table field's own key is one (the field writes '+KEY.entry' there).
         read_whole = (lock.passthrough_above(key) is not None or lock.reads_undeclared(key, engine)
                       or any(t.kind == "table" and key.startswith(t.key + ".") for t in lock.targets.values()))
+        read_whole = read_whole or through
         if not exists and prefix != "~" and not read_whole and lock.reads_undeclared(key) \
                 and keyset.open_parent(key) is None:
             return None, _other_engines(key, lock, engine)

@@ -136,7 +136,8 @@ def findings(spec, resolved, lock) -> list:
 
         text = o.raw if o.raw is not None else json.dumps(o.value)
         for name in sorted(set(_ANYWHERE.findall(text)) & declared):
-            where = "an extra override" if o.raw is not None else "a table entry verl reads whole"
+            where = "a raw override ([verl] extra_overrides or unread_overrides)" if o.raw is not None \
+                else "a table entry verl reads whole"
             out.append(Finding(o.setting, f"root ${name} is used in {where}; roots are put in only where a "
                                "setting's own value starts with one",
                                "write the path in a path setting, or the literal value here"))

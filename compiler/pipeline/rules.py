@@ -426,17 +426,20 @@ _WORKER_ENV_KEYS = ("ray_kwargs.ray_init.runtime_env.env_vars", "ray_init.runtim
 
 
 def _worker_env(spec: Spec, allowed: set[str]) -> list[Finding]:
-    """``[verl] extra_overrides`` that set a worker's environment, under [env] set's name rules."""
-    if not spec.verl.extra_overrides:
+    """Raw overrides (``[verl] extra_overrides``, ``unread_overrides``: a fork may read the latter) that set a
+    worker's environment, under [env] set's name rules."""
+    if not spec.verl.extra_overrides and not spec.verl.unread_overrides:
         return []
     from tutorrl.compiler.pipeline.resolve import _EXTRA  # the one reading of an override's prefix, key and value
 
     out: list[Finding] = []
-    for index, text in enumerate(spec.verl.extra_overrides):
+    raw = [(f"verl.extra_overrides.{i}", t) for i, t in enumerate(spec.verl.extra_overrides)]
+    raw += [(f"verl.unread_overrides.{i}", t) for i, t in enumerate(spec.verl.unread_overrides)]
+    for where, text in raw:
         match = _EXTRA.match(text)
         if not match or match.group(1) == "~":
             continue  # not an override (resolve says so), or a deletion, which sets nothing
-        key, value, where = match.group(2), match.group(3) or "", f"verl.extra_overrides.{index}"
+        key, value = match.group(2), match.group(3) or ""
         for base in _WORKER_ENV_KEYS:
             if key.startswith(base + "."):
                 name = key[len(base) + 1:]

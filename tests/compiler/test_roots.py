@@ -92,8 +92,7 @@ def test_roots_are_refused_where_they_would_need_a_second_expansion():
     found = "\n".join(_problems(data))
     assert "reward.kwargs: root $DATA_ROOT is used in a table entry" in found
     assert "env.set.CACHE: root $DATA_ROOT is used in an environment value" in found
-    assert "verl.extra_overrides: root $DATA_ROOT is used in an extra override" in found or \
-        "root $DATA_ROOT is used in an extra override" in found
+    assert "root $DATA_ROOT is used in a raw override ([verl] extra_overrides or unread_overrides)" in found
 
 
 @pytest.mark.parametrize("name, words", [

@@ -83,3 +83,53 @@ def test_a_key_set_twice_across_the_two_lists_is_refused():
     problems = _refused(_spec(["+data.fork_knob=1", "+data.fork_knob=2"]))
     assert [(k, m) for k, m, _ in problems] == [
         ("verl.unread_overrides.1", "'data.fork_knob' is set by the spec's verl.unread_overrides.0")]
+
+
+@pytest.mark.parametrize("text, release, engine, words", [
+    # verl ignores these keys, and Hydra still refuses the launch: each is refused with Hydra's reason.
+    ("custom_reward_function.typo=1", "0.9.1", "sglang", "Hydra refuses to override a key its config lacks"),
+    ("+actor_rollout_ref.actor.grad_clip=2.0", "0.9.1", "sglang", "already exists in verl 0.9.1: Hydra refuses '+'"),
+    ("actor_rollout_ref.rollout.best_of=2", "0.5.0", "sglang", "Hydra refuses to override a key its config lacks"),
+])
+def test_a_key_verl_ignores_is_still_refused_where_hydra_refuses_the_launch(text, release, engine, words):
+    ((key, message, _),) = _refused(_spec([text], release, rollout={"engine": engine}))
+    assert key == "verl.unread_overrides.0" and words in message
+
+
+@pytest.mark.parametrize("field", ["extra_overrides", "unread_overrides"])
+@pytest.mark.parametrize("text", ["+hydra.job.chdir=True", "++hydra.run.dir=/tmp/elsewhere",
+                                  "+hydra.callbacks.r._target_=rewards.mine.Anything"])
+def test_hydras_own_settings_are_no_raw_override(field, text):
+    # Hydra reads them before verl (the job's folder, classes it instantiates): not "never read".
+    raw = support.spec_toml(verl={field: [text]}).encode()
+    ((key, message, _),) = _refused(raw)
+    assert key == f"verl.{field}.0" and "configures Hydra itself, not verl" in message
+
+
+def test_a_forks_worker_environment_is_held_to_env_sets_rules():
+    problems = _refused(_spec(["+ray_kwargs.ray_init.runtime_env.env_vars.LD_PRELOAD=/tmp/x.so",
+                               "+ray_kwargs.ray_init.runtime_env.env_vars.TUTORRL_X=1"], "0.5.0",
+                              rollout={"engine": "vllm"}))
+    by_key = {key: message for key, message, _ in problems}
+    assert "changes which program or code runs there" in by_key["verl.unread_overrides.0"]
+    assert "are set by tutorrl itself" in by_key["verl.unread_overrides.1"]
+
+
+def test_a_key_another_value_interpolates_is_read():
+    temperature = "actor_rollout_ref.rollout.temperature=${data.fork_temp}"
+    # In extra_overrides it is read (through the temperature), so accepted there ...
+    raw = support.spec_toml(verl={"extra_overrides": [temperature, "+data.fork_temp=0.3"]}).encode()
+    assert "+data.fork_temp=0.3" in compile_bytes(raw, "spec.toml").files["launch.sh"].decode()
+    # ... and not taken as one verl never reads.
+    raw = support.spec_toml(verl={"extra_overrides": [temperature], "unread_overrides": ["+data.fork_temp=0.3"]})
+    ((key, message, _),) = _refused(raw.encode())
+    assert key == "verl.unread_overrides.0" and message == "verl 0.9.1 reads 'data.fork_temp'"
+
+
+def test_migrate_takes_a_spec_with_unread_overrides_as_compiling(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_bytes(_spec(["+data.fork_knob=1"], "0.8.0"))
+    proc = support.cli("migrate", str(spec), "--to", "0.9.1", "--format", "json")
+    import json
+
+    assert json.loads(proc.stdout)["compiles"] is True, proc.stdout + proc.stderr

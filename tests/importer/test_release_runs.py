@@ -159,3 +159,27 @@ def test_a_spec_verl_would_fail_on_is_proven_as_written_and_says_what_to_change(
     assert "round trip: exact" in proc.stdout and "Traceback" not in proc.stderr
     compiled = support.cli("compile", str(tmp_path / "s.toml"), cwd=tmp_path)
     assert compiled.returncode == 2 and "is a table in verl 0.9.1" in compiled.stderr
+
+
+def test_a_stand_in_for_a_placeholder_is_one_the_rules_take_where_one_is():
+    # NGPUS unset: of the stand-ins, 2 divides the rollout's tensor parallel size; what is left is the
+    # launch's own problem (a mini-batch larger than the batch), not one the stand-in 1 would make.
+    launch = Prepared("t", None, None, [
+        "data.train_batch_size=16", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=__UNSET_NGPUS__",
+        "trainer.nnodes=1"], {"NGPUS": "__UNSET_NGPUS__"}, [])
+    _, report = import_launch(launch, "0.9.1")
+    assert report.exact is True
+    (refused,) = report.does_not_compile
+    assert "actor.ppo_mini_batch_size: 32 is more than data.train_batch_size (16)" in refused
+    assert any("__UNSET_NGPUS__ = 2" in n for n in report.notes)
+
+
+def test_a_key_verl_ignores_set_twice_is_its_last_value():
+    launch = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "custom_reward_function.path=a.py",
+                                        "custom_reward_function.path=b.py"], {}, [])
+    text, report = import_launch(launch, "0.9.1")
+    assert report.exact is True and report.does_not_compile == []
+    assert [(m.override, m.how) for m in report.mapped[1:]] == [
+        ("custom_reward_function.path=a.py", "dropped"), ("custom_reward_function.path=b.py", "unread")]
+    assert '"custom_reward_function.path=b.py"' in text and "a.py" not in text
