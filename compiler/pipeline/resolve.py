@@ -108,8 +108,9 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
     # verl reads an engine's own sampling fields only with that engine (keymap/passthrough.toml).
     engine = spec.rollout.engine or (lock.targets["rollout.engine"].default if "rollout.engine" in lock.targets
                                      else None)
-    referenced = interpolated([value for _, value in settings(spec)] + list(spec.verl.extra_overrides)
-                              + list(spec.verl.unread_overrides))
+    raw = list(spec.verl.extra_overrides) + list(spec.verl.unread_overrides)
+    # Only raw overrides ask which keys are interpolated (most specs have none: no second walk).
+    referenced = interpolated([value for _, value in settings(spec)] + raw) if raw else frozenset()
     for index, text in enumerate(spec.verl.extra_overrides):
         override, problem = check_extra(text, lock, keyset, emitted, engine, referenced)
         if problem:
