@@ -359,6 +359,7 @@ def warm_forkserver(spec):
 def start(head_spec, agent_spec):
     for cli in ("ray.serve.scripts", "ray.dashboard.modules.job.cli", "ray.util.state.state_cli"):
         sys.modules[cli] = None  # ray.scripts.scripts imports each in try/except
+    import ray
     import ray._private.node as node
     import ray._private.ray_constants as constants
     import ray._private.services as services
@@ -370,7 +371,10 @@ def start(head_spec, agent_spec):
     head_key, jobs, dash = constants.KV_HEAD_NODE_ID_KEY, constants.KV_NAMESPACE_JOB, constants.KV_NAMESPACE_DASHBOARD
     address_key = constants.DASHBOARD_ADDRESS.encode()
     launch, publish, pids, nodes = services.start_ray_process, utils.write_ray_address, [], []
-    made = node.Node.__init__
+    made, check_dependencies = node.Node.__init__, utils.get_dashboard_dependency_error
+    # The worker role stands in for Ray's setup_worker.py, whose arguments and context it reads as
+    # Ray 2.60.0 writes them: another Ray keeps its own script.
+    own_worker = ray.__version__ == WORKER_RAY
 
     def init(self, *args, **kwargs):
         nodes.append(self)
@@ -402,7 +406,7 @@ def start(head_spec, agent_spec):
             command = [c.replace(agent, f" {HERE} run {agent_spec}{agent}", 1)
                        if c.startswith("--dashboard_agent_command=") else
                        c.replace(setup, f" {HERE} worker{setup}", 1)
-                       if c.startswith("--python_worker_command=") else c for c in command]
+                       if c.startswith("--python_worker_command=") and own_worker else c for c in command]
         info = launch(command, process_type, *args, **kwargs)
         pids.append(info.process.pid)
         return info
@@ -434,10 +438,15 @@ def start(head_spec, agent_spec):
 
         want, deadline = bytes.fromhex(node_id), time.monotonic() + 30
         try:
-            while time.monotonic() < deadline and not any(
-                    info.node_id == want and info.state == alive
-                    for info in nodes[0].get_gcs_client().get_all_node_info(timeout=10).values()):
+            while not any(info.node_id == want and info.state == alive
+                          for info in nodes[0].get_gcs_client().get_all_node_info(timeout=10).values()):
+                if time.monotonic() > deadline:
+                    # Ray's loop (node.py) takes this as "not yet" and, its own 30 s gone, fails at
+                    # once: not 30 s more inside Ray's get_node before the same message.
+                    raise RuntimeError(f"the raylet of node {node_id} did not register with the GCS in 30 s")
                 time.sleep(0.02)
+        except RuntimeError:
+            raise
         except Exception:  # noqa: BLE001 - Ray's own wait below says what is wrong
             pass
         return get_node(gcs_address, node_id)
@@ -447,9 +456,20 @@ def start(head_spec, agent_spec):
     services.get_node = wait_for_node
     # Ray checks that the dashboard's packages import by importing them here, in `ray start`, before it
     # starts the dashboard and the raylet (~0.15 s of CPU on the head's path to ready); the dashboard
-    # and its agent import them anyway, and a lean head that lacks them fails there (its Jobs API is
-    # the dashboard's), where a full head would start a dashboard without modules.
-    utils.get_dashboard_dependency_error = lambda: None
+    # and its agent import them anyway. Finding them is enough where all are installed; where one is
+    # missing (ray without [default]), Ray's own check runs and refuses at once, saying what to install,
+    # instead of a dashboard that dies on import and a raylet that never registers.
+    def dependency_error():
+        import importlib.util
+
+        try:
+            if all(importlib.util.find_spec(name) is not None for name in DASHBOARD_PACKAGES):
+                return None
+        except (ImportError, ValueError):
+            pass  # a finder that refuses one: Ray's import says what
+        return check_dependencies()
+
+    utils.get_dashboard_dependency_error = dependency_error
     node.Node.__init__ = init
     node.Node.start_ray_client_server = lambda self: None
 
@@ -459,6 +479,11 @@ def start(head_spec, agent_spec):
 # submission (its job manager connects then) and in each job's supervisor, before the job starts. Neither
 # passes Arrow data; Ray skips the registration when pyarrow does not import.
 NOT_IMPORTED = ("pyarrow",)
+# The packages ray/dashboard/optional_deps.py imports (Ray 2.60), by their top-level names.
+DASHBOARD_PACKAGES = ("aiohttp", "aiohttp_cors", "grpc", "opencensus", "opentelemetry", "prometheus_client",
+                      "pydantic")
+# The Ray whose setup_worker.py the worker role was read from.
+WORKER_RAY = "2.60.0"
 # What a worker's runtime env may set that an interpreter reads only as it starts.
 STARTUP_ONLY = ("PYTHON", "LD_", "MALLOC_", "GLIBC_TUNABLES")
 CONTEXT_KEYS = {"command_prefix", "env_vars", "py_executable", "override_worker_entrypoint", "java_jars"}

@@ -33,8 +33,10 @@ DETACH_SUBMIT_TIMEOUT_S = 300
 SUPERVISOR_LOG = "supervisor.log"
 DRY_RUN_POLL_S = 0.2
 # Once verl has printed the composed config (the dry run's raw output is no longer empty) it is returning:
-# its end is asked after this often.
-DRY_RUN_END_POLL_S = 0.02
+# its end is asked after this often, for at most DRY_RUN_END_FAST_S (a verl that printed and then hangs is
+# asked at DRY_RUN_POLL_S again). Only an embedded head: a cluster's dashboard is not asked at 20 Hz.
+DRY_RUN_END_POLL_S = 0.05
+DRY_RUN_END_FAST_S = 5.0
 
 
 class Interrupts:
@@ -503,13 +505,16 @@ class RunSession:
     def _dry_run_poll(self) -> float:
         """How long before a dry run's status is asked again: its raw output (verl's printed config)
         holds something once verl is returning."""
-        if self.upload:  # the output is in the job log, not here
+        if self.upload or self.cluster_url:  # a cluster (and there, the output is in the job log)
             return DRY_RUN_POLL_S
         try:
             printed = (self.run_dir / dryrun.RAW_FILE).stat().st_size > 0
         except OSError:
             printed = False
-        return DRY_RUN_END_POLL_S if printed else DRY_RUN_POLL_S
+        if not printed:
+            return DRY_RUN_POLL_S
+        since = self.__dict__.setdefault("_printed_at", time.monotonic())
+        return DRY_RUN_END_POLL_S if time.monotonic() - since < DRY_RUN_END_FAST_S else DRY_RUN_POLL_S
 
     def _dry_run_summary(self) -> list[str]:
         """The lines of a successful dry run, in place of verl's printed config: what it

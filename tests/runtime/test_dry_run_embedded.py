@@ -10,6 +10,7 @@ import pytest
 from runtime_helpers import clean_env, procs_with_env, run_tutorrl
 from runtime_helpers import records_of as _records
 from tutorrl.runtime import jobs_api, submit
+from tutorrl.errors import RefusedError
 from tutorrl.runtime.head import LEAN_MODULES, EmbeddedHead, embedded_cpus
 
 pytestmark = pytest.mark.slow
@@ -143,3 +144,38 @@ def test_an_embedded_dry_run_says_its_result_and_what_it_proved_before_the_head_
     (rec,) = _records(bundle)
     assert rec["status"] == "succeeded" and rec["dry_run"] is True
     assert procs_with_env("TUTORRL_RUN_ID", rec["submission_id"]) == []
+
+
+# Stands in for a Ray installed without [default] in the job's Python: one of the dashboard's
+# packages cannot be found or imported.
+_WITHOUT_AIOHTTP_CORS = '''
+import sys
+
+
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name == "aiohttp_cors":
+            raise ModuleNotFoundError("No module named 'aiohttp_cors'", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _Hide())
+'''
+
+
+def test_a_lean_head_without_the_dashboards_packages_is_refused_with_rays_reason(tmp_path, monkeypatch):
+    # The lean program finds the dashboard's packages instead of importing them; where one is
+    # missing, Ray's own check runs and refuses before anything starts (not a dashboard that dies on
+    # import and a raylet that never registers, 60 s later).
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(_WITHOUT_AIOHTTP_CORS)
+    monkeypatch.setenv("PYTHONPATH", str(hide))
+    head = EmbeddedHead(run_id="tutorrl-leanhead-deps", num_gpus=0, workdir=tmp_path, lean=True)
+    try:
+        with pytest.raises(RefusedError) as info:
+            head.start()
+        assert "Cannot include dashboard with missing packages" in str(info.value)
+        assert "timed out during startup" not in str(info.value)
+    finally:
+        head.stop()

@@ -103,11 +103,19 @@ def test_a_dry_run_asks_for_its_end_often_once_verl_has_printed_its_config(tmp_p
     from tutorrl.runtime import run, submit
 
     session = run.RunSession.__new__(run.RunSession)
-    session.upload, session.run_dir = False, tmp_path
+    session.upload, session.run_dir, session.cluster_url = False, tmp_path, None
     assert session._dry_run_poll() == run.DRY_RUN_POLL_S  # nothing printed yet
     (tmp_path / dryrun.RAW_FILE).write_text("hydra:\n")
     assert session._dry_run_poll() == run.DRY_RUN_END_POLL_S < run.DRY_RUN_POLL_S
-    session.upload = True  # the output is in the job log: nothing here says verl is returning
+    # A verl that printed and then hangs is asked at the usual pace once the fast phase is over.
+    import time
+
+    session._printed_at = time.monotonic() - run.DRY_RUN_END_FAST_S - 1
+    assert session._dry_run_poll() == run.DRY_RUN_POLL_S
+    del session._printed_at
+    session.cluster_url = "http://127.0.0.1:8265"  # a cluster's dashboard is never asked at the fast pace
+    assert session._dry_run_poll() == run.DRY_RUN_POLL_S
+    session.cluster_url, session.upload = None, True  # the output is in the job log: nothing says verl returns
     assert session._dry_run_poll() == run.DRY_RUN_POLL_S
 
     # wait_terminal asks the function before each wait.
