@@ -65,6 +65,11 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
             assert not [c for c in tree if left_out in c], left_out
         # `ray start` is gone once the head is up: its pid waits on the Ray processes, with none of Ray loaded.
         assert tree[0].split()[1:4] == ["-I", "-S", "-c"] and "import os, signal, sys" in tree[0], tree[0]
+        # The raylet starts Python workers (a job's supervisor) through the program's worker role, not
+        # Ray's setup_worker.py alone: the role sets up a worker with only variables in its runtime env
+        # in one interpreter (tests/runtime/test_lean_worker.py holds what it does).
+        (raylet,) = [c for c in tree if "--python_worker_command=" in c]
+        assert f"{head.run_dir / 'lean_ray.py'} worker " in raylet, raylet
         # The agent loads the job agent alone (the raylet started it with that in its command line).
         agent_log = next(head.run_dir.glob("ray/session_*/logs/dashboard_agent.log")).read_text()
         assert "Loaded 1 modules." in agent_log and "JobAgent" in agent_log, agent_log[-2000:]
