@@ -310,12 +310,12 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     # twice is the later value, as Hydra keeps it (a spec field does the same).
     order = {m.override: i for i, m in enumerate(mapped)}
     unread.sort(key=lambda t: order.get(t, len(order)))
-    last = {_key_of(t): t for t in unread}
-    for text in [t for t in unread if last[_key_of(t)] is not t]:
+    last = {_key_of(t): i for i, t in enumerate(unread)}
+    for text in [t for i, t in enumerate(unread) if last[_key_of(t)] != i]:
         index = next(i for i, m in enumerate(mapped) if m.override == text and m.how == "unread")
         mapped[index] = msgspec.structs.replace(mapped[index], how="dropped",
                                                 note="set again later in the launch; Hydra keeps the last value")
-    unread = [t for t in unread if last[_key_of(t)] is t]
+    unread = [t for i, t in enumerate(unread) if last[_key_of(t)] == i]
     spec["verl"] = {k: v for k, v in (("extra_overrides", keep), ("unread_overrides", unread)) if v}
     if not spec["verl"]:
         spec.pop("verl")

@@ -183,3 +183,13 @@ def test_a_key_verl_ignores_set_twice_is_its_last_value():
     assert [(m.override, m.how) for m in report.mapped[1:]] == [
         ("custom_reward_function.path=a.py", "dropped"), ("custom_reward_function.path=b.py", "unread")]
     assert '"custom_reward_function.path=b.py"' in text and "a.py" not in text
+
+
+def test_a_key_verl_ignores_written_twice_alike_is_one_override():
+    # The same text twice (a script that repeats a line): one unread override, the earlier dropped.
+    launch = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "custom_reward_function.path=a.py",
+                                        "custom_reward_function.path=a.py"], {}, [])
+    text, report = import_launch(launch, "0.9.1")
+    assert report.exact is True and report.does_not_compile == []
+    assert [m.how for m in report.mapped[1:]] == ["dropped", "unread"]
+    assert text.count('"custom_reward_function.path=a.py"') == 1
