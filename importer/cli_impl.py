@@ -363,7 +363,7 @@ def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True
 def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: str, check: bool,
                root: Path | None, default_config: str | None) -> tuple[str, ImportReport]:
     translation, text = _spec_text(prep.overrides, release, variant, prep)
-    dropped = [m for m in translation.mapped if m.how == "unread"]
+    unread = [m for m in translation.mapped if m.how == "unread"]
     exact, not_checked, diffs, warnings, notes, refusals = None, "", [], [], [], []
     if not check:
         not_checked = "--no-check"
@@ -417,8 +417,8 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
                 # the release declares and never reads still differs.
                 diffs = list(result.differences)
                 exact = not diffs
-    if dropped:
-        keys = sorted({m.override.lstrip("+~").split("=", 1)[0] for m in dropped})
+    if unread:
+        keys = sorted({m.override.lstrip("+~").split("=", 1)[0] for m in unread})
         notes.append(f"verl {release} never reads {', '.join(keys)}: the launch as written runs with them "
                      "ignored; the spec keeps them as written in [verl] unread_overrides, so it launches what the "
                      "script did (for a fork of verl that reads them; delete them for the release's own verl)")
@@ -510,11 +510,12 @@ def cmd_import(args) -> int:
             spec_path = str(out)
         report.spec_path = spec_path
         if spec_path is not None:
-            # Placed in the file written ("imported.toml" while checking: the same lines).
+            # Placed in the file written (CHECKED_AS while it was proven: the same lines).
             from tutorrl._files import display_path
+            from tutorrl.importer.roundtrip import CHECKED_AS
 
             name = display_path(out)
-            report.does_not_compile = [name + p[len("imported.toml"):] if p.startswith("imported.toml:") else p
+            report.does_not_compile = [name + p[len(CHECKED_AS):] if p.startswith(CHECKED_AS + ":") else p
                                        for p in report.does_not_compile]
         if cap is not None:
             report.sandbox = cap.confinement.summary()

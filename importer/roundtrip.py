@@ -19,6 +19,10 @@ from typing import Any
 import msgspec
 
 
+# The name the imported spec is compiled under while it is proven; its refusals are placed in it.
+CHECKED_AS = "imported.toml"
+
+
 class Difference(msgspec.Struct, frozen=True, omit_defaults=True):
     key: str
     original: Any = None
@@ -161,7 +165,7 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
     from tutorrl.compiler.pipeline import expand, references
 
     refusals: list = []
-    spec, lock, resolved, found = resolve_bytes(spec_text.encode(), "imported.toml", refusals=refusals)
+    spec, lock, resolved, found = resolve_bytes(spec_text.encode(), CHECKED_AS, refusals=refusals)
     refused = [p.render() for p in refusals]
     warnings = [f"{w.key}: {w.message}" if w.key else w.message for w in found]
     root = root or config_root(lock.release)

@@ -247,7 +247,8 @@ def _ray_executable(python: str | None = None) -> str:
 #   * `ray start` waits for its raylet to register in Ray's get_node, which asks
 #     the GCS once a second: the program asks every 20 ms (0-1 s);
 #   * `ray start` imports the dashboard's packages to check that they import
-#     before it starts the dashboard (~0.15 s); the dashboard imports them anyway;
+#     before it starts the dashboard (~0.15 s); the dashboard imports them anyway,
+#     so the program only finds them (Ray's check runs where one is missing);
 #   * a Ray worker starts as Ray's setup_worker.py, which imports all of Ray to
 #     set the runtime env's variables and then execs a second interpreter that
 #     imports it again: for a worker whose runtime env is variables alone (the
@@ -437,18 +438,19 @@ def start(head_spec, agent_spec):
         import time
 
         want, deadline = bytes.fromhex(node_id), time.monotonic() + 30
-        try:
-            while not any(info.node_id == want and info.state == alive
-                          for info in nodes[0].get_gcs_client().get_all_node_info(timeout=10).values()):
-                if time.monotonic() > deadline:
-                    # Ray's loop (node.py) takes this as "not yet" and, its own 30 s gone, fails at
-                    # once: not 30 s more inside Ray's get_node before the same message.
-                    raise RuntimeError(f"the raylet of node {node_id} did not register with the GCS in 30 s")
-                time.sleep(0.02)
-        except RuntimeError:
-            raise
-        except Exception:  # noqa: BLE001 - Ray's own wait below says what is wrong
-            pass
+        while True:
+            try:
+                up = any(info.node_id == want and info.state == alive
+                         for info in nodes[0].get_gcs_client().get_all_node_info(timeout=10).values())
+            except Exception:  # noqa: BLE001 - Ray's own wait below says what is wrong
+                break
+            if up:
+                break
+            if time.monotonic() > deadline:
+                # Ray's loop (node.py) takes this as "not yet" and, its own 30 s gone, fails at
+                # once: not 30 s more inside Ray's get_node before the same message.
+                raise RuntimeError(f"the raylet of node {node_id} did not register with the GCS in 30 s")
+            time.sleep(0.02)
         return get_node(gcs_address, node_id)
 
     services.start_ray_process = start_ray_process

@@ -469,7 +469,7 @@ class RunSession:
                 self._save(status="running")
 
         # A dry run's verdict is awaited: its end is seen within 0.2 s (Ray's supervisor notes the
-        # entrypoint's exit within 0.1 s), within 20 ms once verl has printed its config; a training
+        # entrypoint's exit within 0.1 s), within 50 ms once verl has printed its config; a training
         # run's status is asked for every 0.5 s.
         status = submit.wait_terminal(self.client, sid, on_status=on_status, should_stop=interrupts,
                                       poll_s=self._dry_run_poll if self.args.dry_run else 0.5)

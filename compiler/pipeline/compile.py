@@ -62,11 +62,11 @@ def resolve_parsed(spec, locate, *, refusals: list | None = None):
     findings += problems
     findings += _argument_limits(spec, resolved)
     findings += roots.findings(spec, resolved, lock)
-    errors = [f for f in findings if f.severity == "error"]
-    if errors and refusals is not None:
-        refusals += [locate(f.key.split("."), f.message, f.hint) for f in errors]
-    elif errors:
-        raise SpecError([locate(f.key.split("."), f.message, f.hint) for f in errors])
+    errors = [locate(f.key.split("."), f.message, f.hint) for f in findings if f.severity == "error"]
+    if errors and refusals is None:
+        raise SpecError(errors)
+    if errors:
+        refusals += errors
     warnings = tuple(locate(f.key.split("."), f.message, f.hint) for f in findings if f.severity == "warning")
     return spec, lock, resolved, warnings
 

@@ -186,7 +186,8 @@ def _hydra_refusal(text: str, lock: Lock, keyset) -> tuple[str, str | None] | No
 
 
 def _as_written(setting: str, text: str) -> Override:
-    prefix, key, _ = _EXTRA.match(text).groups() if _EXTRA.match(text) else ("", text, None)
+    match = _EXTRA.match(text)
+    prefix, key = match.group(1, 2) if match else ("", text)
     return Override(setting, key, None, prefix in ("+", "++"), raw=text)
 
 
@@ -213,8 +214,8 @@ def _unread(spec: Spec, lock: Lock, keyset, emitted: dict[str, str], engine: str
         elif not never_read(problem):
             findings.append(Finding(where, *problem))
         else:
-            emitted[_EXTRA.match(text).group(2)] = where
             out.append(_as_written("verl.unread_overrides", text))
+            emitted[out[-1].key] = where
             passed += 1
             continue
         if keep_refused:
@@ -402,9 +403,9 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
         exists = keyset.has(key)
         # A key under a dict verl reads whole is read whatever its name; a spec
         # table field's own key is one (the field writes '+KEY.entry' there).
-        read_whole = (lock.passthrough_above(key) is not None or lock.reads_undeclared(key, engine)
+        # And a key another value interpolates is read through that value.
+        read_whole = (through or lock.passthrough_above(key) is not None or lock.reads_undeclared(key, engine)
                       or any(t.kind == "table" and key.startswith(t.key + ".") for t in lock.targets.values()))
-        read_whole = read_whole or through
         if not exists and prefix != "~" and not read_whole and lock.reads_undeclared(key) \
                 and keyset.open_parent(key) is None:
             return None, _other_engines(key, lock, engine)
