@@ -78,8 +78,11 @@ def _memory(pid: int) -> tuple[int, int]:
 # What a process of the tree is, by what its command line contains (first match).
 _NAMES = (("verl.trainer.main_ppo", "verl (the job)"), ("launch.sh", "launch.sh (the job)"),
           ("-m tutorrl run", "tutorrl"), ("gcs_server", "gcs_server"), ("raylet/raylet", "raylet"),
+          ("lean_ray.py handoff dashboard", "dashboard's stand-in (ray start's child)"),
+          ("lean_ray.py handoff agent", "dashboard agent's stand-in (the raylet's child)"),
           ("ray::DashboardAgent", "dashboard agent"), ("dashboard/agent.py", "dashboard agent (starting)"),
-          ("ray::RuntimeEnvAgent", "runtime_env agent"), ("runtime_env/agent/main.py", "runtime_env agent (starting)"),
+          ("ray::RuntimeEnvAgent", "runtime_env agent"), ("lean_ray.py envwait", "runtime_env agent's stand-in (the raylet's child)"),
+          ("runtime_env/agent/main.py", "runtime_env agent (starting)"),
           ("ray::JobSupervisor", "job supervisor (Ray worker)"), ("default_worker.py", "Ray worker (starting)"),
           ("ray-dashboard-", "dashboard module"), ("multiprocessing.forkserver", "dashboard forkserver"),
           ("multiprocessing.resource_tracker", "dashboard resource tracker"),
@@ -118,7 +121,11 @@ def tree_memory(root: int) -> tuple[dict[str, int], list[tuple[str, int, int]]]:
             totals["ray_rss"] += rss
             totals["ray_pss"] += pss
         if rss:
-            each.append((_name(command), rss, pss))
+            name = _name(command)
+            # The lean head's forkserver is a fork of the dashboard: the same command line as its parent.
+            if name == "dashboard head" and procs.get(procs.get(pid, (0, ""))[0], (0, ""))[1] == command:
+                name = "dashboard forkserver (a fork of the dashboard)"
+            each.append((name, rss, pss))
         todo.extend((c, in_job) for c in children.get(pid, []))
     return totals, each
 
@@ -225,9 +232,10 @@ def main() -> int:
           " Ray: the tree without tutorrl's own process and the job's launch.sh and verl)")
     last = peaks["tutorrl run --dry-run (whole tree)"][-1]["processes"]
     print(f"\nthe dry run's tree when its RSS peaked (last round), {len(last)} processes:")
-    print(f"{'process':{width}} {'RSS MiB':>8} {'PSS MiB':>8}")
+    each = max([width, *(len(name) for name, _, _ in last)])
+    print(f"{'process':{each}} {'RSS MiB':>8} {'PSS MiB':>8}")
     for name, rss, pss in sorted(last, key=lambda p: -p[1]):
-        print(f"{name:{width}} {rss / 2**20:8.0f} {pss / 2**20:8.0f}")
+        print(f"{name:{each}} {rss / 2**20:8.0f} {pss / 2**20:8.0f}")
     return 0
 
 

@@ -216,10 +216,10 @@ def _ray_executable(python: str | None = None) -> str:
 #     resources for the cluster check) the program below reads from the GCS
 #     itself once the agent is up, and writes, in the State API's shape, into
 #     the `started` file readiness waits for (EmbeddedHead.resources);
-#   * the forkserver Ray forks dashboard modules from is started first thing
-#     in the dashboard's process, so JobHead's imports run beside the
-#     dashboard's: JobHead was the last part of the head up, started only once
-#     the dashboard had imported (~0.5 s of a 4-5 s start at load 3);
+#   * the forkserver Ray forks dashboard modules from is a fork of the
+#     dashboard's own process, made before it starts a thread: Ray's spawns a
+#     second interpreter that imports Ray and JobHead's packages again (~1 s
+#     of CPU), and starts it only once the dashboard has imported its own;
 #   * the dashboard and its agent import only the modules they load: Ray's
 #     get_all_modules imports every package of ray.dashboard.modules (Serve's,
 #     Train's, Data's) to pick its classes from them. The agent loads JobAgent
@@ -257,7 +257,21 @@ def _ray_executable(python: str | None = None) -> str:
 #     Ray's own setup_worker.py;
 #   * the agent (at its first job, when its job manager connects to Ray) and the
 #     supervisor import pyarrow and numpy only to register Ray's serializers for
-#     Arrow's types (~0.1 s each, before the job starts); neither passes Arrow data.
+#     Arrow's types (~0.1 s each, before the job starts); neither passes Arrow data;
+#   * each Python process of the head imported all of Ray for itself (~0.5 s of
+#     CPU each), and the dashboard and its agent then their own packages (~1 s
+#     more each), all after the GCS was up: the agent was the last part of the
+#     head up. Here the dashboard and the agent are forks of `ray start`, made
+#     right after it imported Ray ("zygotes", which import their packages while
+#     `ray start` starts the GCS), and the runtime-env agent is a fork of the
+#     dashboard agent. Ray starts each of them from a command line and watches
+#     the process it started, so what it starts is a stand-in that hands its
+#     arguments, Ray's variables and its standard streams to the fork (the
+#     raylet's pipe on an agent's standard input is how the agent knows its
+#     raylet is alive) and lives exactly as long as the fork; where a fork is
+#     not safe (a thread already runs) or another Ray is installed, the
+#     stand-in runs the process itself. Head start, 2-core machine, quiet:
+#     3.0-3.6 s -> 1.5-1.9 s.
 # `ray start` has no flag for most of these, so the head is `ray start` run by
 # the program below (written into the head's folder: the raylet starts the
 # agent and its workers from command lines) that narrows them through Ray's own
@@ -271,7 +285,9 @@ _LEAN_RAY = r'''
 """tutorrl's lean Ray head (tutorrl/runtime/head.py says what it leaves out and why).
 
     lean_ray.py start HEAD_MODULES AGENT_MODULES start --head ...   `ray start`, narrowed
-    lean_ray.py run MODULES SCRIPT ARGS...                          a dashboard process, narrowed
+    lean_ray.py agent MODULES SCRIPT ARGS...                        the dashboard agent, narrowed
+    lean_ray.py handoff NAME ROLE ARGS...                           ROLE, run by the zygote NAME (ZYGOTES)
+    lean_ray.py envwait SCRIPT ARGS...                              the runtime-env agent, forked from it
     lean_ray.py dashboard MODULES SCRIPT ARGS...                    the dashboard head, narrowed
     lean_ray.py worker SETUP_WORKER ARGS...                         a Ray worker, set up in-process
 """
@@ -342,23 +358,74 @@ def node_table(gcs):
 
 
 def warm_forkserver(spec):
-    """Start the forkserver Ray forks dashboard modules from now, before this process imports Ray
-    (dashboard/subprocesses/handle.py: it is started at the first module, after the dashboard has
-    imported all of its own): JobHead's imports then run beside the dashboard's instead of after
-    them, and JobHead -- the last part of the head to come up -- is a fork of a ready process.
-    The preload list is Ray's own (preload_in_forkserver) for these modules; the dashboard's later
-    call to set it finds the server running, which keeps the list it started with."""
+    """Start the forkserver Ray forks dashboard modules from now, before this process starts a thread
+    (dashboard/subprocesses/handle.py starts it at the first module, after the dashboard has imported
+    all of its own): JobHead -- the last part of the head to come up -- is then a fork of a ready
+    process. The server is this process, forked once it has imported what Ray preloads there
+    (preload_in_forkserver's list for these modules): one import of Ray for the dashboard and its
+    modules, where multiprocessing's own start spawns a second interpreter that imports it all again
+    (~1 s of CPU on the head's path to ready). The dashboard's later call to set the list finds the
+    server running, which keeps the list it started with."""
+    import importlib
     import multiprocessing
     import multiprocessing.forkserver as forkserver
 
+    preload = ["ray", "ray.dashboard.subprocesses.module", *sorted({item.split(":", 1)[0] for item in spec.split(",")})]
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["ray", "ray.dashboard.subprocesses.module",
-                                    *sorted({item.split(":", 1)[0] for item in spec.split(",")})])
-    forkserver.ensure_running()
+    context.set_forkserver_preload(preload)
+    server = getattr(forkserver, "_forkserver", None)
+    # multiprocessing's forkserver state as Python 3.10-3.13 keep it (3.14 adds an authentication key).
+    if sys.version_info >= (3, 14) or not all(hasattr(server, name) for name in FORKSERVER_STATE):
+        forkserver.ensure_running()
+        return
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # as the server's own preload does: the module child imports it, and says what fails
+    # Forking is safe while this process has one thread (an import that started one: the spawned server).
+    if len(os.listdir("/proc/self/task")) != 1:
+        forkserver.ensure_running()
+        return
+    serve_forks(server)
+
+
+FORKSERVER_STATE = ("_lock", "_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid")
+
+
+def serve_forks(server):
+    """multiprocessing's ForkServer.ensure_running, with the server forked from this process instead of
+    spawned: the same listening socket and "alive" pipe, the same state recorded for the clients."""
+    import socket
+    from multiprocessing import connection, forkserver, resource_tracker, util
+
+    with server._lock:
+        resource_tracker.ensure_running()
+        if server._forkserver_pid is not None:
+            return
+        with socket.socket(socket.AF_UNIX) as listener:
+            address = connection.arbitrary_address("AF_UNIX")
+            listener.bind(address)
+            if not util.is_abstract_socket_namespace(address):
+                os.chmod(address, 0o600)
+            listener.listen()
+            alive_r, alive_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    os.close(alive_w)
+                    forkserver.main(listener.fileno(), alive_r, [])
+                except SystemExit as exc:  # every client gone: the server's own way out
+                    code = exc.code if isinstance(exc.code, int) else 0
+                finally:
+                    os._exit(code)
+            os.close(alive_r)
+        server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = address, alive_w, pid
 
 
 def start(head_spec, agent_spec):
-    for cli in ("ray.serve.scripts", "ray.dashboard.modules.job.cli", "ray.util.state.state_cli"):
+    for cli in CLI_MODULES:
         sys.modules[cli] = None  # ray.scripts.scripts imports each in try/except
     import ray
     import ray._private.node as node
@@ -367,6 +434,16 @@ def start(head_spec, agent_spec):
     import ray._private.utils as utils
     from ray.dashboard.consts import DASHBOARD_AGENT_ADDR_NODE_ID_PREFIX as AGENT_KEY
 
+    # Before anything here starts a thread: the zygotes import beside `ray start` from now on. What they
+    # do relies on what Ray 2.60 reads at import and hands its agents (ZYGOTES): another Ray starts
+    # those processes itself.
+    def role(name, spec):
+        modules = [*ZYGOTES[name], *(item.split(":", 1)[0] for item in spec.split(","))]
+        return [HERE, "handoff", name, name] if own_worker and fork_zygote(name, modules) else [HERE, name]
+
+    own_worker = ray.__version__ == WORKER_RAY
+    dashboard_role, agent_role = role("dashboard", head_spec), role("agent", agent_spec)
+
     # Every name used below, read now: a Ray without one starts whole, not half narrowed.
     dashboard, raylet = constants.PROCESS_TYPE_DASHBOARD, constants.PROCESS_TYPE_RAYLET
     head_key, jobs, dash = constants.KV_HEAD_NODE_ID_KEY, constants.KV_NAMESPACE_JOB, constants.KV_NAMESPACE_DASHBOARD
@@ -374,8 +451,7 @@ def start(head_spec, agent_spec):
     launch, publish, pids, nodes = services.start_ray_process, utils.write_ray_address, [], []
     made, check_dependencies = node.Node.__init__, utils.get_dashboard_dependency_error
     # The worker role stands in for Ray's setup_worker.py, whose arguments and context it reads as
-    # Ray 2.60.0 writes them: another Ray keeps its own script.
-    own_worker = ray.__version__ == WORKER_RAY
+    # Ray 2.60.0 writes them: another Ray keeps its own script (own_worker, above).
 
     def init(self, *args, **kwargs):
         nodes.append(self)
@@ -385,6 +461,7 @@ def start(head_spec, agent_spec):
         # (JobHead asks again every 0.5 s until it is there).
         self.get_gcs_client().internal_kv_put(head_key, self.node_id.encode(), True, jobs)
     agent = " " + os.path.join(services.RAY_PATH, "dashboard", "agent.py") + " "
+    env_agent = " " + os.path.join(services.RAY_PATH, *ENV_AGENT) + " "
     setup = " " + os.path.join(services.RAY_PATH, "_private", "workers", "setup_worker.py") + " "
     head_names = ",".join(item.split(":", 1)[1] for item in head_spec.split(","))
 
@@ -392,7 +469,7 @@ def start(head_spec, agent_spec):
         if process_type == dashboard:
             i = next((i for i, c in enumerate(command) if os.path.basename(c) == "dashboard.py"), None)
             if i is not None:
-                command = [*command[:i], HERE, "dashboard", head_spec, *command[i:], "--modules-to-load=" + head_names]
+                command = [*command[:i], *dashboard_role, head_spec, *command[i:], "--modules-to-load=" + head_names]
             info = launch(command, process_type, *args, **kwargs)
             pids.append(info.process.pid)
             # Ray waits for the dashboard to write its address before it starts the raylet
@@ -404,8 +481,14 @@ def start(head_spec, agent_spec):
                                                       True, dash)
             return info
         elif process_type == raylet:
-            command = [c.replace(agent, f" {HERE} run {agent_spec}{agent}", 1)
+            # The two agents go together: the runtime-env agent is forked from the dashboard agent's
+            # process (forked_env_agent), and the raylet's own child for it stands in for the fork.
+            both = (any(c.startswith("--dashboard_agent_command=") and agent in c for c in command)
+                    and any(c.startswith("--runtime_env_agent_command=") and env_agent in c for c in command))
+            command = [c.replace(agent, f" {' '.join(agent_role)} {agent_spec}{agent}", 1)
                        if c.startswith("--dashboard_agent_command=") else
+                       c.replace(env_agent, f" {HERE} envwait{env_agent}", 1)
+                       if c.startswith("--runtime_env_agent_command=") and both else
                        c.replace(setup, f" {HERE} worker{setup}", 1)
                        if c.startswith("--python_worker_command=") and own_worker else c for c in command]
         info = launch(command, process_type, *args, **kwargs)
@@ -529,22 +612,320 @@ def worker(setup, args):
     runpy.run_path(script, run_name="__main__")
 
 
+# Ray's runtime-env agent, under ray/ (services.py starts it as `python -u <it> ARGS`); its folder is
+# on its path (it imports runtime_env_agent and runtime_env_consts from there).
+ENV_AGENT = ("_private", "runtime_env", "agent", "main.py")
+ENV_ARGS, ENV_PID = "env_agent.args", "env_agent.pid"
+
+
+def _put(name, data):
+    path = os.path.join(os.path.dirname(HERE), name)
+    with open(path + ".part", "wb") as fh:
+        fh.write(data)
+    os.rename(path + ".part", path)  # whole or absent
+
+
+def _take(name, wait_s):
+    """The file ``_put`` wrote, once it is there (None after ``wait_s``)."""
+    import time
+
+    path, deadline = os.path.join(os.path.dirname(HERE), name), time.monotonic() + wait_s
+    while True:
+        try:
+            with open(path, "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+
+
+def forked_env_agent(agent_script):
+    """Fork Ray's runtime-env agent from the dashboard agent's process once both have what they share
+    imported (Ray, aiohttp, the runtime-env agent's own modules): the raylet starts the two together
+    and each imported all of Ray (~0.5 s of CPU on the head's path to ready). The child runs Ray's own
+    main.py, with the arguments the raylet gave its stand-in (envwait), and tells it its pid; the stand-in
+    lives as long as the child, so the raylet sees the agent end when it ends. Where this process cannot
+    fork safely (a thread already runs), the stand-in is told to run main.py itself."""
+    import ctypes
+    import json
+    import signal
+
+    folder = os.path.join(os.path.dirname(os.path.dirname(agent_script)), *ENV_AGENT[:-1])
+    try:
+        import aiohttp.web  # noqa: F401
+        import ray  # noqa: F401
+
+        sys.path.insert(0, folder)
+        try:
+            import runtime_env_agent  # noqa: F401
+            import runtime_env_consts  # noqa: F401
+        finally:
+            sys.path.remove(folder)
+    except ImportError:
+        pass  # the child imports what it needs; Ray's own message if that fails
+    if len(os.listdir("/proc/self/task")) != 1:
+        _put(ENV_PID, b"0")
+        return
+    pid = os.fork()
+    if pid:
+        return
+    code = 1
+    try:
+        # End with the dashboard agent, as the raylet would end it.
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            os._exit(1)
+        given = json.loads(_take(ENV_ARGS, 60) or b"null")
+        if not given:
+            os._exit(1)  # no stand-in spoke: the raylet's stand-in runs nothing and the raylet says so
+        argv = given["argv"]
+        # What the raylet set for the runtime-env agent (RAY_RAYLET_PID, its health check's switch); the rest
+        # of the environment is the one both agents were given.
+        os.environ.update(given["env"])
+        _put(ENV_PID, str(os.getpid()).encode())
+        import runpy
+
+        sys.argv, sys.path[0] = argv, os.path.dirname(argv[0])
+        runpy.run_path(argv[0], run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - a forked child must never return into the agent's code
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def envwait(argv):
+    """The raylet's child for the runtime-env agent: hands the arguments to the agent forked from the
+    dashboard agent (forked_env_agent) and waits on it, ending when it ends, and ending it when told to."""
+    import json
+    import select
+    import signal
+
+    # Ray's own variables only: the file is on disk, and the user's environment can hold secrets.
+    ray_vars = {k: v for k, v in os.environ.items() if k.startswith("RAY_") and "TOKEN" not in k}
+    _put(ENV_ARGS, json.dumps({"argv": argv, "env": ray_vars}).encode())
+    answer = _take(ENV_PID, 120)
+    pid = int(answer or b"0")
+    if not pid:  # the dashboard agent could not fork it: Ray's own way
+        os.execv(sys.executable, [sys.executable, "-u", *argv])
+    wait_on(pid, "the runtime-env agent")
+
+
+def wait_on(pid, what):
+    """A stand-in's life: end when process ``pid`` (not a child: a fork of a process that has Ray
+    imported) ends, and end it when the raylet ends the stand-in."""
+    import select
+    import signal
+
+    def forward(signum, _frame):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+        os._exit(0)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, forward)
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    while True:
+        if fd is not None:
+            select.select([fd], [], [])
+            break
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        select.select([], [], [], 0.5)
+    print(f"tutorrl: {what} ({pid}) ended", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+# Zygotes: forks of `ray start` made once it has imported Ray (start), each of which imports what one
+# Ray process needs while the head starts, and becomes that process when its stand-in -- the process
+# Ray started for it, `lean_ray.py handoff NAME ROLE ARGS` -- hands over its arguments, Ray's variables
+# and its standard streams on the socket NAME.sock. The dashboard and its agent each spent ~1 s of CPU
+# importing Ray and their packages after the GCS was up, the last parts of the head to come up.
+ZYGOTES = {
+    # What ray/dashboard/dashboard.py and ray/dashboard/agent.py import (Ray 2.60), at their tops and
+    # as they start; the dashboard modules each loads are added from its spec.
+    "dashboard": ("ray.dashboard.dashboard", "ray.dashboard.head", "ray.dashboard.http_server_head",
+                  "ray.dashboard.subprocesses.handle", "ray.dashboard.subprocesses.module", "grpc.aio",
+                  "aiohttp.web"),
+    "agent": ("ray.dashboard.agent", "ray.dashboard.http_server_agent", "ray._common.tls_utils",
+              "ray._private.authentication.authentication_utils",
+              "ray._private.authentication.grpc_authentication_server_interceptor", "grpc.aio", "aiohttp.web"),
+}
+CLI_MODULES = ("ray.serve.scripts", "ray.dashboard.modules.job.cli", "ray.util.state.state_cli")
+
+
+def fork_zygote(name, imports):
+    """Fork the zygote ``name`` from this process (`ray start`, Ray imported, one thread); returns
+    whether it runs (else its stand-in runs the role itself)."""
+    import socket
+
+    if len(os.listdir("/proc/self/task")) != 1:
+        return False
+    path = os.path.join(os.path.dirname(HERE), name + ".sock")
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(path)
+        os.chmod(path, 0o600)
+        listener.listen(1)
+    except OSError:
+        listener.close()
+        return False
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork():
+        listener.close()
+        return True
+    code = 1
+    try:
+        zygote(imports, listener, path)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - a fork must never return into `ray start`
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def zygote(imports, listener, path):
+    import ctypes
+    import importlib
+    import io
+    import json
+    import signal
+    import socket
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: end with the head
+    for name in CLI_MODULES:  # `ray start`'s leaving-out, not the role's
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]
+    for name in NOT_IMPORTED:
+        sys.modules.setdefault(name, None)
+    for name in imports:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # the role imports it again, and says what fails
+    safe = len(os.listdir("/proc/self/task")) == 1  # what the roles fork in turn needs one thread
+    listener.settimeout(120)
+    try:
+        conn, _ = listener.accept()
+    except OSError:
+        return  # nobody asked: the head did not come up
+    finally:
+        listener.close()
+        os.unlink(path)
+    with conn:
+        conn.settimeout(30)
+        _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+        chunks = []
+        while chunk := conn.recv(1 << 16):
+            chunks.append(chunk)
+        try:
+            given = json.loads(b"".join(chunks))
+            argv, env, unbuffered = list(given["argv"]), dict(given["env"]), bool(given["unbuffered"])
+        except (ValueError, TypeError, KeyError):
+            given = None
+        if not safe or len(fds) != 3 or given is None:
+            conn.sendall(b"0")  # the stand-in runs the role itself
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        if unbuffered:  # as `python -u`, the stand-in's command
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+            sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True,
+                                          errors="backslashreplace")
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        os.environ.update(env)
+        # Of what the roles import, ray/dashboard/consts.py alone reads at import a variable the raylet
+        # sets for its agents (RAY_enable_pipe_based_agent_to_parent_health_check: an agent watches its
+        # raylet through the pipe on standard input, not by being its child): read again, with them.
+        if "ray.dashboard.consts" in sys.modules:
+            importlib.reload(sys.modules["ray.dashboard.consts"])
+        try:
+            import ray._raylet
+
+            # What `ps` shows: the stand-in's command, not `ray start`'s.
+            ray._raylet.setproctitle(" ".join([sys.executable, HERE, *argv]))
+        except (ImportError, AttributeError):
+            pass
+        conn.sendall(str(os.getpid()).encode())
+    sys.argv = [HERE, *argv]
+    main()
+
+
+def handoff(name, argv):
+    """A stand-in, the process Ray started: hand the role to zygote ``name`` and wait on it; without a
+    zygote, run the role itself, with the interpreter and flags Ray started the stand-in with."""
+    import io
+    import json
+    import socket
+
+    path, pid = os.path.join(os.path.dirname(HERE), name + ".sock"), 0
+    ray_vars = {k: v for k, v in os.environ.items() if k.startswith("RAY_") and "TOKEN" not in k}
+    try:
+        message = json.dumps({"argv": argv, "env": ray_vars,
+                              "unbuffered": isinstance(getattr(sys.stdout, "buffer", None), io.FileIO)})
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(120)
+            conn.connect(path)
+            socket.send_fds(conn, [b"x"], [0, 1, 2])
+            conn.sendall(message.encode())
+            conn.shutdown(socket.SHUT_WR)
+            pid = int(conn.recv(64) or b"0")
+    except (OSError, ValueError, TypeError):
+        pid = 0
+    if not pid:
+        with open("/proc/self/cmdline", "rb") as fh:
+            given = [arg.decode() for arg in fh.read().split(b"\0")[:-1]]
+        prefix = given[:given.index(HERE)] if HERE in given else [sys.executable]
+        os.execv(prefix[0], [*prefix, HERE, *argv])
+    wait_on(pid, f"the {name}")
+
+
 def main():
     role = sys.argv.pop(1)
+    if role == "envwait":
+        envwait(sys.argv[1:])
+        return
+    if role == "handoff":
+        handoff(sys.argv[1], sys.argv[2:])
+        return
     if role == "worker":
         setup = sys.argv.pop(1)
         worker(setup, sys.argv[1:])
         return
-    if role in ("run", "dashboard"):
+    if role in ("agent", "dashboard"):
         spec, script = sys.argv.pop(1), sys.argv.pop(1)
         if role == "dashboard":
             try:
                 warm_forkserver(spec)
             except (ImportError, AttributeError, ValueError, OSError):
                 pass  # Ray starts it when the first module starts
-        if role == "run":  # the agent
+        if role == "agent":
             for name in NOT_IMPORTED:
                 sys.modules.setdefault(name, None)
+            forked_env_agent(script)
         try:
             narrow(spec)
         except (ImportError, AttributeError) as exc:

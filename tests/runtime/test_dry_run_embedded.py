@@ -39,6 +39,27 @@ def _tree(root: int) -> list[str]:
     return out
 
 
+def _family(root: int) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of ``root`` and every process below it."""
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    procs[int(name)] = (parent, fh.read().replace(b"\0", b" ").decode(errors="replace"))
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in procs:
+            out[pid] = procs[pid]
+            todo.extend(p for p, (parent, _) in procs.items() if parent == pid)
+    return out
+
+
 def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path):
     head = EmbeddedHead(run_id="tutorrl-leanhead-1", num_gpus=0, workdir=tmp_path, lean=True)
     try:
@@ -55,10 +76,27 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         tree = _tree(head.proc.pid)
         modules = sorted(c.split("ray-dashboard-", 1)[1].split("-", 1)[0] for c in tree if "ray-dashboard-" in c)
         assert modules == sorted(LEAN_MODULES) and "NodeHead" not in modules, modules
-        # JobHead is forked from the one forkserver, the one the program started before the dashboard
-        # imported Ray: its path starts at the program's folder (Ray's would start at the dashboard's).
-        (server,) = [c for c in tree if "multiprocessing.forkserver" in c and "ray-dashboard-" not in c]
-        assert f"'sys_path': ['{head.run_dir}'" in server and "modules.job.job_head" in server, server
+        # JobHead is forked from a forkserver that is itself a fork of the dashboard's process, made once
+        # that process had imported Ray: no second interpreter imports Ray for it.
+        assert not [c for c in tree if "multiprocessing.forkserver" in c], tree
+        family = _family(head.proc.pid)
+        (job_head,) = [pid for pid, (_, cmd) in family.items() if "ray-dashboard-JobHead" in cmd]
+        server = family[job_head][0]
+        dashboard = family[server][0]
+        lean_dashboard = f"{head.run_dir / 'lean_ray.py'} dashboard "
+        assert lean_dashboard in family[server][1] and lean_dashboard in family[dashboard][1], family
+        # The dashboard and its agent are zygotes: forks of `ray start` (the head's first process), which
+        # had Ray imported, each standing in for the process Ray started for it (`handoff`); the
+        # runtime-env agent is a fork of the dashboard agent, standing in for the raylet's `envwait`.
+        (agent,) = [pid for pid, (_, cmd) in family.items() if "ray::DashboardAgent" in cmd]
+        (env_agent,) = [pid for pid, (_, cmd) in family.items() if "ray::RuntimeEnvAgent" in cmd]
+        assert family[dashboard][0] == head.proc.pid and family[agent][0] == head.proc.pid, family
+        assert family[env_agent][0] == agent, family
+        handoff = f"{head.run_dir / 'lean_ray.py'} handoff "
+        stand_ins = sorted(cmd.split(handoff, 1)[1].split()[0] for _, cmd in family.values()
+                           if handoff in cmd and "raylet/raylet" not in cmd)
+        assert stand_ins == ["agent", "dashboard"], family
+        assert [cmd for _, cmd in family.values() if "lean_ray.py envwait " in cmd], family
         # JobHead alone: no State API process.
         for left_out in ("autoscaler/_private/monitor.py", "_private/log_monitor.py", "ray.util.client.server",
                          "ray::IDLE", "lean_ray.py start", "StateHead"):
@@ -70,9 +108,11 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         # in one interpreter (tests/runtime/test_lean_worker.py holds what it does).
         (raylet,) = [c for c in tree if "--python_worker_command=" in c]
         assert f"{head.run_dir / 'lean_ray.py'} worker " in raylet, raylet
-        # The agent loads the job agent alone (the raylet started it with that in its command line).
+        # The agent loads the job agent alone (the raylet started it with that in its command line), and
+        # watches the raylet through the pipe the raylet gave its stand-in (not by being its child).
         agent_log = next(head.run_dir.glob("ray/session_*/logs/dashboard_agent.log")).read_text()
         assert "Loaded 1 modules." in agent_log and "JobAgent" in agent_log, agent_log[-2000:]
+        assert "check_parent_via_pipe" in agent_log and "Raylet is considered dead" not in agent_log, agent_log[-2000:]
         # Ready meant ready: the first job found the head node and its agent at once (the head node
         # id NodeHead would write, the agent's address), JobHead never had to wait and ask again.
         job_head_log = next(head.run_dir.glob("ray/session_*/logs/dashboard_JobHead.log")).read_text()
@@ -133,6 +173,21 @@ def test_a_lean_head_ends_when_one_of_its_ray_processes_does(tmp_path):
     finally:
         head.stop()
     assert procs_with_env("TUTORRL_RUN_ID", "tutorrl-leanhead-2") == []
+
+
+def test_a_lean_head_ends_when_a_forked_agent_does(tmp_path):
+    # The agent is a zygote's fork, not the raylet's child: its stand-in ends with it, and the raylet
+    # (which fate-shares with its agents) and then the head end as they would for Ray's own agent.
+    head = EmbeddedHead(run_id="tutorrl-leanhead-4", num_gpus=0, workdir=tmp_path, lean=True)
+    try:
+        head.start()
+        (agent,) = _pids(head.proc.pid, "ray::DashboardAgent")
+        os.kill(agent, signal.SIGKILL)
+        assert head.proc.wait(30) == 1
+        assert "of the head ended" in head.log_path.read_text()
+    finally:
+        head.stop()
+    assert procs_with_env("TUTORRL_RUN_ID", "tutorrl-leanhead-4") == []
 
 
 def test_an_embedded_dry_run_says_its_result_and_what_it_proved_before_the_head_stops(make_bundle, workdir):
