@@ -261,16 +261,16 @@ def _ray_executable(python: str | None = None) -> str:
 #   * each Python process of the head imported all of Ray for itself (~0.5 s of
 #     CPU each), and the dashboard and its agent then their own packages (~1 s
 #     more each), all after the GCS was up: the agent was the last part of the
-#     head up. Here the dashboard and the agent are forks of `ray start`, made
-#     right after it imported Ray ("zygotes", which import their packages while
-#     `ray start` starts the GCS), and the runtime-env agent is a fork of the
-#     dashboard agent. Ray starts each of them from a command line and watches
-#     the process it started, so what it starts is a stand-in that hands its
-#     arguments, Ray's variables and its standard streams to the fork (the
-#     raylet's pipe on an agent's standard input is how the agent knows its
-#     raylet is alive) and lives exactly as long as the fork; where a fork is
-#     not safe (a thread already runs) or another Ray is installed, the
-#     stand-in runs the process itself. Head start, 2-core machine, quiet:
+#     head up. Here the dashboard, the agent and the runtime-env agent are forks
+#     of `ray start`, made right after it imported Ray ("zygotes", which import
+#     their packages while `ray start` starts the GCS). Ray starts each of them
+#     from a command line and watches the process it started, so what it starts
+#     is a stand-in that hands its arguments, Ray's variables and its standard
+#     streams to the fork (the raylet's pipe on an agent's standard input is
+#     how the agent knows its raylet is alive: an agent whose check is by its
+#     parent's pid is not forked) and lives exactly as long as the fork; where
+#     a fork is not safe (a thread already runs) or another Ray is installed,
+#     the stand-in runs the process itself. Head start, 2-core machine, quiet:
 #     3.0-3.6 s -> 1.5-1.9 s.
 # `ray start` has no flag for most of these, so the head is `ray start` run by
 # the program below (written into the head's folder: the raylet starts the
@@ -287,7 +287,7 @@ _LEAN_RAY = r'''
     lean_ray.py start HEAD_MODULES AGENT_MODULES start --head ...   `ray start`, narrowed
     lean_ray.py agent MODULES SCRIPT ARGS...                        the dashboard agent, narrowed
     lean_ray.py handoff NAME ROLE ARGS...                           ROLE, run by the zygote NAME (ZYGOTES)
-    lean_ray.py envwait SCRIPT ARGS...                              the runtime-env agent, forked from it
+    lean_ray.py script SCRIPT ARGS...                               a Ray script (the runtime-env agent)
     lean_ray.py dashboard MODULES SCRIPT ARGS...                    the dashboard head, narrowed
     lean_ray.py worker SETUP_WORKER ARGS...                         a Ray worker, set up in-process
 """
@@ -390,7 +390,7 @@ def warm_forkserver(spec):
     serve_forks(server)
 
 
-FORKSERVER_STATE = ("_lock", "_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid")
+FORKSERVER_STATE = ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid")
 
 
 def serve_forks(server):
@@ -399,29 +399,35 @@ def serve_forks(server):
     import socket
     from multiprocessing import connection, forkserver, resource_tracker, util
 
-    with server._lock:
-        resource_tracker.ensure_running()
-        if server._forkserver_pid is not None:
-            return
-        with socket.socket(socket.AF_UNIX) as listener:
-            address = connection.arbitrary_address("AF_UNIX")
-            listener.bind(address)
-            if not util.is_abstract_socket_namespace(address):
-                os.chmod(address, 0o600)
-            listener.listen()
-            alive_r, alive_w = os.pipe()
+    # Without the server's lock (this process has one thread until it runs the dashboard): a fork made
+    # holding it would pass it held to the server and every module forked from it.
+    resource_tracker.ensure_running()
+    if server._forkserver_pid is not None:
+        return
+    with socket.socket(socket.AF_UNIX) as listener:
+        address = connection.arbitrary_address("AF_UNIX")
+        listener.bind(address)
+        if not util.is_abstract_socket_namespace(address):
+            os.chmod(address, 0o600)
+        listener.listen()
+        alive_r, alive_w = os.pipe()
+        try:
             pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    os.close(alive_w)
-                    forkserver.main(listener.fileno(), alive_r, [])
-                except SystemExit as exc:  # every client gone: the server's own way out
-                    code = exc.code if isinstance(exc.code, int) else 0
-                finally:
-                    os._exit(code)
+        except OSError:
             os.close(alive_r)
-        server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = address, alive_w, pid
+            os.close(alive_w)
+            raise
+        if pid == 0:
+            code = 1
+            try:
+                os.close(alive_w)
+                forkserver.main(listener.fileno(), alive_r, [])
+            except SystemExit as exc:  # every client gone: the server's own way out
+                code = exc.code if isinstance(exc.code, int) else 0
+            finally:
+                os._exit(code)
+        os.close(alive_r)
+    server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = address, alive_w, pid
 
 
 def start(head_spec, agent_spec):
@@ -437,12 +443,14 @@ def start(head_spec, agent_spec):
     # Before anything here starts a thread: the zygotes import beside `ray start` from now on. What they
     # do relies on what Ray 2.60 reads at import and hands its agents (ZYGOTES): another Ray starts
     # those processes itself.
-    def role(name, spec):
-        modules = [*ZYGOTES[name], *(item.split(":", 1)[0] for item in spec.split(","))]
-        return [HERE, "handoff", name, name] if own_worker and fork_zygote(name, modules) else [HERE, name]
+    def role(name, spec, folder=None):
+        modules = [*ZYGOTES[name], *(item.split(":", 1)[0] for item in spec.split(",") if item)]
+        return [HERE, "handoff", name] if own_worker and fork_zygote(name, modules, folder) else [HERE]
 
     own_worker = ray.__version__ == WORKER_RAY
+    env_agent = os.path.join(services.RAY_PATH, *ENV_AGENT)
     dashboard_role, agent_role = role("dashboard", head_spec), role("agent", agent_spec)
+    env_agent_role = role("runtime_env_agent", "", os.path.dirname(env_agent))
 
     # Every name used below, read now: a Ray without one starts whole, not half narrowed.
     dashboard, raylet = constants.PROCESS_TYPE_DASHBOARD, constants.PROCESS_TYPE_RAYLET
@@ -461,7 +469,6 @@ def start(head_spec, agent_spec):
         # (JobHead asks again every 0.5 s until it is there).
         self.get_gcs_client().internal_kv_put(head_key, self.node_id.encode(), True, jobs)
     agent = " " + os.path.join(services.RAY_PATH, "dashboard", "agent.py") + " "
-    env_agent = " " + os.path.join(services.RAY_PATH, *ENV_AGENT) + " "
     setup = " " + os.path.join(services.RAY_PATH, "_private", "workers", "setup_worker.py") + " "
     head_names = ",".join(item.split(":", 1)[1] for item in head_spec.split(","))
 
@@ -469,7 +476,8 @@ def start(head_spec, agent_spec):
         if process_type == dashboard:
             i = next((i for i, c in enumerate(command) if os.path.basename(c) == "dashboard.py"), None)
             if i is not None:
-                command = [*command[:i], *dashboard_role, head_spec, *command[i:], "--modules-to-load=" + head_names]
+                command = [*command[:i], *dashboard_role, "dashboard", head_spec, *command[i:],
+                           "--modules-to-load=" + head_names]
             info = launch(command, process_type, *args, **kwargs)
             pids.append(info.process.pid)
             # Ray waits for the dashboard to write its address before it starts the raylet
@@ -481,14 +489,10 @@ def start(head_spec, agent_spec):
                                                       True, dash)
             return info
         elif process_type == raylet:
-            # The two agents go together: the runtime-env agent is forked from the dashboard agent's
-            # process (forked_env_agent), and the raylet's own child for it stands in for the fork.
-            both = (any(c.startswith("--dashboard_agent_command=") and agent in c for c in command)
-                    and any(c.startswith("--runtime_env_agent_command=") and env_agent in c for c in command))
-            command = [c.replace(agent, f" {' '.join(agent_role)} {agent_spec}{agent}", 1)
+            command = [c.replace(agent, f" {' '.join(agent_role)} agent {agent_spec}{agent}", 1)
                        if c.startswith("--dashboard_agent_command=") else
-                       c.replace(env_agent, f" {HERE} envwait{env_agent}", 1)
-                       if c.startswith("--runtime_env_agent_command=") and both else
+                       c.replace(f" {env_agent} ", f" {' '.join(env_agent_role)} script {env_agent} ", 1)
+                       if c.startswith("--runtime_env_agent_command=") and len(env_agent_role) > 1 else
                        c.replace(setup, f" {HERE} worker{setup}", 1)
                        if c.startswith("--python_worker_command=") and own_worker else c for c in command]
         info = launch(command, process_type, *args, **kwargs)
@@ -615,137 +619,46 @@ def worker(setup, args):
 # Ray's runtime-env agent, under ray/ (services.py starts it as `python -u <it> ARGS`); its folder is
 # on its path (it imports runtime_env_agent and runtime_env_consts from there).
 ENV_AGENT = ("_private", "runtime_env", "agent", "main.py")
-ENV_ARGS, ENV_PID = "env_agent.args", "env_agent.pid"
-
-
-def _put(name, data):
-    path = os.path.join(os.path.dirname(HERE), name)
-    with open(path + ".part", "wb") as fh:
-        fh.write(data)
-    os.rename(path + ".part", path)  # whole or absent
-
-
-def _take(name, wait_s):
-    """The file ``_put`` wrote, once it is there (None after ``wait_s``)."""
-    import time
-
-    path, deadline = os.path.join(os.path.dirname(HERE), name), time.monotonic() + wait_s
-    while True:
-        try:
-            with open(path, "rb") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(0.01)
-
-
-def forked_env_agent(agent_script):
-    """Fork Ray's runtime-env agent from the dashboard agent's process once both have what they share
-    imported (Ray, aiohttp, the runtime-env agent's own modules): the raylet starts the two together
-    and each imported all of Ray (~0.5 s of CPU on the head's path to ready). The child runs Ray's own
-    main.py, with the arguments the raylet gave its stand-in (envwait), and tells it its pid; the stand-in
-    lives as long as the child, so the raylet sees the agent end when it ends. Where this process cannot
-    fork safely (a thread already runs), the stand-in is told to run main.py itself."""
-    import ctypes
-    import json
-    import signal
-
-    folder = os.path.join(os.path.dirname(os.path.dirname(agent_script)), *ENV_AGENT[:-1])
-    try:
-        import aiohttp.web  # noqa: F401
-        import ray  # noqa: F401
-
-        sys.path.insert(0, folder)
-        try:
-            import runtime_env_agent  # noqa: F401
-            import runtime_env_consts  # noqa: F401
-        finally:
-            sys.path.remove(folder)
-    except ImportError:
-        pass  # the child imports what it needs; Ray's own message if that fails
-    if len(os.listdir("/proc/self/task")) != 1:
-        _put(ENV_PID, b"0")
-        return
-    pid = os.fork()
-    if pid:
-        return
-    code = 1
-    try:
-        # End with the dashboard agent, as the raylet would end it.
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:
-            os._exit(1)
-        given = json.loads(_take(ENV_ARGS, 60) or b"null")
-        if not given:
-            os._exit(1)  # no stand-in spoke: the raylet's stand-in runs nothing and the raylet says so
-        argv = given["argv"]
-        # What the raylet set for the runtime-env agent (RAY_RAYLET_PID, its health check's switch); the rest
-        # of the environment is the one both agents were given.
-        os.environ.update(given["env"])
-        _put(ENV_PID, str(os.getpid()).encode())
-        import runpy
-
-        sys.argv, sys.path[0] = argv, os.path.dirname(argv[0])
-        runpy.run_path(argv[0], run_name="__main__")
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - a forked child must never return into the agent's code
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def envwait(argv):
-    """The raylet's child for the runtime-env agent: hands the arguments to the agent forked from the
-    dashboard agent (forked_env_agent) and waits on it, ending when it ends, and ending it when told to."""
-    import json
-    import select
-    import signal
-
-    # Ray's own variables only: the file is on disk, and the user's environment can hold secrets.
-    ray_vars = {k: v for k, v in os.environ.items() if k.startswith("RAY_") and "TOKEN" not in k}
-    _put(ENV_ARGS, json.dumps({"argv": argv, "env": ray_vars}).encode())
-    answer = _take(ENV_PID, 120)
-    pid = int(answer or b"0")
-    if not pid:  # the dashboard agent could not fork it: Ray's own way
-        os.execv(sys.executable, [sys.executable, "-u", *argv])
-    wait_on(pid, "the runtime-env agent")
 
 
 def wait_on(pid, what):
-    """A stand-in's life: end when process ``pid`` (not a child: a fork of a process that has Ray
-    imported) ends, and end it when the raylet ends the stand-in."""
+    """A stand-in's life: end when process ``pid`` (a zygote's, not this one's child) ends; and when
+    the stand-in is told to end, end it too, and then end."""
     import select
     import signal
+
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+
+    def ended(timeout=None):
+        if fd is not None:
+            return bool(select.select([fd], [], [], timeout)[0])
+        # No pidfd (Linux < 5.3): a zombie is ended too (its parent, the head's waiter, reaps it).
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except (OSError, IndexError):
+            return True
+        finally:
+            if timeout:
+                select.select([], [], [], min(timeout, 0.5))
 
     def forward(signum, _frame):
         try:
             os.kill(pid, signum)
         except ProcessLookupError:
             pass
+        for _ in range(20):  # as long as Ray would give the process it started (it ends, or is killed)
+            if ended(0.5):
+                break
         os._exit(0)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        fd = None
-    while True:
-        if fd is not None:
-            select.select([fd], [], [])
-            break
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        select.select([], [], [], 0.5)
+    while not ended(None if fd is not None else 0.5):
+        pass
     print(f"tutorrl: {what} ({pid}) ended", file=sys.stderr, flush=True)
     os._exit(1)
 
@@ -753,24 +666,33 @@ def wait_on(pid, what):
 # Zygotes: forks of `ray start` made once it has imported Ray (start), each of which imports what one
 # Ray process needs while the head starts, and becomes that process when its stand-in -- the process
 # Ray started for it, `lean_ray.py handoff NAME ROLE ARGS` -- hands over its arguments, Ray's variables
-# and its standard streams on the socket NAME.sock. The dashboard and its agent each spent ~1 s of CPU
-# importing Ray and their packages after the GCS was up, the last parts of the head to come up.
+# and its standard streams on the socket NAME.sock. The dashboard, its agent and the runtime-env agent
+# each spent ~0.5 s of CPU importing Ray and up to ~1 s more their packages after the GCS was up, the
+# agent the last part of the head to come up.
 ZYGOTES = {
-    # What ray/dashboard/dashboard.py and ray/dashboard/agent.py import (Ray 2.60), at their tops and
-    # as they start; the dashboard modules each loads are added from its spec.
+    # What ray/dashboard/dashboard.py, ray/dashboard/agent.py and the runtime-env agent's main.py
+    # import (Ray 2.60), at their tops and as they start; the dashboard modules each of the first two
+    # loads are added from its spec, the runtime-env agent's own modules from its folder.
     "dashboard": ("ray.dashboard.dashboard", "ray.dashboard.head", "ray.dashboard.http_server_head",
                   "ray.dashboard.subprocesses.handle", "ray.dashboard.subprocesses.module", "grpc.aio",
                   "aiohttp.web"),
     "agent": ("ray.dashboard.agent", "ray.dashboard.http_server_agent", "ray._common.tls_utils",
               "ray._private.authentication.authentication_utils",
               "ray._private.authentication.grpc_authentication_server_interceptor", "grpc.aio", "aiohttp.web"),
+    "runtime_env_agent": ("ray._private.authentication.http_token_authentication", "ray._private.process_watcher",
+                          "aiohttp.web", "runtime_env_agent", "runtime_env_consts"),
 }
 CLI_MODULES = ("ray.serve.scripts", "ray.dashboard.modules.job.cli", "ray.util.state.state_cli")
+# An agent forked from `ray start` is not the raylet's child: it must watch its raylet through the pipe on
+# its standard input (Ray's default for agents), not by its parent's pid. With that switched off, the
+# stand-in runs the agent itself.
+PIPE_CHECK = "RAY_enable_pipe_based_agent_to_parent_health_check"
 
 
-def fork_zygote(name, imports):
+def fork_zygote(name, imports, folder=None):
     """Fork the zygote ``name`` from this process (`ray start`, Ray imported, one thread); returns
-    whether it runs (else its stand-in runs the role itself)."""
+    whether it runs (else its stand-in runs the role itself). ``folder`` goes first on the path of
+    its imports (a Ray script's own folder)."""
     import socket
 
     if len(os.listdir("/proc/self/task")) != 1:
@@ -781,17 +703,24 @@ def fork_zygote(name, imports):
         listener.bind(path)
         os.chmod(path, 0o600)
         listener.listen(1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        pid = os.fork()
     except OSError:
         listener.close()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
         return False
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.fork():
+    if pid:
         listener.close()
         return True
     code = 1
     try:
-        zygote(imports, listener, path)
+        zygote(parent, imports, folder, listener, path)
+        code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - a fork must never return into `ray start`
@@ -804,7 +733,7 @@ def fork_zygote(name, imports):
         os._exit(code)
 
 
-def zygote(imports, listener, path):
+def zygote(parent, imports, folder, listener, path):
     import ctypes
     import importlib
     import io
@@ -813,16 +742,20 @@ def zygote(imports, listener, path):
     import socket
 
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: end with the head
+    if os.getppid() != parent:
+        return  # the head died between the fork and the prctl
     for name in CLI_MODULES:  # `ray start`'s leaving-out, not the role's
         if name in sys.modules and sys.modules[name] is None:
             del sys.modules[name]
-    for name in NOT_IMPORTED:
-        sys.modules.setdefault(name, None)
+    if folder:
+        sys.path.insert(0, folder)
     for name in imports:
         try:
             importlib.import_module(name)
         except ImportError:
             pass  # the role imports it again, and says what fails
+    if folder:
+        sys.path.remove(folder)
     safe = len(os.listdir("/proc/self/task")) == 1  # what the roles fork in turn needs one thread
     listener.settimeout(120)
     try:
@@ -843,7 +776,8 @@ def zygote(imports, listener, path):
             argv, env, unbuffered = list(given["argv"]), dict(given["env"]), bool(given["unbuffered"])
         except (ValueError, TypeError, KeyError):
             given = None
-        if not safe or len(fds) != 3 or given is None:
+        by_pipe = given is not None and env.get(PIPE_CHECK, os.environ.get(PIPE_CHECK, "")).lower() in ("1", "true")
+        if not safe or len(fds) != 3 or given is None or (argv[:1] != ["dashboard"] and not by_pipe):
             conn.sendall(b"0")  # the stand-in runs the role itself
             return
         sys.stdout.flush()
@@ -858,8 +792,7 @@ def zygote(imports, listener, path):
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         os.environ.update(env)
         # Of what the roles import, ray/dashboard/consts.py alone reads at import a variable the raylet
-        # sets for its agents (RAY_enable_pipe_based_agent_to_parent_health_check: an agent watches its
-        # raylet through the pipe on standard input, not by being its child): read again, with them.
+        # sets for its agents (PIPE_CHECK): read again, with them.
         if "ray.dashboard.consts" in sys.modules:
             importlib.reload(sys.modules["ray.dashboard.consts"])
         try:
@@ -905,8 +838,12 @@ def handoff(name, argv):
 
 def main():
     role = sys.argv.pop(1)
-    if role == "envwait":
-        envwait(sys.argv[1:])
+    if role == "script":  # a Ray script of its own, as `python SCRIPT ARGS` runs it
+        import runpy
+
+        script = sys.argv.pop(1)
+        sys.argv[0], sys.path[0] = script, os.path.dirname(script)
+        runpy.run_path(script, run_name="__main__")
         return
     if role == "handoff":
         handoff(sys.argv[1], sys.argv[2:])
@@ -925,7 +862,6 @@ def main():
         if role == "agent":
             for name in NOT_IMPORTED:
                 sys.modules.setdefault(name, None)
-            forked_env_agent(script)
         try:
             narrow(spec)
         except (ImportError, AttributeError) as exc:

@@ -85,18 +85,22 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         dashboard = family[server][0]
         lean_dashboard = f"{head.run_dir / 'lean_ray.py'} dashboard "
         assert lean_dashboard in family[server][1] and lean_dashboard in family[dashboard][1], family
-        # The dashboard and its agent are zygotes: forks of `ray start` (the head's first process), which
-        # had Ray imported, each standing in for the process Ray started for it (`handoff`); the
-        # runtime-env agent is a fork of the dashboard agent, standing in for the raylet's `envwait`.
+        # The dashboard, its agent and the runtime-env agent are zygotes: forks of `ray start` (the head's
+        # first process) made once it had imported Ray, each handed its role by the process Ray started
+        # for it (`handoff`), which stands in for it.
         (agent,) = [pid for pid, (_, cmd) in family.items() if "ray::DashboardAgent" in cmd]
         (env_agent,) = [pid for pid, (_, cmd) in family.items() if "ray::RuntimeEnvAgent" in cmd]
-        assert family[dashboard][0] == head.proc.pid and family[agent][0] == head.proc.pid, family
-        assert family[env_agent][0] == agent, family
+        assert {family[pid][0] for pid in (dashboard, agent, env_agent)} == {head.proc.pid}, family
         handoff = f"{head.run_dir / 'lean_ray.py'} handoff "
         stand_ins = sorted(cmd.split(handoff, 1)[1].split()[0] for _, cmd in family.values()
                            if handoff in cmd and "raylet/raylet" not in cmd)
-        assert stand_ins == ["agent", "dashboard"], family
-        assert [cmd for _, cmd in family.values() if "lean_ray.py envwait " in cmd], family
+        assert stand_ins == ["agent", "dashboard", "runtime_env_agent"], family
+        # Each agent reads the raylet's pipe its own stand-in was given (the raylet's health check).
+        for forked, name in ((agent, "agent"), (env_agent, "runtime_env_agent")):
+            (stand_in,) = [pid for pid, (_, cmd) in family.items()
+                           if f"{handoff}{name} " in cmd and "raylet/raylet" not in cmd]
+            pipe = os.readlink(f"/proc/{forked}/fd/0")
+            assert pipe == os.readlink(f"/proc/{stand_in}/fd/0") and pipe.startswith("pipe:"), (name, pipe)
         # JobHead alone: no State API process.
         for left_out in ("autoscaler/_private/monitor.py", "_private/log_monitor.py", "ray.util.client.server",
                          "ray::IDLE", "lean_ray.py start", "StateHead"):
@@ -173,6 +177,26 @@ def test_a_lean_head_ends_when_one_of_its_ray_processes_does(tmp_path):
     finally:
         head.stop()
     assert procs_with_env("TUTORRL_RUN_ID", "tutorrl-leanhead-2") == []
+
+
+def test_agents_that_check_their_raylet_by_parent_pid_are_started_by_the_raylet(tmp_path, monkeypatch):
+    # With the pipe check off, a Ray agent ends itself once its parent is not its raylet: a fork of
+    # `ray start` would end the head seconds after it came up. The stand-ins run the agents themselves.
+    monkeypatch.setenv("RAY_enable_pipe_based_agent_to_parent_health_check", "0")
+    head = EmbeddedHead(run_id="tutorrl-leanhead-5", num_gpus=0, workdir=tmp_path, lean=True)
+    try:
+        head.start()
+        family = _family(head.proc.pid)
+        (raylet,) = [pid for pid, (_, cmd) in family.items() if "raylet/raylet" in cmd]
+        for title in ("ray::DashboardAgent", "ray::RuntimeEnvAgent"):
+            (agent,) = [pid for pid, (_, cmd) in family.items() if title in cmd]
+            assert family[agent][0] == raylet, (title, family)
+        # The dashboard has no such check: it is still a zygote's, beside its stand-in.
+        dashboards = sorted(" handoff " in cmd for pid, (parent, cmd) in family.items()
+                            if "dashboard/dashboard.py" in cmd and parent == head.proc.pid)
+        assert dashboards == [False, True], family
+    finally:
+        head.stop()
 
 
 def test_a_lean_head_ends_when_a_forked_agent_does(tmp_path):
