@@ -269,8 +269,9 @@ def _ray_executable(python: str | None = None) -> str:
 #     streams to the fork (the raylet's pipe on an agent's standard input is
 #     how the agent knows its raylet is alive: an agent whose check is by its
 #     parent's pid is not forked) and lives exactly as long as the fork; where
-#     a fork is not safe (a thread already runs) or another Ray is installed,
-#     the stand-in runs the process itself. Head start, 2-core machine, quiet:
+#     a fork is not safe (a thread already runs), the stand-in runs the process
+#     itself, and a Ray other than 2.60.0 starts its processes unchanged. Head
+#     start, 2-core machine, quiet:
 #     3.0-3.6 s -> 1.5-1.9 s.
 # `ray start` has no flag for most of these, so the head is `ray start` run by
 # the program below (written into the head's folder: the raylet starts the
@@ -443,14 +444,15 @@ def start(head_spec, agent_spec):
     # Before anything here starts a thread: the zygotes import beside `ray start` from now on. What they
     # do relies on what Ray 2.60 reads at import and hands its agents (ZYGOTES): another Ray starts
     # those processes itself.
-    def role(name, spec, folder=None):
+    def role(name, spec, folders=()):
         modules = [*ZYGOTES[name], *(item.split(":", 1)[0] for item in spec.split(",") if item)]
-        return [HERE, "handoff", name] if own_worker and fork_zygote(name, modules, folder) else [HERE]
+        return [HERE, "handoff", name] if own_worker and fork_zygote(name, modules, folders) else [HERE]
 
     own_worker = ray.__version__ == WORKER_RAY
     env_agent = os.path.join(services.RAY_PATH, *ENV_AGENT)
+    env_folder = os.path.dirname(env_agent)
     dashboard_role, agent_role = role("dashboard", head_spec), role("agent", agent_spec)
-    env_agent_role = role("runtime_env_agent", "", os.path.dirname(env_agent))
+    env_agent_role = role("runtime_env_agent", "", (env_folder, os.path.join(env_folder, "thirdparty_files")))
 
     # Every name used below, read now: a Ray without one starts whole, not half narrowed.
     dashboard, raylet = constants.PROCESS_TYPE_DASHBOARD, constants.PROCESS_TYPE_RAYLET
@@ -475,7 +477,9 @@ def start(head_spec, agent_spec):
     def start_ray_process(command, process_type, *args, **kwargs):
         if process_type == dashboard:
             i = next((i for i, c in enumerate(command) if os.path.basename(c) == "dashboard.py"), None)
-            if i is not None:
+            if i is None:
+                end_zygote("dashboard")
+            else:
                 command = [*command[:i], *dashboard_role, "dashboard", head_spec, *command[i:],
                            "--modules-to-load=" + head_names]
             info = launch(command, process_type, *args, **kwargs)
@@ -489,6 +493,11 @@ def start(head_spec, agent_spec):
                                                       True, dash)
             return info
         elif process_type == raylet:
+            # A zygote whose process Ray would start from a command line not as read here: ended.
+            for name, flag, script in (("agent", "--dashboard_agent_command=", agent),
+                                       ("runtime_env_agent", "--runtime_env_agent_command=", f" {env_agent} ")):
+                if not any(c.startswith(flag) and script in c for c in command):
+                    end_zygote(name)
             command = [c.replace(agent, f" {' '.join(agent_role)} agent {agent_spec}{agent}", 1)
                        if c.startswith("--dashboard_agent_command=") else
                        c.replace(f" {env_agent} ", f" {' '.join(env_agent_role)} script {env_agent} ", 1)
@@ -621,7 +630,7 @@ def worker(setup, args):
 ENV_AGENT = ("_private", "runtime_env", "agent", "main.py")
 
 
-def wait_on(pid, what):
+def wait_on(pid, what, mask):
     """A stand-in's life: end when process ``pid`` (a zygote's, not this one's child) ends; and when
     the stand-in is told to end, end it too, and then end."""
     import select
@@ -648,15 +657,19 @@ def wait_on(pid, what):
     def forward(signum, _frame):
         try:
             os.kill(pid, signum)
+            for _ in range(20):
+                if ended(0.5):
+                    break
+            else:  # what Ray's SIGKILL would have done to the process it started
+                os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        for _ in range(20):  # as long as Ray would give the process it started (it ends, or is killed)
-            if ended(0.5):
-                break
         os._exit(0)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
+    # Told to end between the zygote's answer and here: the handlers above run now.
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     while not ended(None if fd is not None else 0.5):
         pass
     print(f"tutorrl: {what} ({pid}) ended", file=sys.stderr, flush=True)
@@ -672,13 +685,15 @@ def wait_on(pid, what):
 ZYGOTES = {
     # What ray/dashboard/dashboard.py, ray/dashboard/agent.py and the runtime-env agent's main.py
     # import (Ray 2.60), at their tops and as they start; the dashboard modules each of the first two
-    # loads are added from its spec, the runtime-env agent's own modules from its folder.
+    # loads are added from its spec.
     "dashboard": ("ray.dashboard.dashboard", "ray.dashboard.head", "ray.dashboard.http_server_head",
                   "ray.dashboard.subprocesses.handle", "ray.dashboard.subprocesses.module", "grpc.aio",
                   "aiohttp.web"),
     "agent": ("ray.dashboard.agent", "ray.dashboard.http_server_agent", "ray._common.tls_utils",
               "ray._private.authentication.authentication_utils",
               "ray._private.authentication.grpc_authentication_server_interceptor", "grpc.aio", "aiohttp.web"),
+    # (its main.py puts its folder's thirdparty_files, Ray's own aiohttp, and then the folder first
+    # on the path: the zygote imports with the same path)
     "runtime_env_agent": ("ray._private.authentication.http_token_authentication", "ray._private.process_watcher",
                           "aiohttp.web", "runtime_env_agent", "runtime_env_consts"),
 }
@@ -689,10 +704,26 @@ CLI_MODULES = ("ray.serve.scripts", "ray.dashboard.modules.job.cli", "ray.util.s
 PIPE_CHECK = "RAY_enable_pipe_based_agent_to_parent_health_check"
 
 
-def fork_zygote(name, imports, folder=None):
+# name -> pid of each zygote forked, to end the ones no process will be asked of.
+FORKED = {}
+
+
+def end_zygote(name):
+    """End zygote ``name``, whose role will not be asked for (Ray starts that process itself)."""
+    import signal
+
+    pid = FORKED.pop(name, None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def fork_zygote(name, imports, folders=()):
     """Fork the zygote ``name`` from this process (`ray start`, Ray imported, one thread); returns
-    whether it runs (else its stand-in runs the role itself). ``folder`` goes first on the path of
-    its imports (a Ray script's own folder)."""
+    whether it runs (else its stand-in runs the role itself). ``folders`` go first on the path of its
+    imports, in this order (a Ray script's own path)."""
     import socket
 
     if len(os.listdir("/proc/self/task")) != 1:
@@ -716,13 +747,16 @@ def fork_zygote(name, imports, folder=None):
         return False
     if pid:
         listener.close()
+        FORKED[name] = pid
         return True
     code = 1
     try:
-        zygote(parent, imports, folder, listener, path)
+        zygote(parent, imports, folders, listener, path)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)  # what Python prints for sys.exit("message")
     except BaseException:  # noqa: BLE001 - a fork must never return into `ray start`
         import traceback
 
@@ -733,7 +767,7 @@ def fork_zygote(name, imports, folder=None):
         os._exit(code)
 
 
-def zygote(parent, imports, folder, listener, path):
+def zygote(parent, imports, folders, listener, path):
     import ctypes
     import importlib
     import io
@@ -747,15 +781,14 @@ def zygote(parent, imports, folder, listener, path):
     for name in CLI_MODULES:  # `ray start`'s leaving-out, not the role's
         if name in sys.modules and sys.modules[name] is None:
             del sys.modules[name]
-    if folder:
-        sys.path.insert(0, folder)
+    path_before = list(sys.path)
+    sys.path[:0] = folders
     for name in imports:
         try:
             importlib.import_module(name)
         except ImportError:
             pass  # the role imports it again, and says what fails
-    if folder:
-        sys.path.remove(folder)
+    sys.path[:] = path_before
     safe = len(os.listdir("/proc/self/task")) == 1  # what the roles fork in turn needs one thread
     listener.settimeout(120)
     try:
@@ -785,11 +818,14 @@ def zygote(parent, imports, folder, listener, path):
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
-        if unbuffered:  # as `python -u`, the stand-in's command
-            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-            sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True,
-                                          errors="backslashreplace")
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        # The stand-in's streams, set up as this interpreter set up its own (encoding and errors: the
+        # same locale and variables), unbuffered as `python -u` where the stand-in's command says so.
+        streams = {n: (getattr(sys, n).encoding, getattr(sys, n).errors) for n in ("stdin", "stdout", "stderr")}
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), *streams["stdin"])
+        for fd, n in ((1, "stdout"), (2, "stderr")):
+            raw = io.FileIO(fd, "w", closefd=False)
+            setattr(sys, n, io.TextIOWrapper(raw, *streams[n], write_through=True) if unbuffered else
+                    io.TextIOWrapper(io.BufferedWriter(raw), *streams[n], line_buffering=n == "stderr"))
         os.environ.update(env)
         # Of what the roles import, ray/dashboard/consts.py alone reads at import a variable the raylet
         # sets for its agents (PIPE_CHECK): read again, with them.
@@ -812,8 +848,11 @@ def handoff(name, argv):
     zygote, run the role itself, with the interpreter and flags Ray started the stand-in with."""
     import io
     import json
+    import signal
     import socket
 
+    # Held until wait_on can pass them on: ending this process alone would leave its fork running.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     path, pid = os.path.join(os.path.dirname(HERE), name + ".sock"), 0
     ray_vars = {k: v for k, v in os.environ.items() if k.startswith("RAY_") and "TOKEN" not in k}
     try:
@@ -832,8 +871,9 @@ def handoff(name, argv):
         with open("/proc/self/cmdline", "rb") as fh:
             given = [arg.decode() for arg in fh.read().split(b"\0")[:-1]]
         prefix = given[:given.index(HERE)] if HERE in given else [sys.executable]
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # the mask Ray started the process with
         os.execv(prefix[0], [*prefix, HERE, *argv])
-    wait_on(pid, f"the {name}")
+    wait_on(pid, f"the {name}", mask)
 
 
 def main():
@@ -876,6 +916,8 @@ def main():
             start(head_spec, agent_spec)
         except (ImportError, AttributeError) as exc:
             print(f"tutorrl: the full Ray head starts ({exc!r})", file=sys.stderr)
+            for name in list(FORKED):
+                end_zygote(name)
             started()  # nothing narrowed: ready when the node is ALIVE, as for `ray start` alone
         from ray.scripts.scripts import main as ray_main
 
@@ -883,7 +925,7 @@ def main():
         sys.exit(ray_main())
 
 
-# The forkserver imports this file as __mp_main__ (it was the main module when it started).
+# Run as a script only: not when imported under another name (a forked process's __mp_main__, a test).
 if __name__ == "__main__":
     main()
 '''

@@ -95,6 +95,10 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         stand_ins = sorted(cmd.split(handoff, 1)[1].split()[0] for _, cmd in family.values()
                            if handoff in cmd and "raylet/raylet" not in cmd)
         assert stand_ins == ["agent", "dashboard", "runtime_env_agent"], family
+        # The runtime-env agent runs on the aiohttp Ray ships beside its main.py (which puts that
+        # folder first on its path), not on the one installed beside Ray, as it would unforked.
+        with open(f"/proc/{env_agent}/maps") as fh:
+            assert "runtime_env/agent/thirdparty_files/aiohttp/" in fh.read()
         # Each agent reads the raylet's pipe its own stand-in was given (the raylet's health check).
         for forked, name in ((agent, "agent"), (env_agent, "runtime_env_agent")):
             (stand_in,) = [pid for pid, (_, cmd) in family.items()

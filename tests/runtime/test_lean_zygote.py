@@ -106,3 +106,21 @@ def test_a_stand_in_told_to_end_ends_its_zygote_first(tmp_path):
     # The role's process got the stand-in's SIGTERM (and ended by it); the stand-in then ended cleanly.
     assert os.WIFSIGNALED(report["ended"]) and os.WTERMSIG(report["ended"]) == signal.SIGTERM, report
     assert report["code"] == 0, report
+
+
+def test_a_zygote_no_process_is_asked_of_is_ended(tmp_path):
+    # Ray starting a process from a command line the program did not rewrite (or the full head):
+    # its zygote is ended at once, not left importing and waiting for a stand-in that never comes.
+    program = tmp_path / "lean_ray.py"
+    program.write_text(head._LEAN_RAY)
+    driver = ("import os, runpy, signal, sys\n"
+              "lean = runpy.run_path(sys.argv[1], run_name='lean_under_test')\n"
+              "assert lean['fork_zygote']('probe', ['json'])\n"
+              "pid = lean['FORKED']['probe']\n"
+              "lean['end_zygote']('probe')\n"
+              "status = os.waitpid(pid, 0)[1]\n"
+              "print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, 'probe' in lean['FORKED'])\n")
+    proc = subprocess.run([sys.executable, "-c", driver, str(program)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # Ended by the signal, and forgotten.
+    assert proc.stdout.split() == ["True", "False"], proc.stdout
