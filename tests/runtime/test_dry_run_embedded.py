@@ -155,32 +155,25 @@ def test_a_head_folder_that_would_need_quoting_gets_the_full_head(tmp_path, monk
         shutil.rmtree(spaced, ignore_errors=True)
 
 
-def _pids(root: int, needle: str) -> list[int]:
-    procs = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as fh:
-                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{name}/cmdline", "rb") as fh:
-                    procs[int(name)] = (parent, fh.read().replace(b"\0", b" ").decode(errors="replace"))
-            except (OSError, IndexError, ValueError):
-                continue
-    return [pid for pid, (parent, cmd) in procs.items() if parent == root and needle in cmd]
-
-
-def test_a_lean_head_ends_when_one_of_its_ray_processes_does(tmp_path):
+@pytest.mark.parametrize("which, run", [
     # `ray start --block` ends the head when a Ray process dies; what waits in its place does too.
-    head = EmbeddedHead(run_id="tutorrl-leanhead-2", num_gpus=0, workdir=tmp_path, lean=True)
+    ("raylet/raylet", "tutorrl-leanhead-2"),
+    # The agent is a zygote's fork, not the raylet's child: its stand-in ends with it, and the raylet
+    # (which fate-shares with its agents) and then the head end as they would for Ray's own agent.
+    ("ray::DashboardAgent", "tutorrl-leanhead-4"),
+])
+def test_a_lean_head_ends_when_one_of_its_ray_processes_does(tmp_path, which, run):
+    head = EmbeddedHead(run_id=run, num_gpus=0, workdir=tmp_path, lean=True)
     try:
         head.start()
-        (raylet,) = _pids(head.proc.pid, "raylet/raylet")
-        os.kill(raylet, signal.SIGKILL)
+        (pid,) = [p for p, (parent, cmd) in _family(head.proc.pid).items()
+                  if parent == head.proc.pid and which in cmd]
+        os.kill(pid, signal.SIGKILL)
         assert head.proc.wait(30) == 1
         assert "of the head ended" in head.log_path.read_text()
     finally:
         head.stop()
-    assert procs_with_env("TUTORRL_RUN_ID", "tutorrl-leanhead-2") == []
+    assert procs_with_env("TUTORRL_RUN_ID", run) == []
 
 
 def test_agents_that_check_their_raylet_by_parent_pid_are_started_by_the_raylet(tmp_path, monkeypatch):
@@ -201,21 +194,6 @@ def test_agents_that_check_their_raylet_by_parent_pid_are_started_by_the_raylet(
         assert dashboards == [False, True], family
     finally:
         head.stop()
-
-
-def test_a_lean_head_ends_when_a_forked_agent_does(tmp_path):
-    # The agent is a zygote's fork, not the raylet's child: its stand-in ends with it, and the raylet
-    # (which fate-shares with its agents) and then the head end as they would for Ray's own agent.
-    head = EmbeddedHead(run_id="tutorrl-leanhead-4", num_gpus=0, workdir=tmp_path, lean=True)
-    try:
-        head.start()
-        (agent,) = _pids(head.proc.pid, "ray::DashboardAgent")
-        os.kill(agent, signal.SIGKILL)
-        assert head.proc.wait(30) == 1
-        assert "of the head ended" in head.log_path.read_text()
-    finally:
-        head.stop()
-    assert procs_with_env("TUTORRL_RUN_ID", "tutorrl-leanhead-4") == []
 
 
 def test_an_embedded_dry_run_says_its_result_and_what_it_proved_before_the_head_stops(make_bundle, workdir):
