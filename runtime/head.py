@@ -296,6 +296,41 @@ import os
 import sys
 
 HERE = os.path.abspath(__file__)
+
+
+def one_thread():
+    """Whether this process has one thread: what makes a fork of it safe."""
+    return len(os.listdir("/proc/self/task")) == 1
+
+
+def run_as_main(argv):
+    """Run ``argv[0]``, a Ray script, as `python ARGV...` would: ``argv`` as sys.argv, its folder first
+    on the path."""
+    import runpy
+
+    sys.argv, sys.path[0] = argv, os.path.dirname(argv[0])
+    runpy.run_path(argv[0], run_name="__main__")
+
+
+def exit_after(run, *args):
+    """In a forked child: ``run(*args)``, then leave with the exit status Python would give it, never
+    returning into the code of the process it was forked from."""
+    code = 1
+    try:
+        run(*args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)  # what Python prints for sys.exit("message")
+    except BaseException:  # noqa: BLE001 - whatever happens, the fork ends here
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 # Once the head is up: wait on its Ray processes; end the head when one ends or when told to.
 WATCH = """
 import os, signal, sys
@@ -385,7 +420,7 @@ def warm_forkserver(spec):
         except ImportError:
             pass  # as the server's own preload does: the module child imports it, and says what fails
     # Forking is safe while this process has one thread (an import that started one: the spawned server).
-    if len(os.listdir("/proc/self/task")) != 1:
+    if not one_thread():
         forkserver.ensure_running()
         return
     serve_forks(server)
@@ -418,15 +453,9 @@ def serve_forks(server):
             os.close(alive_r)
             os.close(alive_w)
             raise
-        if pid == 0:
-            code = 1
-            try:
-                os.close(alive_w)
-                forkserver.main(listener.fileno(), alive_r, [])
-            except SystemExit as exc:  # every client gone: the server's own way out
-                code = exc.code if isinstance(exc.code, int) else 0
-            finally:
-                os._exit(code)
+        if pid == 0:  # the server: it leaves by SystemExit once every client is gone
+            os.close(alive_w)
+            exit_after(forkserver.main, listener.fileno(), alive_r, [])
         os.close(alive_r)
     server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = address, alive_w, pid
 
@@ -597,7 +626,6 @@ def worker(setup, args):
     import argparse
     import json
     import re
-    import runpy
 
     parser = argparse.ArgumentParser()  # setup_worker.py's own two options
     parser.add_argument("--serialized-runtime-env-context", type=str)
@@ -614,15 +642,13 @@ def worker(setup, args):
              and not any(str(name).startswith(STARTUP_ONLY) for name in env)
              and rest[:1] and os.path.basename(rest[0]) == "default_worker.py")
     if not plain:
-        script, sys.argv = setup, [setup, *args]
-    else:
-        for name, value in env.items():  # ray._private.utils.update_envs
-            os.environ[name] = re.sub(r"\$\{[A-Z0-9_]+\}", "", os.path.expandvars(value))
-        for name in NOT_IMPORTED:
-            sys.modules.setdefault(name, None)
-        script, sys.argv = rest[0], rest
-    sys.path[0] = os.path.dirname(script)
-    runpy.run_path(script, run_name="__main__")
+        run_as_main([setup, *args])
+        return
+    for name, value in env.items():  # ray._private.utils.update_envs
+        os.environ[name] = re.sub(r"\$\{[A-Z0-9_]+\}", "", os.path.expandvars(value))
+    for name in NOT_IMPORTED:
+        sys.modules.setdefault(name, None)
+    run_as_main(rest)
 
 
 # Ray's runtime-env agent, under ray/ (services.py starts it as `python -u <it> ARGS`); its folder is
@@ -726,7 +752,7 @@ def fork_zygote(name, imports, folders=()):
     imports, in this order (a Ray script's own path)."""
     import socket
 
-    if len(os.listdir("/proc/self/task")) != 1:
+    if not one_thread():
         return False
     path = os.path.join(os.path.dirname(HERE), name + ".sock")
     listener = socket.socket(socket.AF_UNIX)
@@ -749,22 +775,7 @@ def fork_zygote(name, imports, folders=()):
         listener.close()
         FORKED[name] = pid
         return True
-    code = 1
-    try:
-        zygote(parent, imports, folders, listener, path)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, int) and exc.code is not None:
-            print(exc.code, file=sys.stderr)  # what Python prints for sys.exit("message")
-    except BaseException:  # noqa: BLE001 - a fork must never return into `ray start`
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    exit_after(zygote, parent, imports, folders, listener, path)
 
 
 def zygote(parent, imports, folders, listener, path):
@@ -789,7 +800,7 @@ def zygote(parent, imports, folders, listener, path):
         except ImportError:
             pass  # the role imports it again, and says what fails
     sys.path[:] = path_before
-    safe = len(os.listdir("/proc/self/task")) == 1  # what the roles fork in turn needs one thread
+    safe = one_thread()  # what the roles fork in turn (the dashboard's forkserver) needs
     listener.settimeout(120)
     try:
         conn, _ = listener.accept()
@@ -879,11 +890,7 @@ def handoff(name, argv):
 def main():
     role = sys.argv.pop(1)
     if role == "script":  # a Ray script of its own, as `python SCRIPT ARGS` runs it
-        import runpy
-
-        script = sys.argv.pop(1)
-        sys.argv[0], sys.path[0] = script, os.path.dirname(script)
-        runpy.run_path(script, run_name="__main__")
+        run_as_main(sys.argv[1:])
         return
     if role == "handoff":
         handoff(sys.argv[1], sys.argv[2:])
@@ -906,10 +913,7 @@ def main():
             narrow(spec)
         except (ImportError, AttributeError) as exc:
             print(f"tutorrl: every dashboard module loads ({exc!r})", file=sys.stderr)
-        import runpy
-
-        sys.argv[0], sys.path[0] = script, os.path.dirname(script)
-        runpy.run_path(script, run_name="__main__")
+        run_as_main([script, *sys.argv[1:]])
     else:
         head_spec, agent_spec = sys.argv.pop(1), sys.argv.pop(1)
         try:

@@ -17,26 +17,8 @@ pytestmark = pytest.mark.slow
 
 
 def _tree(root: int) -> list[str]:
-    """Command lines of ``root`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    commands: dict[int, str] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                commands[int(name)] = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(commands.get(pid, ""))
-        todo.extend(children.get(pid, []))
-    return out
+    """Command lines of ``root`` and every process below it, ``root``'s first."""
+    return [cmd for _, cmd in _family(root).values()]
 
 
 def _family(root: int) -> dict[int, tuple[int, str]]:
@@ -51,12 +33,15 @@ def _family(root: int) -> dict[int, tuple[int, str]]:
                     procs[int(name)] = (parent, fh.read().replace(b"\0", b" ").decode(errors="replace"))
             except (OSError, IndexError, ValueError):
                 continue
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in procs.items():
+        children.setdefault(parent, []).append(pid)
     out, todo = {}, [root]
     while todo:
         pid = todo.pop()
         if pid in procs:
             out[pid] = procs[pid]
-            todo.extend(p for p, (parent, _) in procs.items() if parent == pid)
+            todo.extend(children.get(pid, []))
     return out
 
 
@@ -92,19 +77,17 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
         (env_agent,) = [pid for pid, (_, cmd) in family.items() if "ray::RuntimeEnvAgent" in cmd]
         assert {family[pid][0] for pid in (dashboard, agent, env_agent)} == {head.proc.pid}, family
         handoff = f"{head.run_dir / 'lean_ray.py'} handoff "
-        stand_ins = sorted(cmd.split(handoff, 1)[1].split()[0] for _, cmd in family.values()
-                           if handoff in cmd and "raylet/raylet" not in cmd)
-        assert stand_ins == ["agent", "dashboard", "runtime_env_agent"], family
+        stand_ins = {cmd.split(handoff, 1)[1].split()[0]: pid for pid, (_, cmd) in family.items()
+                     if handoff in cmd and "raylet/raylet" not in cmd}
+        assert sorted(stand_ins) == ["agent", "dashboard", "runtime_env_agent"], family
         # The runtime-env agent runs on the aiohttp Ray ships beside its main.py (which puts that
         # folder first on its path), not on the one installed beside Ray, as it would unforked.
         with open(f"/proc/{env_agent}/maps") as fh:
             assert "runtime_env/agent/thirdparty_files/aiohttp/" in fh.read()
         # Each agent reads the raylet's pipe its own stand-in was given (the raylet's health check).
         for forked, name in ((agent, "agent"), (env_agent, "runtime_env_agent")):
-            (stand_in,) = [pid for pid, (_, cmd) in family.items()
-                           if f"{handoff}{name} " in cmd and "raylet/raylet" not in cmd]
             pipe = os.readlink(f"/proc/{forked}/fd/0")
-            assert pipe == os.readlink(f"/proc/{stand_in}/fd/0") and pipe.startswith("pipe:"), (name, pipe)
+            assert pipe == os.readlink(f"/proc/{stand_ins[name]}/fd/0") and pipe.startswith("pipe:"), (name, pipe)
         # JobHead alone: no State API process.
         for left_out in ("autoscaler/_private/monitor.py", "_private/log_monitor.py", "ray.util.client.server",
                          "ray::IDLE", "lean_ray.py start", "StateHead"):
