@@ -19,6 +19,12 @@ in tests/importer/scripts, alternating in every round:
   * now, cold: a cache folder with no base kept yet (the first import of a release);
   * now, warm: the base already kept (every later import). Goal: <= 0.3 s.
 
+What users run: tutorrl installed from its wheel with its ``import`` extra
+(Hydra, OmegaConf) into a fresh venv (``bench_compile.install``), never the
+editable install, whose import hook adds to every interpreter start, and
+started by the console script pip wrote (``python -m tutorrl`` would add
+runpy's imports).
+
 Every run gets a HOME of its own whose .cache/tutorrl/configs is the user's
 (the release's extracted config; fetched once if absent), so the cold rows
 really start without a kept base and the user's cache is never touched.
@@ -35,10 +41,11 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_compile import install
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "importer" / "scripts"
@@ -110,19 +117,21 @@ def main() -> None:
 
     scripts = args.scripts.split(",")
     configs = [config_root(RELEASES[s]) for s in scripts][0].parent  # the user's extracted configs (fetched once)
-    py = sys.executable
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        py = str(install(root / "wheel", extras="import"))
+        # The console script pip wrote, as users start it (`-m tutorrl` adds runpy's imports).
+        exe = str(Path(py).parent / "tutorrl")
         warm = _home(root, configs, "warm")
         for script in scripts:
             path = str(SCRIPTS / f"{script}.sh")
             cmd = ["import", path, "--verl", RELEASES[script], *EXTRA.get(script, [])]
             rows = {"python -c pass": lambda i: [py, "-c", "pass"],
-                    "import --no-check": lambda i: [py, "-m", "tutorrl", *cmd, "--no-check", "-o", f"n{i}.toml"],
+                    "import --no-check": lambda i: [exe, *cmd, "--no-check", "-o", f"n{i}.toml"],
                     "import, before (two whole composes)": lambda i: [py, "-c", BEFORE, *cmd, "-o", f"b{i}.toml"],
-                    "import, now, cold (no base kept)": lambda i: [py, "-m", "tutorrl", *cmd, "-o", f"c{i}.toml"],
-                    "import, now, warm (base kept)": lambda i: [py, "-m", "tutorrl", *cmd, "-o", f"w{i}.toml"]}
+                    "import, now, cold (no base kept)": lambda i: [exe, *cmd, "-o", f"c{i}.toml"],
+                    "import, now, warm (base kept)": lambda i: [exe, *cmd, "-o", f"w{i}.toml"]}
             _timed(rows["import, now, warm (base kept)"](-1), warm, root)  # keeps the base; bytecode warm
             _timed(rows["import, before (two whole composes)"](-1), warm, root)
             times: dict[str, list[float]] = {name: [] for name in rows}

@@ -130,11 +130,11 @@ def _is_set(word: str) -> bool:
         return False
     if b"sweep" not in raw:
         return False
-    import tomllib
+    from tutorrl import _toml
 
     try:
-        return "sweep" in tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return "sweep" in _toml.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, _toml.TOMLDecodeError):
         return False
 
 

@@ -86,13 +86,18 @@ MAX_ARG = 128 * 1024 - 1
 MAX_ARGV = 512 * 1024
 
 
+def _utf8_len(text: str) -> int:
+    # Nearly every override is ASCII, whose length is its byte count: no encoded copy.
+    return len(text) if text.isascii() else len(text.encode())
+
+
 def _argument_limits(spec, resolved) -> list[Finding]:
     out = []
     total = 0
     for o in resolved.overrides:
         if o.runtime:
             continue
-        size = len(o.text.encode())
+        size = _utf8_len(o.text)
         total += size + 1
         if size > MAX_ARG:
             out.append(Finding(o.setting, f"the override for {o.key} is {size} bytes; Linux passes at most "
@@ -100,7 +105,7 @@ def _argument_limits(spec, resolved) -> list[Finding]:
                                "shorten the value, or put it in a file verl reads"))
     for name, value in spec.env.set.items():
         # The kernel holds each "NAME=value" of the environment to the same 128 KiB as an argument.
-        size = len(name.encode()) + 1 + len(value.encode())
+        size = _utf8_len(name) + 1 + _utf8_len(value)
         total += size + 1
         if size > MAX_ARG:
             out.append(Finding(f"env.set.{name}", f"{name}=... is {size} bytes; Linux passes at most "

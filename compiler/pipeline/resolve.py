@@ -9,6 +9,7 @@ the target release is an error naming the releases where it does exist.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import msgspec
@@ -30,7 +31,8 @@ from tutorrl.errors import Finding
 
 
 
-class Override(msgspec.Struct, frozen=True):
+# dict=True: room for `text`, computed once (the bundle and the argument-length check both read it).
+class Override(msgspec.Struct, frozen=True, dict=True):
     """One ``key=value`` for verl, and the spec setting it came from."""
 
     setting: str
@@ -50,7 +52,7 @@ class Override(msgspec.Struct, frozen=True):
         """The override's left side: ``+key`` for an append, else ``key``."""
         return ("+" if self.append else "") + self.key
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
         if self.raw is not None:
             return self.raw

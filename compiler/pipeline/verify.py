@@ -32,13 +32,13 @@ class LoadedBundle(msgspec.Struct, frozen=True):
 def _has_experiment(path: Path) -> bool | None:
     """Whether the small file's TOML has an ``[experiment]`` table; None where
     it cannot say (unreadable, too big, not UTF-8, not TOML)."""
-    import tomllib
+    from tutorrl import _toml
 
     try:
         if path.stat().st_size > 1 << 20:
             return None
-        return isinstance(tomllib.loads(path.read_text("utf-8")).get("experiment"), dict)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return isinstance(_toml.loads(path.read_text("utf-8")).get("experiment"), dict)
+    except (OSError, UnicodeDecodeError, _toml.TOMLDecodeError):
         return None
 
 

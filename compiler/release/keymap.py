@@ -21,12 +21,11 @@ Two layers, both data:
 
 import functools
 import os
-import tomllib
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
-from tutorrl import _sha256
+from tutorrl import _sha256, _toml
 from tutorrl.errors import Problem, SpecError
 
 if TYPE_CHECKING:
@@ -189,8 +188,8 @@ class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 @functools.cache
 def load_keymap() -> KeyMap:
-    data = tomllib.loads(_read_text(os.path.join(_HERE, "keymap", "verl.toml")))
-    data["facts"] = tomllib.loads(_read_text(os.path.join(_HERE, "keymap", "passthrough.toml")))
+    data = _toml.loads(_read_text(os.path.join(_HERE, "keymap", "verl.toml")))
+    data["facts"] = _toml.loads(_read_text(os.path.join(_HERE, "keymap", "passthrough.toml")))
     return msgspec.convert(data, KeyMap)
 
 
@@ -251,7 +250,9 @@ class Target(msgspec.Struct, frozen=True, omit_defaults=True):
         return ("+" if append else "") + key
 
 
-class Lock(msgspec.Struct, frozen=True, omit_defaults=True):
+# dict=True: a __dict__ beside the fields, where digest() keeps what it
+# computed (never encoded, compared or hashed: msgspec sees the fields only).
+class Lock(msgspec.Struct, frozen=True, omit_defaults=True, dict=True):
     """The key map cut down to one release and variant: all a compile needs."""
 
     schema: str
@@ -271,7 +272,13 @@ class Lock(msgspec.Struct, frozen=True, omit_defaults=True):
     undeclared_engines: dict[str, tuple[str, ...]] = {}
 
     def digest(self) -> str:
-        return "sha256:" + _sha256.sha256(msgspec.json.encode(self, order="sorted")).hexdigest()
+        # Computed once per lock: load_lock hands out one lock per release, and
+        # encoding all of it (~3,000 targets) was ~6% of every compile.
+        held = self.__dict__.get("_digest")
+        if held is None:
+            held = self.__dict__["_digest"] = \
+                "sha256:" + _sha256.sha256(msgspec.json.encode(self, order="sorted")).hexdigest()
+        return held
 
     def ignored_by(self, key: str) -> Ignored | None:
         return next((i for i in self.ignored if i.match(key)), None)

@@ -249,13 +249,13 @@ def typed_value(text: str, hint: Any) -> Any:
     Where neither fits, the TOML reading (or the text) is returned and the
     spec's own validation says what the field expected.
     """
-    import tomllib
+    from tutorrl import _toml
 
     import msgspec
 
     try:
-        parsed, readable = tomllib.loads("v = " + text)["v"], True
-    except (tomllib.TOMLDecodeError, ValueError, RecursionError):
+        parsed, readable = _toml.loads("v = " + text)["v"], True
+    except (_toml.TOMLDecodeError, ValueError, RecursionError):
         parsed, readable = None, False
     if hint is None:
         return parsed if readable else text

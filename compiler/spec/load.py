@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import functools
 import re
-import tomllib
 import types
 import typing
 from collections.abc import Iterable
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
+from tutorrl import _toml
 from tutorrl.compiler.spec import structs as spec_module
 from tutorrl.compiler.spec.structs import Spec
 from tutorrl.errors import BundleError, Problem, SpecError
@@ -122,8 +122,8 @@ def parse_toml(raw: bytes, name: str) -> tuple[dict, str]:
         raise SpecError([Problem(f"not UTF-8 text (byte 0x{raw[exc.start]:02x})", file=name, line=line,
                                  column=column)]) from None
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = _toml.loads(text)
+    except _toml.TOMLDecodeError as exc:
         raise SpecError([_syntax_problem(exc, name)]) from None
     except ValueError as exc:
         # Python refuses to turn an integer of over 4,300 digits into an int.
@@ -212,7 +212,7 @@ def check_values(data: dict, locate) -> tuple[list[Problem], dict[str, msgspec.S
     Returns the problems and, when there are none, each section converted
     (``Reward(module=...)``), so what is used is what was checked.
     """
-    types = {f.encode_name: f.type for f in msgspec.structs.fields(Spec)}
+    types = _field_types(Spec)
     problems: list[Problem] = []
     converted: dict[str, msgspec.Struct] = {}
     for section, value in data.items():
@@ -273,7 +273,7 @@ def _depth(value) -> int:
     return best
 
 
-def _syntax_problem(exc: tomllib.TOMLDecodeError, name: str) -> Problem:
+def _syntax_problem(exc: _toml.TOMLDecodeError, name: str) -> Problem:
     message = str(exc)
     match = re.search(r"\(at line (\d+), column (\d+)\)", message)
     if match:
@@ -349,6 +349,12 @@ def _literal_choices(hint: Any) -> list[str]:
     if origin in _UNIONS or origin is list:
         return [c for a in typing.get_args(hint) for c in _literal_choices(a)]
     return []
+
+
+@functools.cache
+def _field_types(cls: type[msgspec.Struct]) -> dict[str, Any]:
+    """Each field's type by its TOML name (msgspec.structs.fields evaluates every annotation anew)."""
+    return {f.encode_name: f.type for f in msgspec.structs.fields(cls)}
 
 
 @functools.cache
@@ -526,10 +532,10 @@ def credential_message(kind: str) -> tuple[str, str]:
 
 
 _I64 = range(-(2**63), 2**63)
-# TOML's dates and times (tomllib's date, time and datetime, offset or not).
+# TOML's dates and times (the reader's date, time and datetime, offset or not).
 # Refused, not turned into text: Hydra's grammar and verl have no such type, so
 # verl could only get a string, and which spelling (T or space, offset,
-# fractional seconds) would be tutorrl's guess -- tomllib keeps no trace of the
+# fractional seconds) would be tutorrl's guess -- the reader keeps no trace of the
 # user's. A quoted string reaches verl exactly as written. A plug-in's own
 # options may take a date (its struct decides); what it fills is checked here.
 _DATES = (datetime.date, datetime.time)

@@ -35,7 +35,7 @@ def _apply_plugin(spec: Spec) -> Spec:
     contributed: dict = {}
     refused: list[Problem] = []
     # The reward fields a plug-in fills; the plug-in's own name and options are the user's.
-    fillable = {f.name for f in msgspec.structs.fields(Reward)} - {"plugin", "options"}
+    fillable = set(Reward.__struct_fields__) - {"plugin", "options"}
     for field, value in fill.items():
         section, _, name = field.partition(".")
         if section == "reward" and name in fillable:

@@ -1,8 +1,8 @@
 """Where each key of a TOML document stands (line and column).
 
-``tomllib`` parses TOML but forgets positions, and every spec error must name
+The TOML reader (:mod:`tutorrl._toml`) forgets positions, and every spec error must name
 the line and column of the key it is about. This is a small scanner that walks
-a document ``tomllib`` has *already accepted* and records, for each dotted key
+a document that reader has *already accepted* and records, for each dotted key
 path, the 1-based line and column where the key (or its table header) is
 written. Because the input is known to be valid, the scanner only needs to
 skip values correctly; it never has to report syntax errors itself.
@@ -93,15 +93,15 @@ class _Scanner:
 
     def basic_string(self) -> str:
         # Decoding escapes is not needed for positions except in quoted keys,
-        # where tomllib's decoding is what the key really is.
-        import tomllib
+        # where the reader's decoding is what the key really is.
+        from tutorrl import _toml
 
         start = self.i
         self.i += 1
         while self.text[self.i] != '"':
             self.i += 2 if self.text[self.i] == "\\" else 1
         self.i += 1
-        return tomllib.loads("k = " + self.text[start : self.i])["k"]
+        return _toml.loads("k = " + self.text[start : self.i])["k"]
 
     def value(self, path: Path) -> None:
         ch = self.peek()
