@@ -10,8 +10,8 @@ import functools
 import shlex
 
 import msgspec
-import tomli_w
 
+from tutorrl import _toml
 from tutorrl.compiler.bundle import CompiledBundle, render_template, seal
 from tutorrl.compiler.pipeline import roots
 from tutorrl.compiler.pipeline.resolve import Resolved
@@ -127,7 +127,7 @@ def render_spec_toml(spec: Spec, lock: Lock) -> str:
     """The normalised spec, then verl's default for every setting it leaves unset."""
     from tutorrl.compiler.spec import NOT_SETTINGS
 
-    out = ["# The normalised spec this bundle was compiled from.\n", tomli_w.dumps(to_builtins(spec))]
+    out = ["# The normalised spec this bundle was compiled from.\n", _toml.dumps(to_builtins(spec))]
     unset = tuple(s for s in _unset_settings(spec) if s not in NOT_SETTINGS)
     # The defaults follow from the release and which settings are unset alone: a
     # sweep's points (the same settings set, other values) write them once.
@@ -215,7 +215,7 @@ def _toml_values(values: list) -> list[str]:
     # Without multi-line strings every scalar is one line: "s<i> = <literal>".
     # (Split at "\n" only: a string may hold U+0085 or U+2028, which TOML
     # writes as they are and splitlines() would break at.)
-    lines = tomli_w.dumps({f"s{i}": v for i, v in enumerate(scalars)}).split("\n")[:-1]
+    lines = _toml.dumps({f"s{i}": v for i, v in enumerate(scalars)}).split("\n")[:-1]
     literals = iter(line.split(" = ", 1)[1] for line in lines)
 
     def write(value) -> str:
