@@ -611,6 +611,9 @@ class Spec(Section):
     start, so one bundle runs on a laptop and on a cluster."""
 
 
+_SCALARS = frozenset((str, int, float, bool))
+
+
 def to_builtins(spec: Struct) -> dict:
     """The spec as plain data: unset (``None``) fields and sections with nothing set left out.
 
@@ -626,7 +629,7 @@ def to_builtins(spec: Struct) -> dict:
             value = to_builtins(value)
             if not value:
                 continue
-        else:
+        elif type(value) not in _SCALARS:  # a scalar is its own builtin: no call into msgspec
             value = msgspec.to_builtins(value)
             if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides", "unread_overrides", "roots"):
                 continue

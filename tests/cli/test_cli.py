@@ -56,14 +56,15 @@ def test_compile_path_imports_nothing_heavy(tmp_path):
             "import tutorrl.cli as c; c.main(['compile', %r, '--out', %r]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('ray', 'torch', 'hydra', 'omegaconf', 'verl', 'tutorrl', '_hashlib', 'shutil', 'pathlib', 'importlib', "
-            "'argparse')))"
+            "'argparse', 'tomli_w')))"
             ) % (str(support.SPECS / "chess_tutor_grpo.toml"), str(tmp_path))
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = eval(out.strip().splitlines()[-1])
-    assert not [m for m in loaded if not m.startswith(("tutorrl", "_hashlib", "shutil", "pathlib", "importlib", "argparse"))]
+    assert not [m for m in loaded if not m.startswith(("tutorrl", "_hashlib", "shutil", "pathlib", "importlib", "argparse",
+                                                       "tomli_w"))]
     # Each costs a cold compile measurably (benchmarks/bench_compile.py): OpenSSL
     # for a few kB of sha256, shutil (with zlib, bz2, lzma) for argparse's width.
     assert "_hashlib" not in loaded and "shutil" not in loaded
@@ -71,6 +72,8 @@ def test_compile_path_imports_nothing_heavy(tmp_path):
     assert "pathlib" not in loaded and "importlib.metadata" not in loaded
     # The plain `compile SPEC --out DIR` is parsed without argparse (gettext, locale: ~2.5 ms).
     assert "argparse" not in loaded
+    # The spec.toml is written by tutorrl._toml, tomli_w's bytes without tomli_w (tests/cli/test_toml.py).
+    assert "tomli_w" not in loaded
     # Compiling is not verifying: the verifier loads only when asked for.
     assert "tutorrl.compiler.pipeline.verify" not in loaded
     assert not [m for m in loaded if m.startswith(("tutorrl.runtime.", "tutorrl.evidence.", "tutorrl.review."))]
