@@ -294,15 +294,15 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
     # (spec, bundle id, its compiled bundle -- None once its bundle is found to hold exactly that):
     # a bundle is kept only while something is still to be done with it, not 10,000 of them at once.
     compiled: list[tuple[str, str, CompiledBundle | None, str]] = []
-    bases = _bases(tree)
+    # Staged, the index is read whole first (a chain is read from it); on disk
+    # each spec names its bases as it is read, in the same pass as its compile.
+    bases = _bases(tree) if tree.staged else _Bases(set(), None)
     for label, raw in tree.specs():
+        if not tree.staged:
+            bases.note(label, raw)
         try:
             launches = compile_raw(label, label, raw, read=bases.read)
         except TutorrlError as exc:
-            if os.path.normpath(label) in bases:
-                # A partial base (it leaves what its children give): checked only through
-                # them, where a change to it is a change to each of their bundles.
-                continue
             report.specs.append(SpecResult(label, "", "error", exc.render()))
             continue
         for launch in launches:
@@ -310,6 +310,9 @@ def run_check(specs: str | Path = DEFAULT_SPECS, bundles: str | Path = DEFAULT_B
             held = bundle.id in present and tree.holds(bundle.id, bundle)
             point = launch.point.label if launch.point is not None else ""
             compiled.append((label, bundle.id, None if held else bundle, point))
+    # A partial base (it leaves what its children give) does not compile alone: it is
+    # checked only through them, where a change to it is a change to each of their bundles.
+    report.specs = [r for r in report.specs if not (r.state == "error" and os.path.normpath(r.spec) in bases)]
     wanted = {name for _, name, _, _ in compiled}
 
     # Orphans are read once: they are both reported and the likely "before"
@@ -410,6 +413,13 @@ class _Bases:
     def __contains__(self, label: str) -> bool:
         return label in self.names
 
+    def note(self, label: str, raw: bytes) -> None:
+        """Add the bases spec ``label`` extends (a substring test, then its chain)."""
+        from tutorrl.compiler.pipeline import bases_of, might_compose
+
+        if might_compose(raw):
+            self.names.update(os.path.normpath(b) for b in bases_of(label, raw, self.read))
+
     def read(self, path: str, name: str) -> bytes:
         from tutorrl.compiler.spec import read_spec_bytes
 
@@ -444,13 +454,10 @@ class _Bases:
 def _bases(tree) -> _Bases:
     """Which of the tree's specs are bases of others: each spec that may extend
     one (a substring test, then its chain) names its bases."""
-    from tutorrl.compiler.pipeline import bases_of, might_compose
-
     staged = {os.path.normpath(label): raw for label, raw in tree.specs()} if tree.staged else None
     found = _Bases(set(), staged)
     for label, raw in tree.specs():
-        if might_compose(raw):
-            found.names.update(os.path.normpath(b) for b in bases_of(label, raw, found.read))
+        found.note(label, raw)
     return found
 
 

@@ -162,6 +162,10 @@ def validate_data(data: dict, locate: "Locator") -> Spec:
         spec = None
         problems = list(_check_struct(data, Spec, (), locate))
     leaves = list(_leaves(data))
+    # The checks below each walk every value; one pass over them first decides
+    # a valid spec's ~70 values, and then none of the checks runs.
+    if not any(map(_suspect, (v for _, v in leaves))):
+        leaves = []
     problems += [locate(p, "control characters other than tab cannot travel through the launch script")
                  for p, v in leaves if _has_control_chars(v)]
     problems += list(_check_plugin_options(data, locate))
@@ -552,6 +556,20 @@ def _unrepresentable(value: Any) -> str | None:
             return (f"an integer of {value.bit_length()} bits; verl's integers reach torch and C++ as "
                     "64-bit integers (at most 9223372036854775807)")
     return None
+
+
+def _suspect(value: Any) -> bool:
+    """Whether any check of validate_data's over every value may refuse ``value``."""
+    kind = type(value)
+    if kind is str:
+        return not value.isprintable() or "__UNSET_" in value or any(m in value for m in _CREDENTIAL_MARKERS)
+    if kind is bool:
+        return False
+    if kind is int:
+        return value not in _I64
+    if kind is float:
+        return value != value or value in (float("inf"), float("-inf"))
+    return True  # dates, and anything else: the checks themselves decide
 
 
 def _has_control_chars(value: Any) -> bool:
