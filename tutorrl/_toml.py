@@ -19,7 +19,7 @@ a spec has -- tables of strings, booleans, numbers and arrays of them -- by
 tomli_w's own layout rules, and hands any other document (arrays of tables,
 inline tables, dates, decimals, keys that are not strings) to tomli_w
 whole, so it never has to know those rules. A property test holds the two
-equal on generated documents (tests/cli/test_toml_writer.py).
+equal on generated documents (tests/cli/test_toml.py).
 """
 
 from __future__ import annotations

@@ -559,16 +559,14 @@ def _unrepresentable(value: Any) -> str | None:
 
 
 def _suspect(value: Any) -> bool:
-    """Whether any check of validate_data's over every value may refuse ``value``."""
+    """Whether a check of validate_data's over every value refuses ``value``: each
+    check's own answer, for the two kinds nearly every value is (a string and
+    a number each cost their checks' substring and range tests)."""
     kind = type(value)
     if kind is str:
-        return not value.isprintable() or "__UNSET_" in value or any(m in value for m in _CREDENTIAL_MARKERS)
-    if kind is bool:
-        return False
-    if kind is int:
-        return value not in _I64
-    if kind is float:
-        return value != value or value in (float("inf"), float("-inf"))
+        return _has_control_chars(value) or bool(_placeholders(value)) or credential(value) is not None
+    if kind is bool or kind is int or kind is float:
+        return _unrepresentable(value) is not None
     return True  # dates, and anything else: the checks themselves decide
 
 
