@@ -47,12 +47,14 @@ Failures (a check that fails, a record that cannot be written): by default
 ("record") they are printed, recorded in the chain where a record could be
 written, and `tutorrl run` reports them with its own exit status; training
 goes on. With "stop", `EvidenceStopped` is raised into verl, which aborts
-training: out of the push itself when a publication check read right after
-it fails (the record, naming the check and the engine, is written first), or
-from `on_save` (verl lets its exceptions propagate) at the save that finds a
-failure, or, for one found while hashing in the background (a file check,
-the match with the checkpoint's export), at the next save (which, under
-"stop", first waits for the previous record) or the last step's wait. Without a bundle to record into, "stop"
+training: out of the push itself when a publication check fails there --
+read right after it, or found by that push's record (the match with the
+checkpoint's export), which under "stop" is written before the push returns
+(the push then waits for the checkpoint's hashing: strictness costs that
+wait) -- or from `on_save` (verl lets its exceptions propagate) at the save
+that finds a failure, or, for a checkpoint no push serves (a file check of a
+record queued without the engines), at the next save (which, under "stop",
+first waits for the previous record) or the last step's wait. Without a bundle to record into, "stop"
 refuses at construction, before the first step.
 """
 
@@ -205,12 +207,15 @@ class EvidenceCallback(_Base):
 
             stop = self.on_failure == "stop"
 
-            def deliver(observed) -> None:  # in the trainer's thread, right after the push
+            def deliver(observed) -> list[str]:  # in the trainer's thread, right after the push
                 self._enqueue(_Task(global_step, snapshot, observed=observed, skip_reason=None))
-                # The push after the last save (the run ends next), or one that
-                # stops the run: its record is written before the push returns or raises.
-                if last or (stop and observed.failed):
+                # The push after the last save (the run ends next), or any push under
+                # "stop": its record is written before the push returns or raises, so
+                # a publication that does not match the checkpoint's files stops the
+                # run at that push (the failures are handed back, raised there once).
+                if last or stop:
                     self._queue.join()
+                return self._new_failures() if stop else []
 
             return publication.check_after_push(trainer, global_step, deliver, control=control, stop=stop)
         except Exception as exc:  # noqa: BLE001 - the record is then written without the engines
@@ -279,12 +284,17 @@ class EvidenceCallback(_Base):
             _warn(f"{message} (training continues; evidence.on_failure = \"record\")"
                   + (f"\n{detail}" if detail else ""))
 
-    def _raise_if_failed(self) -> None:
-        if self.on_failure != "stop":
-            return
+    def _new_failures(self) -> list[str]:
+        """The failures not yet raised into verl, now counted as raised."""
         with self._lock:
             new = self.failures[self._reported:]
             self._reported = len(self.failures)
+        return new
+
+    def _raise_if_failed(self) -> None:
+        if self.on_failure != "stop":
+            return
+        new = self._new_failures()
         if new:
             raise EvidenceStopped("tutorrl evidence: stopping the run (evidence.on_failure = \"stop\"): "
                                   + "; ".join(new))

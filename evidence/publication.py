@@ -112,6 +112,10 @@ class Engine:
 
     url: str
     actor: object | None
+    # The device verl started sglang on (rollout.engine_kwargs.sglang.device; unset: "cuda", sglang's
+    # default on a GPU node). Said by the config, not asked: under verl 0.9.1 sglang's /server_info
+    # fails (verl's server actor stores sglang's port arguments where that route expects scheduler info).
+    device: str = "cuda"
 
 
 @dataclass(slots=True)
@@ -140,7 +144,7 @@ def read_bootstrap(engines: list[Engine], timeout: float = TIMEOUT) -> Bootstrap
     from tutorrl.evidence.sglang import read_engine, served_maps
 
     versions = [read_versions(e, timeout) for e in engines]
-    readings = [read_engine(e.url, timeout=timeout) for e in engines]
+    readings = [read_engine(e.url, timeout=timeout, device=e.device) for e in engines]
     bad = [f"{r.observation.url}: {r.observation.error}" for r in readings if r.observation.error]
     if bad:
         return Bootstrap(versions, None, None, "; ".join(bad)[:2000])
@@ -159,6 +163,12 @@ def _path(obj, *names):
             except Exception:
                 return None
     return obj
+
+
+def engine_device(config) -> str:
+    """The device verl starts its sglang servers on: engine_kwargs' `device`, else sglang's GPU default."""
+    device = _path(config, "actor_rollout_ref", "rollout", "engine_kwargs", "sglang", "device")
+    return device if isinstance(device, str) and device else "cuda"
 
 
 def lora_adapter_only(config) -> bool:
@@ -233,11 +243,11 @@ def engines_of(trainer) -> tuple[object | None, list[Engine], str | None]:
     manager = getattr(trainer, "checkpoint_manager", None)
     if manager is None or not callable(getattr(manager, "update_weights", None)):
         return None, [], "the trainer has no checkpoint_manager.update_weights to observe"
-    engines, reason = replica_engines(manager)
+    engines, reason = replica_engines(manager, engine_device(trainer.config))
     return (None, [], reason) if reason else (manager, engines, None)
 
 
-def replica_engines(manager) -> tuple[list[Engine], str | None]:
+def replica_engines(manager, device: str) -> tuple[list[Engine], str | None]:
     """The manager's replicas as engines, read afresh (verl can add and remove replicas)."""
     engines = []
     for replica in getattr(manager, "replicas", None) or []:
@@ -245,7 +255,7 @@ def replica_engines(manager) -> tuple[list[Engine], str | None]:
         if not isinstance(address, str) or not address:
             return [], f"rollout replica {getattr(replica, 'replica_rank', '?')} has no server address"
         url = address if "://" in address else f"http://{address}"
-        engines.append(Engine(url=url, actor=getattr(replica, "server_handle", None)))
+        engines.append(Engine(url=url, actor=getattr(replica, "server_handle", None), device=device))
     if not engines:
         return [], "the checkpoint manager has no rollout replicas"
     return engines, None
@@ -289,6 +299,7 @@ class _Watch:
                  lora: bool = False, bootstrap: Bootstrap | None = None, no_bootstrap: str | None = None,
                  model: str | None = None):
         self.trainer_mode, self.manager, self.original, self.timeout = trainer_mode, manager, original, timeout
+        self.device = engines[0].device if engines else "cuda"  # verl starts every replica alike
         self.lora, self.bootstrap = lora, bootstrap
         # The seed's compare right after the first update: verl's first sync pushes the actor as it
         # was loaded, so the engines must then serve the model path's weights (full weights only).
@@ -337,7 +348,7 @@ class _Watch:
     def _after(self, global_steps: int | None, pending) -> list[str]:
         from tutorrl.evidence.sglang import judge, read_engine, served_maps
 
-        engines, reason = replica_engines(self.manager)
+        engines, reason = replica_engines(self.manager, self.device)
         if reason:
             self.problems.append(reason)
         after = [read_versions(e, self.timeout) for e in engines]
@@ -346,13 +357,13 @@ class _Watch:
         self.last = after
         if pending is None:
             if not self.lora and self.first_sync is None:
-                self.first_sync = first_sync_check([read_engine(e.url, timeout=self.timeout) for e in engines],
+                self.first_sync = first_sync_check([read_engine(e.url, timeout=self.timeout, device=e.device) for e in engines],
                                                    global_steps, self.model)
                 if self.first_sync.status == "fail":
                     _warn(f"after verl's first sync: {self.first_sync.id} failed: {self.first_sync.detail[:500]}")
             if self.lora and self.base_ref is None and self.base_ref_why is None:
                 # verl's first sync of a LoRA run: the base, then the adapter (engine_workers.py:795-805).
-                first = [read_engine(e.url, timeout=self.timeout) for e in engines]
+                first = [read_engine(e.url, timeout=self.timeout, device=e.device) for e in engines]
                 bad = [f"{r.observation.url}: {r.observation.error}" for r in first if r.observation.error]
                 if bad:
                     self.base_ref_why = "the engines did not answer after verl's first sync: " + "; ".join(bad)
@@ -360,7 +371,7 @@ class _Watch:
                     self.base_ref = (f"verl's first sync (global_steps={global_steps})", served_maps(first))
             return []
         step, deliver, control = pending
-        readings = [read_engine(e.url, timeout=self.timeout) for e in engines]
+        readings = [read_engine(e.url, timeout=self.timeout, device=e.device) for e in engines]
         if self.lora:
             readings = [dataclasses.replace(r, lora=True) for r in readings]
         answered = not any(r.observation.error for r in readings)
@@ -424,8 +435,11 @@ class _Watch:
         # The engine-level checks of the record (no checkpoint needed): known now, at the push.
         _, engine_checks = judge(readings, None, None)
         failed = [f"{c.id} ({c.detail[:500]})" for c in engine_checks + checks if c.status == "fail"]
-        deliver(Observed(readings=readings, in_run=in_run, checks=checks, failed=failed))
-        return failed
+        # What the record itself then finds (under "stop" the recorder writes it before answering):
+        # the served shards against the checkpoint's own files.
+        recorded = deliver(Observed(readings=readings, in_run=in_run, checks=checks, failed=failed))
+        # The record's failures include these: one list, not both.
+        return failed or list(recorded or ())
 
     def _bootstrap_check(self, maps: dict, answered: bool) -> Check:
         """The publication against the engines' bootstrap reading (before verl's first push), as miles checks it."""
@@ -516,7 +530,7 @@ class _Watch:
             reset_tried = True
             for e in engines:
                 weights_checker_action(e.url, "reset_tensors", timeout=self.timeout)
-            reset = [read_engine(e.url, timeout=self.timeout) for e in engines]
+            reset = [read_engine(e.url, timeout=self.timeout, device=e.device) for e in engines]
             bad = [r.observation.error for r in reset if r.observation.error]
             if bad:
                 raise EngineError("checksum after reset: " + "; ".join(bad))
@@ -538,7 +552,7 @@ class _Watch:
                 compare_ok = True
             except EngineError as exc:
                 notes.append(str(exc))
-            again = [read_engine(e.url, timeout=self.timeout) for e in engines]
+            again = [read_engine(e.url, timeout=self.timeout, device=e.device) for e in engines]
             equal = not any(r.observation.error for r in again) and served_maps(again) == served
             if not equal:
                 notes.append("the checksums after the republication differ from those first read")
@@ -562,7 +576,7 @@ def first_sync_check(readings, global_steps: int | None, model: str | None) -> C
     """verl's first sync, checked as the seed's compare after its first update: the engines serve
     the model path's weights, rebuilt from its safetensors as the engine loads them."""
     from tutorrl.evidence.safetensors import SafetensorsError
-    from tutorrl.evidence.sglang import _compare, _target_shards, safetensors_sglang_hashes
+    from tutorrl.evidence.sglang import _compare, _target_shards, engine_hash, safetensors_sglang_hashes
 
     bad = [f"{r.observation.url}: {r.observation.error}" for r in readings if r.observation.error]
     if bad:
@@ -585,7 +599,10 @@ def first_sync_check(readings, global_steps: int | None, model: str | None) -> C
         reference = safetensors_sglang_hashes(files)
     except (SafetensorsError, OSError) as exc:
         return Check(id=FIRST_SYNC, status="skipped", detail=f"the model path's safetensors cannot be read: {exc}")
-    found, cover = _compare("model path", shards, reference)
+    hashed = engine_hash(readings)
+    if isinstance(hashed, str):
+        return Check(id=FIRST_SYNC, status="skipped", detail=hashed)
+    found, cover = _compare("model path", shards, reference, hashed[0])
     if found.compared == 0:
         return Check(id=FIRST_SYNC, status="skipped", detail=(
             f"no served tensor could be rebuilt from the model path ({reference.layout}); {cover.summary()}"))
@@ -653,14 +670,14 @@ def _install(manager, watch: _Watch) -> None:
 
 
 def watch_from_bootstrap(manager, *, trainer_mode: str, lora: bool, timeout: float = TIMEOUT,
-                         model: str | None = None) -> str | None:
+                         model: str | None = None, device: str = "cuda") -> str | None:
     """Read every engine of ``manager`` now (before verl's first push) and watch its pushes from here on.
 
     None when watched; else why not (the watch is then installed at the first save, without a bootstrap).
     """
     if getattr(manager.update_weights, _WATCH_ATTR, None) is not None:
         return None
-    engines, reason = replica_engines(manager)
+    engines, reason = replica_engines(manager, device)
     if reason:
         return reason
     try:
@@ -694,7 +711,7 @@ def arm(config, *, timeout: float = TIMEOUT) -> str | None:
     except ImportError as exc:
         return f"verl's CheckpointEngineManager is not importable: {exc}"
     _ARMED = {"trainer_mode": mode, "lora": lora_adapter_only(config), "timeout": timeout,
-              "model": _path(config, "actor_rollout_ref", "model", "path")}
+              "model": _path(config, "actor_rollout_ref", "model", "path"), "device": engine_device(config)}
     if not getattr(CheckpointEngineManager.sleep_replicas, _PATCHED, False):
         original = CheckpointEngineManager.sleep_replicas
 
@@ -723,7 +740,8 @@ def check_after_push(trainer, global_step: int, deliver: Callable[[Observed], No
 
     Called from `on_save(trainer=..., global_step=...)`. Returns None when
     arranged: `deliver(Observed)` is then called once, in the trainer's thread,
-    right after that push returns. No exception reaches the trainer, except,
+    right after that push returns; what it returns (the failures its record
+    found, where it waited for the record) counts as failed at this push. No exception reaches the trainer, except,
     with `stop`, `EvidenceStopped` out of the push when a check failed there
     (after `deliver`). Otherwise returns why it cannot be, and `deliver` is
     never called. `control` runs the sensitivity control (it perturbs the engines).

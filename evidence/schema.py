@@ -135,6 +135,9 @@ class TensorComparison(_Strict, kw_only=True):
 
 
 HASH_FUNCTION = "sglang.gpu_tensor_hash(seed=0x243F6A88,tile=8192)"
+# What sglang's weight checker computes for a tensor held in host memory (an
+# engine started with `--device cpu`): not the GPU kernel, the first 8 bytes of sha256.
+HASH_FUNCTION_CPU = "sglang.tensor_hash(cpu)=sha256[:8]"
 
 
 class EngineVersions(_Strict, kw_only=True):

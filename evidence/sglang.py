@@ -16,7 +16,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +26,7 @@ import msgspec
 from tutorrl._http import open_bounded
 from tutorrl._read import ReadError, decode_json, read_json, read_stream
 from tutorrl.errors import RefusedError
-from tutorrl.evidence.schema import HASH_FUNCTION, Check, EngineObservation, EngineRank, Publication, TensorComparison
+from tutorrl.evidence.schema import HASH_FUNCTION, HASH_FUNCTION_CPU, Check, EngineObservation, EngineRank, Publication, TensorComparison
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,6 +68,9 @@ class EngineReading:
     # Read in a LoRA run (evidence/publication.py): the checksums are of the
     # frozen base only, never of the trained model the checkpoint holds.
     lora: bool = False
+    # sglang's `device` server argument (/server_info): which hash its checker computes.
+    # None where the route did not say (every GPU engine hashes with the GPU kernel).
+    device: str | None = None
 
 
 LORA_NOT_THE_EXPORT = ("LoRA run: sglang's checksums cover the frozen base it serves, and the adapter is held apart "
@@ -260,8 +263,11 @@ def served_maps(readings: list[EngineReading]) -> dict[tuple[int, str, int, int,
     return {(i, *rank_key(r)): r.checksums for i, reading in enumerate(readings) for r in reading.ranks}
 
 
-def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
-    """One engine's weight version and checksums, all within ``timeout`` seconds; failures land in `.error`."""
+def read_engine(url: str, *, timeout: float = 120.0, device: str | None = None) -> EngineReading:
+    """One engine's weight version and checksums, all within ``timeout`` seconds; failures land in `.error`.
+
+    ``device``: the device the engine was started on, where the caller knows it (inside a verl run, from
+    the rollout config); else the engine is asked (/server_info). It decides which hash its checksums are."""
     kind = "sglang-http (unauthenticated)"
     version = None
     left = _Budget(url, timeout)
@@ -277,6 +283,8 @@ def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
         # from 0.5.21; /model_info carries weight_version in every release with a checksum.
         if isinstance(info.get("weight_version"), str):
             version = _short(info["weight_version"], "weight_version")
+        if device is None:
+            device = _device(url, left)
         status, body = _request(url, "/weights_checker", {"action": "checksum", **SELECTOR}, left())
         if status == 404:
             raise EngineError("no /weights_checker route (sglang < 0.5.6)")
@@ -290,7 +298,32 @@ def read_engine(url: str, *, timeout: float = 120.0) -> EngineReading:
                           dp_size=r.dp_size, tensor_count=len(r.checksums), checksums_digest=checksums_digest(r.checksums))
                for r in sorted(ranks, key=lambda r: (r.role, r.pp_rank, r.tp_rank, r.dp_rank))],
     )
-    return EngineReading(obs, ranks)
+    return EngineReading(obs, ranks, device=device)
+
+
+def _device(url: str, left: _Budget) -> str | None:
+    """sglang's `device` server argument, from /server_info (/get_server_info before 0.5.10); None if unsaid.
+
+    It decides the checksum: sglang's checker hashes a tensor in host memory with sha256, one on a GPU
+    with its Triton kernel. Not an error when absent: an engine that does not say is hashed as a GPU one."""
+    status, info = _request(url, "/server_info", None, left(INFO_TIMEOUT_S))
+    if status == 404:
+        status, info = _request(url, "/get_server_info", None, left(INFO_TIMEOUT_S))
+    device = info.get("device") if status == 200 and isinstance(info, dict) else None
+    return _short(device, "device") if isinstance(device, str) else None
+
+
+def engine_hash(readings: list[EngineReading]) -> tuple[Callable[[memoryview], str], str] | str:
+    """The checksum the answering engines computed (function, its name in the record), or why none is known."""
+    from tutorrl.evidence.tensorhash import sglang_cpu_hash, sglang_gpu_hash
+
+    devices = {r.device == "cpu" for r in readings if r.ranks}
+    if devices == {True}:
+        return sglang_cpu_hash, HASH_FUNCTION_CPU
+    if devices == {True, False}:
+        cpu = sorted(r.observation.url for r in readings if r.ranks and r.device == "cpu")
+        return f"engines on the CPU ({', '.join(cpu)}) and on GPUs hash differently: not compared"
+    return sglang_gpu_hash, HASH_FUNCTION
 
 
 def _served_shards(readings: list[EngineReading]) -> dict[tuple[str, int, int], list[tuple[str, dict[str, str]]]]:
@@ -326,10 +359,10 @@ class Coverage:
 
 
 def _compare(label: str, shards: list[tuple[int, int, dict[str, str]]],
-             reference: CheckpointReference) -> tuple[TensorComparison, Coverage]:
+             reference: CheckpointReference, hasher: Callable[[memoryview], str]) -> tuple[TensorComparison, Coverage]:
     """Each served (tensor, TP rank) against the checksum candidates `reference` rebuilds for it."""
     keys = [(n, tp, size) for tp, size, m in shards for n in m]
-    expected, skipped = reference.expected(keys)
+    expected, skipped = reference.expected(keys, hasher)
     compared, different = 0, []
     for tp, size, m in shards:
         for n in sorted(m):
@@ -457,7 +490,11 @@ def judge(
     shards = _target_shards(readings)
     uncovered = _uncovered_ranks(shards)
     vs_ckpt = vs_base = None
-    if not shards:
+    hashed = engine_hash(readings)
+    hasher, hash_function = hashed if isinstance(hashed, tuple) else (None, HASH_FUNCTION)
+    if shards and hasher is None:
+        checks.append(Check(id="publication.matches_checkpoint", status="skipped", detail=hashed))
+    elif not shards:
         checks.append(Check(id="publication.matches_checkpoint", status="skipped",
                             detail="no target rank answered with checksums"))
     elif any(r.lora for r in readings):
@@ -466,7 +503,7 @@ def judge(
         checks.append(Check(id="publication.matches_checkpoint", status="skipped",
                             detail="the checkpoint has no safetensors export to compare with"))
     else:
-        vs_ckpt, cover = _compare("checkpoint safetensors export", shards, checkpoint_hashes)
+        vs_ckpt, cover = _compare("checkpoint safetensors export", shards, checkpoint_hashes, hasher)
         ranks = len({(tp, size) for tp, size, _ in shards})
         how = checkpoint_hashes.layout
         if vs_ckpt.compared == 0:
@@ -488,11 +525,13 @@ def judge(
                 f"every served tensor of every answering TP rank was rebuilt from the export ({how})" + uncovered)))
     if any(r.lora for r in readings):
         checks.append(Check(id="publication.changed_from_base", status="skipped", detail=LORA_NOT_THE_EXPORT))
+    elif hasher is None and shards:
+        checks.append(Check(id="publication.changed_from_base", status="skipped", detail=hashed))
     elif base_hashes is None or not shards:
         checks.append(Check(id="publication.changed_from_base", status="skipped",
                             detail="no base model safetensors to compare with" if shards else "no target rank answered"))
     else:
-        vs_base, _ = _compare("base model", shards, base_hashes)
+        vs_base, _ = _compare("base model", shards, base_hashes, hasher)
         matched = vs_ckpt is not None and vs_ckpt.compared > 0 and not vs_ckpt.different
         if vs_base.compared == 0:
             checks.append(Check(id="publication.changed_from_base", status="skipped",
@@ -509,7 +548,7 @@ def judge(
                                 detail="served tensors differ from the base, but without a checkpoint match that may be dtype or layout"))
     pub = Publication(
         engines=obs, served_digest=served_digest,
-        served_tensor_count=sum(len(items) for *_, items in distinct), hash_function=HASH_FUNCTION,
+        served_tensor_count=sum(len(items) for *_, items in distinct), hash_function=hash_function,
         vs_checkpoint=vs_ckpt, vs_base=vs_base,
     )
     return pub, checks
@@ -597,12 +636,13 @@ class CheckpointReference:
             raise LayoutError(f"{name} has dtype {t.dtype}, not byte-addressable")
         return np.fromfile(f, dtype=_UINT[size], count=t.nbytes // size, offset=t.start).reshape(t.shape)
 
-    def expected(self, keys: Iterable[Key]) -> tuple[dict[Key, set[str]], dict[Key, str]]:
-        """Checksum candidates for each key that can be rebuilt; for the others, why not."""
+    def expected(self, keys: Iterable[Key], hasher: Callable[[memoryview], str]) -> tuple[dict[Key, set[str]], dict[Key, str]]:
+        """Checksum candidates (by ``hasher``, the engine's checksum) for each key that can be rebuilt;
+        for the others, why not."""
         import numpy as np
 
         from tutorrl.evidence.served_layout import LayoutError, build
-        from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes, sglang_gpu_hash
+        from tutorrl.evidence.tensorhash import fp32_to_bf16_bytes
 
         by_name: dict[str, list[Key]] = {}
         for key in keys:
@@ -641,9 +681,9 @@ class CheckpointReference:
                 except LayoutError as exc:
                     skipped[key] = str(exc)
                     continue
-                cands = {sglang_gpu_hash(raw)}
+                cands = {hasher(raw)}
                 if self.where[sources[0]][1].dtype == "F32":
-                    cands.add(sglang_gpu_hash(fp32_to_bf16_bytes(raw)))
+                    cands.add(hasher(memoryview(fp32_to_bf16_bytes(raw))))
                 expected[key] = cands
         return expected, skipped
 

@@ -13,6 +13,7 @@ against it are marked "contract-test-server". What it copies, from the wheels
 | `compare` frees the snapshot | no (nothing does) | no | yes |
 | 2+-D tensor whose last dimension is not a multiple of 4 bytes | the whole checksum call fails (HTTP 400) | hashed (`reshape(-1)`, 0.5.13) | hashed |
 | `/get_weight_version` | 404 ("deprecated, use /model_info") | 404 | no such route (404) |
+| `/server_info` `device` | the server's `--device`; its checksums are sha256[:8] on "cpu", the GPU kernel otherwise | same | same |
 
 LoRA: `POST /load_lora_adapter_from_tensor` stores the adapter beside the
 served tensors, never in them: sglang keeps adapter weights as plain tensor
@@ -31,7 +32,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tutorrl.evidence.sglang import CONTRACT_TEST_SERVER
-from tutorrl.evidence.tensorhash import sglang_gpu_hash
+from tutorrl.evidence.tensorhash import sglang_cpu_hash, sglang_gpu_hash
 
 SHAPES = ("0.5.12", "0.5.13-0.5.20", ">=0.5.21")
 
@@ -41,8 +42,11 @@ class ContractServer:
                  weight_version: str = "default", honest: bool = True, corrupt_dp: int | None = None,
                  tp_size: int = 1, blind_reset: bool = False, shards: list[dict[str, bytes]] | None = None,
                  draft: dict[str, bytes] | None = None, dims: dict[str, tuple[int, ...]] | None = None,
-                 release: str | None = None):
+                 release: str | None = None, device: str = "cuda"):
         assert shape in SHAPES, shape
+        # sglang's --device: "cpu" hashes every tensor with sha256 (its CPU branch), any other the GPU kernel.
+        self.device = device
+        self.hash = sglang_cpu_hash if device == "cpu" else sglang_gpu_hash
         # A release inside the shape, where it matters: 0.5.13 and 0.5.14 (tutorrl's pin) know no
         # `allow_quant_error`, 0.5.15-0.5.20 do; without one, the shape's newest is played.
         self.release = tuple(int(p) for p in release.split(".")) if release else None
@@ -91,6 +95,8 @@ class ContractServer:
                     if server.honest:
                         info["server_kind"] = CONTRACT_TEST_SERVER
                     return self._send(200, info)
+                if self.path == "/server_info":
+                    return self._send(200, {"device": server.device, "tp_size": server.tp_size})
                 if self.path == "/get_weight_version" and server.shape != ">=0.5.21":
                     return self._send(404, {"detail": "/get_weight_version is deprecated. Please use '/model_info'"})
                 if self.path == "/weights_checker":
@@ -217,7 +223,7 @@ class ContractServer:
                 for n, b in served.items():
                     if not self._skipped(n, req):
                         # 0.5.21's _merge_checksum_payloads: only draft names are prefixed.
-                        sums[n if role == "target" else f"{role}.{n}"] = sglang_gpu_hash(b)
+                        sums[n if role == "target" else f"{role}.{n}"] = self.hash(b)
                 roles.append(role)
             if dp == self.corrupt_dp:
                 name = sorted(sums)[0]

@@ -206,7 +206,7 @@ def test_no_dead_weight_version_fallback():
         with ContractServer(served(5), shape=shape, weight_version=None) as srv:
             obs = read_engine(srv.url, timeout=10).observation
         assert obs.error is None and obs.weight_version is None
-        assert [p for _, p in srv.paths] == ["/model_info", "/weights_checker"]
+        assert [p for _, p in srv.paths] == ["/model_info", "/server_info", "/weights_checker"]
 
 
 @pytest.mark.parametrize("dims, fails", [((5, 3), True), ((2, 3), True), ((3, 2), False), ((15,), False)])
@@ -258,3 +258,39 @@ def test_0_5_12_takes_post_with_an_action_only():
         assert err.value.code == 422
         with urllib.request.urlopen(new.url + "/weights_checker", timeout=10) as resp:  # GET: a checksum
             assert json.loads(resp.read())["success"] is True
+
+
+def test_an_engine_on_the_cpu_is_compared_with_the_hash_it_computes(setup):
+    """sglang hashes a tensor in host memory with sha256 and one on a GPU with its kernel: the engine's
+    `device` (its /server_info) decides which the checkpoint is rebuilt with, and the record names it."""
+    from tutorrl.evidence.schema import HASH_FUNCTION, HASH_FUNCTION_CPU
+
+    bundle, step, base = setup
+    with ContractServer(served(5), device="cpu") as cpu:
+        record_checkpoint(load_bundle(bundle), "r", step, source="manual", finished=None,
+                          engines=[cpu.url], base_model=base, progress=False)
+    s, checks = _checks(bundle)
+    assert s.predicate.publication.hash_function == HASH_FUNCTION_CPU
+    assert checks["publication.matches_checkpoint"] == "pass" and checks["publication.changed_from_base"] == "pass"
+    # The same engine, read as if it hashed on a GPU (a caller that says so), matches nothing: the choice is real.
+    from tutorrl.evidence.sglang import judge, read_engine, safetensors_sglang_hashes
+
+    with ContractServer(served(5), device="cpu") as cpu:
+        reading = read_engine(cpu.url, timeout=10, device="cuda")
+        assert ("GET", "/server_info") not in cpu.paths  # told, so not asked
+    export = sorted(step.rglob("*.safetensors"))
+    pub, wrong = judge([reading], safetensors_sglang_hashes(export), None)
+    assert pub.hash_function == HASH_FUNCTION
+    assert {c.id: c.status for c in wrong}["publication.matches_checkpoint"] == "fail"
+
+
+def test_engines_on_cpu_and_gpu_together_are_not_compared(setup):
+    from tutorrl.evidence.sglang import judge, read_engine, safetensors_sglang_hashes
+
+    _, step, _ = setup
+    with ContractServer(served(5), device="cpu") as cpu, ContractServer(served(5)) as gpu:
+        readings = [read_engine(cpu.url, timeout=10), read_engine(gpu.url, timeout=10)]
+    assert [r.device for r in readings] == ["cpu", "cuda"]
+    _, checks = judge(readings, safetensors_sglang_hashes(sorted(step.rglob("*.safetensors"))), None)
+    match = {c.id: c for c in checks}["publication.matches_checkpoint"]
+    assert match.status == "skipped" and "hash differently" in match.detail and cpu.url in match.detail

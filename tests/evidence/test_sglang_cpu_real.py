@@ -12,13 +12,13 @@ compares them, and the in-run watch (`watch_from_bootstrap`,
 (`/update_weights_from_disk`, through sglang's own loaders).
 
 What is not sglang's GPU behaviour, and so not proven here (see
-tools/cpu_training/sglang_cpu/sitecustomize.py for the patches):
+tools/cpu_training/sglang_cpu/sglang_cpu_patches.py for the patches):
 - the hash: for a CPU tensor sglang hashes with sha256 (first 8 bytes,
   tutorrl's `sglang_cpu_hash`), not the Triton kernel of every GPU engine
-  (`sglang_gpu_hash`, held to sglang's kernel by test_tensorhash). `judge`'s
-  checkpoint comparison rebuilds with the GPU hash, so here it runs with
-  `sglang_cpu_hash` in its place, over an fp16 copy of the export (the engine
-  serves the float32 checkpoint as fp16, sglang's "auto" dtype for fp32);
+  (`sglang_gpu_hash`, held to sglang's kernel by test_tensorhash). The engine
+  says it runs on the CPU (`/server_info`'s `device`), so `judge` rebuilds with
+  `sglang_cpu_hash`, over an fp16 copy of the export (the engine serves the
+  float32 checkpoint as fp16, sglang's "auto" dtype for fp32);
 - GPU kernels, TP > 1 (one process, tp_size 1), NCCL;
 - `snapshot`/`compare` (the sensitivity control): on a CPU tensor sglang's
   snapshot shares the served storage, so `compare` always agrees; only
@@ -49,7 +49,7 @@ import pytest
 
 import support
 from tutorrl.evidence import publication, sglang
-from tutorrl.evidence import tensorhash
+from tutorrl.evidence.schema import HASH_FUNCTION_CPU
 from tutorrl.evidence.served_layout import build, model_shape, plan
 from tutorrl.evidence.tensorhash import sglang_cpu_hash
 
@@ -204,17 +204,12 @@ def engine(request):
     return types.SimpleNamespace(url=url, root=root, tiny=tiny, model=model, log=log)
 
 
-def _hash_swapped_to_cpu(monkeypatch):
-    # judge rebuilds expected checksums with the GPU hash; the CPU engine hashes with sha256.
-    monkeypatch.setattr(tensorhash, "sglang_gpu_hash", sglang_cpu_hash)
-
-
 def _reference(engine, model: Path) -> sglang.CheckpointReference:
     export = _variant(model, engine.root / f"{model.name}-fp16-{time.monotonic_ns()}", {}, fp16=True)
     return sglang.safetensors_sglang_hashes([export / "model.safetensors"])
 
 
-def test_checksums_are_the_checkpoints_as_served(engine, monkeypatch):
+def test_checksums_are_the_checkpoints_as_served(engine):
     body = _post(engine.url + "/weights_checker", {"action": "checksum", **sglang.SELECTOR})
     shape, ranks = sglang.normalise_checksum_response(body)
     assert shape == "0.5.13-0.5.20"
@@ -238,9 +233,12 @@ def test_checksums_are_the_checkpoints_as_served(engine, monkeypatch):
     assert reading.observation.kind == "sglang-http (unauthenticated)"
     assert reading.observation.weight_version == "default"
     assert reading.ranks[0].checksums == served
+    # The engine says it runs on the CPU (/server_info), so its checksums are compared as sglang computes
+    # them there (sha256), and the record names that function, not the GPU kernel's.
+    assert reading.device == "cpu"
 
-    _hash_swapped_to_cpu(monkeypatch)
-    _, checks = sglang.judge([reading], _reference(engine, engine.model), None)
+    pub, checks = sglang.judge([reading], _reference(engine, engine.model), None)
+    assert pub.hash_function == HASH_FUNCTION_CPU
     status = {c.id: c for c in checks}
     assert status["publication.engines_answered"].status == "pass"
     assert "publication.real_engine" not in status  # not tutorrl's contract test server
@@ -265,7 +263,7 @@ class _Manager:
         self.pushed.append(global_steps)
 
 
-def test_a_push_changes_exactly_the_tensors_it_changed(engine, monkeypatch):
+def test_a_push_changes_exactly_the_tensors_it_changed(engine):
     a = engine.model
     qkv0 = "model.layers.0.self_attn.qkv_proj.weight"
     gate_up1 = "model.layers.1.mlp.gate_up_proj.weight"
@@ -277,7 +275,7 @@ def test_a_push_changes_exactly_the_tensors_it_changed(engine, monkeypatch):
                                         rollout=types.SimpleNamespace(name="sglang"))))
     before = sglang.read_engine(engine.url, timeout=60).ranks[0].checksums
     assert before == _expected(a)
-    assert publication.watch_from_bootstrap(manager, trainer_mode="sync", lora=False, timeout=60) is None
+    assert publication.watch_from_bootstrap(manager, trainer_mode="sync", lora=False, timeout=60, device="cpu") is None
 
     seen = {}
     for step in (1, 2, 3):
@@ -304,7 +302,6 @@ def test_a_push_changes_exactly_the_tensors_it_changed(engine, monkeypatch):
     assert any(f.startswith("publication.changed_since_previous") for f in seen[3].failed)
 
     # The served weights after the last push are the last checkpoint's, not the one before nor the base.
-    _hash_swapped_to_cpu(monkeypatch)
     reading = seen[3].readings[0]
     _, ok = sglang.judge([reading], _reference(engine, c), _reference(engine, a))
     ok = {x.id: x for x in ok}
