@@ -69,6 +69,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -334,10 +335,16 @@ class _Watch:
         global_steps = kwargs.get("global_steps", args[0] if args else None)
         pending, self.pending = self.pending, None
         failed: list[str] = []
+        started = time.perf_counter()
         try:
             failed = self._after(global_steps, pending)
         except Exception:  # never into the trainer: the post-run scan still records the checkpoint
             _warn(f"could not read the engines after the push of step {global_steps}:\n{traceback.format_exc()}")
+        else:
+            if pending is not None:
+                # What the check costs the step (the trainer waits for it): benchmarks/bench_run.py reads it.
+                _warn(f"step {pending[0]}: publication checked after the push in {time.perf_counter() - started:.3f} s"
+                      f" ({'fail' if failed else 'no failure'})")
         if failed and self.stop and pending is not None:
             # Raised out of verl's push (on_step_end): the run stops at the push whose check failed.
             raise EvidenceStopped(

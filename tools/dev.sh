@@ -2,7 +2,7 @@
 # Set up a virtualenv and run tutorrl's main job or its whole test suite.
 #
 #   bash tools/dev.sh demo   # set up, train a tiny model for real with verl 0.5.0 on the CPU, verify its checkpoints' evidence
-#   bash tools/dev.sh test   # set up (verl + torch for the CPU, the two training environments, a CPU sglang server's and SkyPilot's), then every test and the staleness gate
+#   bash tools/dev.sh test   # set up (verl + torch for the CPU, the three training environments -- verl 0.5.0, verl 0.9.1 with vLLM, verl 0.9.1 with SGLang -- and SkyPilot's), then every test and the staleness gate
 #
 # Needs Python >= 3.11 (PYTHON=python3.12 to choose one); the virtualenv is
 # .venv (TUTORRL_VENV to choose another). Set-up prints one line per phase;
@@ -166,29 +166,33 @@ setup_training_091() {
     "$(cat "$train091_stack" pyproject.toml)" install_training_091
 }
 
-# The test command's real sglang server (tests/evidence/test_sglang_cpu_real.py):
-# sglang 0.5.14 serving the tiny model on the CPU, so tutorrl's publication
-# checks read a real /weights_checker. sglang pins torch 2.11 and CUDA-only
-# kernels, so the CPU torch goes in first, then the pure-Python packages its
-# server needs (tools/cpu_training/sglang-0.5.14-cpu.txt, as pip's
-# constraints), then sglang itself with --no-deps. The patches it needs on the
-# CPU are post-import hooks on the server's PYTHONPATH
-# (tools/cpu_training/sglang_cpu); no installed file is edited.
-sglang_venv="${TUTORRL_SGLANG_CPU_VENV:-.venv-sglang-cpu}"
-sglang_stack="tools/cpu_training/sglang-0.5.14-cpu.txt"
+# The test command's SGLang environment: verl 0.9.1 training with an SGLang
+# rollout (specs/tiny_cpu_grpo_sglang.toml, tests/e2e/test_real_training_sglang.py),
+# and the real sglang server the publication checks read
+# (tests/evidence/test_sglang_cpu_real.py). sglang 0.5.14 -- the newest whose
+# transformers pin fits verl 0.9.1 -- pins torch 2.11 and CUDA-only kernels, so
+# the CPU torch goes in first, then verl and the pure-Python packages sglang's
+# server needs (tools/cpu_training/verl-0.9.1-sglang-cpu.txt, as pip's
+# constraints), then sglang itself with --no-deps, then tutorrl (editable: verl
+# calls its evidence class inside the run). The patches it needs on the CPU are
+# post-import hooks on the job's PYTHONPATH (tools/cpu_training/verl091_sglang,
+# sglang_cpu, verl091); no installed file is edited.
+sglang_venv="${TUTORRL_TRAIN_SGLANG_VENV:-.venv-train-sglang}"
+sglang_stack="tools/cpu_training/verl-0.9.1-sglang-cpu.txt"
 
-install_sglang_cpu() {
-  phase "installing sglang 0.5.14's serving requirements (none of its CUDA ones) in $sglang_venv" \
-    "$@" -c "$sglang_stack" "$torch_pin" "transformers==5.8.1" "openai==2.6.1" "soundfile==0.13.1" \
-    fastapi uvicorn uvloop pyzmq aiohttp requests tqdm numpy psutil pydantic orjson pybase64 msgspec packaging \
-    prometheus-client python-multipart pillow einops partial_json_parser sentencepiece setproctitle triton IPython \
-    dill compressed-tensors gguf jsonschema
-  phase "installing sglang 0.5.14 itself (--no-deps) in $sglang_venv" "$@" -c "$sglang_stack" --no-deps \
-    "sglang==0.5.14"
+install_training_sglang() {
+  phase "installing verl 0.9.1 and sglang 0.5.14's serving requirements (none of its CUDA ones) in $sglang_venv" \
+    "$@" -c "$sglang_stack" "verl==0.9.1" "TransferQueue==0.1.11" fastapi uvicorn cachetools "ray[default]==2.60.0" \
+    "transformers==5.8.1" "openai==2.6.1" "soundfile==0.13.1" uvloop pyzmq aiohttp requests tqdm numpy psutil \
+    pydantic orjson pybase64 msgspec packaging prometheus-client python-multipart pillow einops partial_json_parser \
+    sentencepiece setproctitle triton IPython dill compressed-tensors gguf jsonschema "$torch_pin"
+  phase "installing sglang 0.5.14 itself (--no-deps) in $sglang_venv" "$@" -c "$sglang_stack" --no-deps "sglang==0.5.14"
+  phase "installing tutorrl (editable) in $sglang_venv" "$@" -c "$sglang_stack" -e .
 }
 
-setup_sglang_cpu() {
-  venv_setup "$sglang_venv" sglang "the CPU sglang environment" "$(cat "$sglang_stack")" install_sglang_cpu
+setup_training_sglang() {
+  venv_setup "$sglang_venv" train-sglang "the verl 0.9.1 + SGLang training environment" \
+    "$(cat "$sglang_stack" pyproject.toml)" install_training_sglang
 }
 
 # The test command's SkyPilot (tests/export/test_skypilot_loader.py): skypilot
@@ -251,13 +255,14 @@ case "$command" in
     setup "test"
     setup_training
     setup_training_091
-    setup_sglang_cpu
+    setup_training_sglang
     setup_skypilot
     TUTORRL_TRAIN_PYTHON="$(absolute "$train_venv")/bin/python" TUTORRL_TINY_DIR="$(absolute "$tiny")"
     TUTORRL_TRAIN091_PYTHON="$(absolute "$train091_venv")/bin/python"
-    TUTORRL_SGLANG_CPU_PYTHON="$(absolute "$sglang_venv")/bin/python"
+    TUTORRL_SGLANG_CPU_PYTHON="$(absolute "$sglang_venv")/bin/python" TUTORRL_TRAIN_SGLANG_PYTHON="$TUTORRL_SGLANG_CPU_PYTHON"
     TUTORRL_SKYPILOT_PYTHON="$(absolute "$skypilot_venv")/bin/python"
-    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON TUTORRL_SGLANG_CPU_PYTHON TUTORRL_SKYPILOT_PYTHON
+    export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON TUTORRL_SGLANG_CPU_PYTHON TUTORRL_TRAIN_SGLANG_PYTHON \
+      TUTORRL_SKYPILOT_PYTHON
     "$venv/bin/tutorrl" check
     "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 "${@:2}"
     ;;

@@ -102,7 +102,10 @@ def test_bench_run_smallest():
                 "tutorrl run (embedded, cold)",
                 # The real CPU training job, in the environment tools/dev.sh test sets up.
                 "ray job submit (verl trains)", "tutorrl run --address (verl trains)",
-                "evidence --add, one checkpoint", "peak memory of a cold tutorrl run"):
+                "evidence --add, one checkpoint", "peak memory of a cold tutorrl run",
+                # The publication proof of a real verl + SGLang run.
+                "publication proof in a real run (verl 0.9.1 + SGLang", "median check / step",
+                "peak memory of the whole run", "7B estimate"):
         assert row in out, out
 
 
