@@ -604,4 +604,8 @@ def render_report(r: ImportReport) -> str:
                 lines.append(f"  {d.key}: only in the {d.only_in} launch")
             else:
                 lines.append(f"  {d.key}: original {d.original!r}, imported {d.imported!r}")
-    return "\n".join(lines)
+    from tutorrl._text import printable
+
+    # Nearly every line quotes the script (its commands, overrides, values): a terminal escape in it
+    # is shown escaped, and a line break inside one item cannot pass for a line of the report.
+    return "\n".join(printable(line).replace("\n", "\\n") for line in lines)
