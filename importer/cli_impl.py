@@ -435,6 +435,11 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
     report = ImportReport(prep.source, release, variant, why, None, translation.mapped, prep.unset,
                           translation.placeholders, prep.others, exact, not_checked, diffs, normalised, elsewhere,
                           warnings)
+    from tutorrl.importer import composecache
+
+    # A cache entry that failed its checks was composed again: said, so a tampered cache does not go unseen.
+    notes += composecache.SAID
+    composecache.SAID.clear()
     report.notes = notes
     report.does_not_compile = refusals
     report.roots = {name: r["default"] for name, r in translation.spec.get("roots", {}).items()}

@@ -249,3 +249,21 @@ def test_an_imported_scripts_escapes_never_reach_the_terminal(tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
     assert "my_tool \\x1b[2J\\x1b]0;owned\\x07" in proc.stdout, proc.stdout
+
+
+def test_a_spoiled_compose_cache_entry_is_composed_again_and_said(tmp_path):
+    env = {**os.environ, "HOME": FAKE_HOME, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def run():
+        return subprocess.run([sys.executable, "-m", "tutorrl", "import", str(SCRIPTS / "ppo_critic_rm.sh"), "--verl",
+                               "0.6.1", "-o", str(tmp_path / "s.toml")], capture_output=True, text=True, env=env)
+
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert "compose cache" not in first.stdout
+    (entry,) = (tmp_path / "xdg" / "tutorrl" / "composed").glob("*/*.msgpack")
+    entry.write_bytes(entry.read_bytes()[:-1] + b"\x00")
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert f"note: the compose cache entry {entry} does not match its digest; composed again" in second.stdout
+    assert "round trip: exact" in second.stdout
