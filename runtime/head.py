@@ -1296,9 +1296,15 @@ MAX_SET_HEAD_FILE = 4096
 def _read_own(path: Path, limit: int) -> bytes:
     """A file the set's head wrote: opened without blocking (a FIFO cannot hang the run), a regular
     file owned by this user that nobody else may read or write, at most ``limit`` bytes."""
+    import errno
     import stat
 
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(f"{path.name} is a symlink; not followed") from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
