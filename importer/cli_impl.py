@@ -533,7 +533,9 @@ def cmd_import(args) -> int:
     else:
         for text, report in results:
             if report.spec_path is None:
-                print(text)
+                from tutorrl._text import printable
+
+                print(printable(text))  # the spec's comments quote the script; TOML's strings are escaped already
             print(render_report(report), file=sys.stderr if report.spec_path is None else sys.stdout)
     return 0 if all(r.exact and not r.does_not_compile for _, r in results) else 1
 
