@@ -435,6 +435,11 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
     report = ImportReport(prep.source, release, variant, why, None, translation.mapped, prep.unset,
                           translation.placeholders, prep.others, exact, not_checked, diffs, normalised, elsewhere,
                           warnings)
+    from tutorrl.importer import composecache
+
+    # A cache entry that failed its checks was composed again: said, so a tampered cache does not go unseen.
+    notes += composecache.SAID
+    composecache.SAID.clear()
     report.notes = notes
     report.does_not_compile = refusals
     report.roots = {name: r["default"] for name, r in translation.spec.get("roots", {}).items()}
@@ -528,7 +533,9 @@ def cmd_import(args) -> int:
     else:
         for text, report in results:
             if report.spec_path is None:
-                print(text)
+                from tutorrl._text import printable
+
+                print(printable(text))  # the spec's comments quote the script; TOML's strings are escaped already
             print(render_report(report), file=sys.stderr if report.spec_path is None else sys.stdout)
     return 0 if all(r.exact and not r.does_not_compile for _, r in results) else 1
 
@@ -604,4 +611,8 @@ def render_report(r: ImportReport) -> str:
                 lines.append(f"  {d.key}: only in the {d.only_in} launch")
             else:
                 lines.append(f"  {d.key}: original {d.original!r}, imported {d.imported!r}")
-    return "\n".join(lines)
+    from tutorrl._text import printable
+
+    # Nearly every line quotes the script (its commands, overrides, values): a terminal escape in it
+    # is shown escaped, and a line break inside one item cannot pass for a line of the report.
+    return "\n".join(printable(line).replace("\n", "\\n") for line in lines)

@@ -406,7 +406,10 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 # Spec fields the sections above speak for, even though no setting bears their name:
 # the release, its config and variant, the plug-in and its options, resources, environment, raw overrides.
 _COVERED_PREFIXES = ("experiment.verl", "experiment.config_name", "experiment.config_path", "actor.strategy",
-                     "reward.plugin", "reward.options.", "resources.", "env.", "verl.")
+                     "reward.plugin", "reward.options.", "resources.", "env.", "verl.extra_overrides",
+                     "verl.unread_overrides")
+# Said in the diff though verl never sees it: it lets raw overrides run or install code in every Ray worker.
+_SAID = {"verl.allow_runtime_env": "the Ray runtime_env keys raw overrides may set"}
 
 
 def _unexplained(old: Side, new: Side, explained: set[str]) -> list[SettingChange]:
@@ -419,7 +422,7 @@ def _unexplained(old: Side, new: Side, explained: set[str]) -> list[SettingChang
         if name in explained or name.startswith(_COVERED_PREFIXES):
             continue
         change: Change = "changed" if name in a and name in b else ("removed" if name in a else "added")
-        out.append(SettingChange(name, change, a.get(name), b.get(name), note="not passed to verl"))
+        out.append(SettingChange(name, change, a.get(name), b.get(name), note=_SAID.get(name, "not passed to verl")))
     return out
 
 

@@ -1289,6 +1289,54 @@ class SharedHead:
         """Nothing: the set stops its head once its last run has ended."""
 
 
+# What a set's head writes (publish, start): each a few dozen bytes.
+MAX_SET_HEAD_FILE = 4096
+
+
+def _read_own(path: Path, limit: int) -> bytes:
+    """A file the set's head wrote: opened without blocking (a FIFO cannot hang the run), a regular
+    file owned by this user that nobody else may read or write, at most ``limit`` bytes."""
+    import errno
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(f"{path.name} is a symlink; not followed") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise OSError(f"{path.name} is not this user's alone (mode {stat.S_IMODE(st.st_mode):o})")
+        if st.st_size > limit:
+            raise OSError(f"{path.name} is {st.st_size} bytes, over {limit}")
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            raise OSError(f"{path.name} is over {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def loopback_dashboard(url: str) -> bool:
+    """Whether ``url`` is a dashboard the head's token may be sent to: http, a loopback IP
+    address as the parsed host, a port, and nothing that could name another host (userinfo)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        host = ipaddress.ip_address(parts.hostname or "")
+    except ValueError:
+        return False
+    return (parts.scheme == "http" and "@" not in parts.netloc and parts.username is None and port is not None
+            and host.is_loopback and parts.path in ("", "/") and not parts.query and not parts.fragment)
+
+
 def attach(folder: str) -> SharedHead:
     """The set's head named by SET_HEAD_ENV; refused unless it is a live head folder of this user."""
     import json
@@ -1299,12 +1347,17 @@ def attach(folder: str) -> SharedHead:
     try:
         if own is None:
             raise OSError("not an embedded head's folder of this user")
-        doc = json.loads((own / SET_HEAD_FILE).read_bytes()[:4096])
-        token = (own / "token").read_bytes()[:4096].decode("ascii").strip()
-        pid, start, url = int(doc["pid"]), doc.get("start"), str(doc["dashboard"])
+        doc = json.loads(_read_own(own / SET_HEAD_FILE, MAX_SET_HEAD_FILE))
+        token = _read_own(own / "token", MAX_SET_HEAD_FILE).decode("ascii").strip()
+        pid, start, url = doc["pid"], doc["start"], doc["dashboard"]
+        if type(pid) is not int or type(start) is not int or type(url) is not str:
+            raise ValueError("pid, start and dashboard are not a number, a number and a text")
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise RefusedError(f"{SET_HEAD_ENV}={folder}: no set's Ray head there ({exc})") from None
-    if not url.startswith("http://127.0.0.1:") or process_start_time(pid) is None \
-            or (start is not None and process_start_time(pid) != start):
+    if not loopback_dashboard(url):
+        raise RefusedError(f"{SET_HEAD_ENV}={folder}: the set's dashboard {url!r} is not a loopback address "
+                           "of this machine; the head's token is sent nowhere else")
+    # The pid with its start time names one process for good: a pid reused since is not the head.
+    if process_start_time(pid) != start:
         raise RefusedError(f"{SET_HEAD_ENV}={folder}: the set's Ray head is not running")
     return SharedHead(own, url, token, pid, start)

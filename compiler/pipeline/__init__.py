@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         read_chain,
     )
     from tutorrl.compiler.pipeline.migrate import cmd_migrate
+    from tutorrl.compiler.pipeline.raw_overrides import screen_override
     from tutorrl.compiler.pipeline.resolve import check_extra, interpolated, interpolated_into, never_read
     from tutorrl.compiler.pipeline.roots import expand, reference, references
     from tutorrl.compiler.pipeline.rules import RESERVED_ENV_PREFIX, bash_changes, looks_secret, takes_over
@@ -53,6 +54,7 @@ _EXPORTS = {
         "read_chain",
     ),
     "migrate": ("cmd_migrate",),
+    "raw_overrides": ("screen_override",),
     "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read"),
     "roots": ("expand", "reference", "references"),
     "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over"),
@@ -95,6 +97,7 @@ __all__ = [
     "references",
     "require_bundle_folder",
     "resolve_bytes",
+    "screen_override",
     "spec_settings",
     "takes_over",
     "verify_bundle",

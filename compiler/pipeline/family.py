@@ -72,6 +72,11 @@ def read_chain(path: str, name: str, raw: bytes | None = None,
         layer = Layer(current.name, data, text)
         if not isinstance(extends, str) or not extends.strip():
             raise SpecError([_at(layer, "expected the path of the base spec, relative to this spec (a string)")])
+        bad = next((c for c in extends if ord(c) < 32 or ord(c) == 127), None)
+        if bad is not None:
+            # Before any path use: the OS refuses a NUL in a path with a ValueError, and the rest name no file.
+            raise SpecError([_at(layer, f"a control character ({bad!r}) in the path of the base spec",
+                                 "name the base by its file name")])
         if os.path.isabs(extends):
             raise SpecError([_at(layer, "an absolute path; name the base relative to this spec, so the family "
                                         "compiles the same wherever it is checked out")])
@@ -119,10 +124,47 @@ def parse_sets(words: Sequence[str]) -> list[tuple[str, tuple[str, ...], str]]:
         if why is not None:
             problems.append(Problem(why[0], file=SET_NAME, key=".".join(path), hint=why[1]))
             continue
+        after = _after_value(text)
+        if after is not None:
+            line, column = after
+            problems.append(Problem(f"{word!r}: the value is more than one TOML value; text follows the first at "
+                                    f"line {line}, column {column} of the value", file=SET_NAME,
+                                    key=".".join(path), hint="give each setting its own --set, or quote the whole "
+                                    "value as one TOML string"))
+            continue
         out.append((word, path, text))
     if problems:
         raise SpecError(problems)
     return out
+
+
+def _after_value(text: str) -> tuple[int, int] | None:
+    """(line, column) in ``text`` where a second TOML value or table begins, None where ``text`` is
+    one value (or no TOML at all: then it is a string). typed_value reads ``v = TEXT`` and keeps ``v``,
+    so anything after it would be dropped without a word."""
+    if "\n" not in text and "\r" not in text:
+        return None  # a TOML value ends at its line's end: one line holds one value at most
+    from tutorrl import _toml
+
+    try:
+        doc = _toml.loads("v = " + text)
+    except (_toml.TOMLDecodeError, ValueError, RecursionError):
+        return None
+    if list(doc) == ["v"]:
+        return None
+    for index, char in enumerate(text):
+        if char != "\n":
+            continue
+        try:
+            if list(_toml.loads("v = " + text[:index])) != ["v"]:
+                continue
+        except (_toml.TOMLDecodeError, ValueError, RecursionError):
+            continue
+        rest = text[index:]
+        start = index + len(rest) - len(rest.lstrip())
+        line = text.count("\n", 0, start) + 1
+        return line, start - (text.rfind("\n", 0, start) + 1) + 1
+    return 1, 1
 
 
 def compose(chain: list[Source], sets: Sequence[str] = ()) -> Composed:

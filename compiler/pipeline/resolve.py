@@ -25,6 +25,8 @@ from tutorrl.compiler.release import (
     skipped,
     spell,
 )
+from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE as _EXTRA
+from tutorrl.compiler.pipeline.raw_overrides import screen_override
 from tutorrl.compiler.spec import Spec, flatten_table, settings
 from tutorrl.errors import Finding
 
@@ -130,8 +132,9 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
     raw = list(spec.verl.extra_overrides) + list(spec.verl.unread_overrides)
     # Only raw overrides ask which keys are interpolated (most specs have none: no second walk).
     referenced = interpolated([value for _, value in settings(spec)] + raw) if raw else frozenset()
+    allowed = frozenset(spec.verl.allow_runtime_env)
     for index, text in enumerate(spec.verl.extra_overrides):
-        override, problem = check_extra(text, lock, keyset, emitted, engine, referenced)
+        override, problem = check_extra(text, lock, keyset, emitted, engine, referenced, allowed)
         if problem:
             findings.append(Finding(f"verl.extra_overrides.{index}", *problem))
             if keep_refused:
@@ -223,7 +226,8 @@ def _unread(spec: Spec, lock: Lock, keyset, emitted: dict[str, str], engine: str
     passed = 0
     for index, text in enumerate(spec.verl.unread_overrides):
         where = f"verl.unread_overrides.{index}"
-        override, problem = check_extra(text, lock, keyset, emitted, engine, referenced)
+        override, problem = check_extra(text, lock, keyset, emitted, engine, referenced,
+                                        frozenset(spec.verl.allow_runtime_env))
         if never_read(problem):
             problem = _hydra_refusal(text, lock, keyset) or problem
         if problem is None:
@@ -311,8 +315,6 @@ def _elsewhere(key: str, lock: Lock, engine: str | None = None) -> str:
     return f" (it exists {describe_releases(read)}: verl reads it there, though no yaml declares it)" if read else ""
 
 
-_EXTRA = re.compile(r"^(~|\+\+|\+)?([A-Za-z_][A-Za-z0-9_.\-/@]*)(?:=(.*))?\Z", re.DOTALL)
-
 
 def _spec_could_say(text: str, target) -> bool:
     """Whether the field could hold this override's value. It cannot for an
@@ -393,13 +395,14 @@ def _other_engines(key: str, lock: Lock, engine: str) -> tuple[str, str]:
 
 
 def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: str | None = None,
-                referenced: frozenset[str] = frozenset()):
+                referenced: frozenset[str] = frozenset(), allow_runtime_env: frozenset[str] = frozenset()):
     """One raw override: ``(Override, None)`` when verl will read it as written, else ``(None, problem)``.
 
     ``engine`` is the rollout engine verl runs (the spec's rollout.engine, else the release's
     default); None when not known, and then a key any engine reads counts as read.
     ``referenced``: the keys other values of the launch interpolate (``${data.fork_temp}``);
-    verl reads such a key through the value that names it."""
+    verl reads such a key through the value that names it.
+    ``allow_runtime_env``: the spec's ``[verl] allow_runtime_env`` (raw_overrides.py)."""
     match = _EXTRA.match(text)
     if not match or (match.group(1) != "~" and match.group(3) is None):
         return None, ("not a Hydra override", "expected KEY=VALUE, +KEY=VALUE or ~KEY")
@@ -407,12 +410,9 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
     prefix = prefix or ""
     if key in emitted:
         return None, (f"'{key}' is set by the spec's {emitted[key]}", "change it there, so the spec says what runs")
-    if key == "hydra" or key.startswith(("hydra.", "hydra/")):
-        # Hydra reads these itself, before verl: the job's folder (hydra.run.dir,
-        # hydra.job.chdir), callbacks it instantiates, its search path.
-        return None, (f"'{key}' configures Hydra itself, not verl: it moves where the job runs or what Hydra "
-                      "loads and instantiates, which the bundle's launch does not leave to an override",
-                      "leave it out; the bundle's folder and roots say where the job reads and writes")
+    screened = screen_override(text, allow_runtime_env)
+    if screened is not None:
+        return None, screened
     through = interpolated_into(key, referenced)
     ignored = lock.ignored_by(key)
     if ignored is not None and not through:

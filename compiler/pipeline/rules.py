@@ -421,8 +421,8 @@ def _env(spec: Spec) -> list[Finding]:
 # run_ppo; the key map's pass-through), so an override under its
 # runtime_env.env_vars sets the environment of every Ray worker, as [env] set
 # does: `+ray_kwargs.ray_init.runtime_env.env_vars.LD_PRELOAD=...` compiled
-# without env.allow. (Before 0.6.0 the key was ray_init; covered alike.)
-_WORKER_ENV_KEYS = ("ray_kwargs.ray_init.runtime_env.env_vars", "ray_init.runtime_env.env_vars")
+# without env.allow. Every other runtime_env key, and a whole table above
+# them, is raw_overrides.py's screen.
 
 
 def _worker_env(spec: Spec, allowed: set[str]) -> list[Finding]:
@@ -430,17 +430,18 @@ def _worker_env(spec: Spec, allowed: set[str]) -> list[Finding]:
     worker's environment, under [env] set's name rules."""
     if not spec.verl.extra_overrides and not spec.verl.unread_overrides:
         return []
-    from tutorrl.compiler.pipeline.resolve import _EXTRA  # the one reading of an override's prefix, key and value
+    from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE, RAY_INIT, RUNTIME_ENV, WORKER_ENV
 
+    bases = tuple(f"{base}.{RUNTIME_ENV}.{WORKER_ENV}" for base in RAY_INIT)
     out: list[Finding] = []
     raw = [(f"verl.extra_overrides.{i}", t) for i, t in enumerate(spec.verl.extra_overrides)]
     raw += [(f"verl.unread_overrides.{i}", t) for i, t in enumerate(spec.verl.unread_overrides)]
     for where, text in raw:
-        match = _EXTRA.match(text)
+        match = OVERRIDE.match(text)
         if not match or match.group(1) == "~":
             continue  # not an override (resolve says so), or a deletion, which sets nothing
-        key, value = match.group(2), match.group(3) or ""
-        for base in _WORKER_ENV_KEYS:
+        key = match.group(2)
+        for base in bases:
             if key.startswith(base + "."):
                 name = key[len(base) + 1:]
                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -456,12 +457,6 @@ def _worker_env(spec: Spec, allowed: set[str]) -> list[Finding]:
                     out.append(Finding(where, f"{name} looks like a secret and would be written into the bundle",
                                        "list it in env.passthrough instead; its value is then read from your "
                                        "environment at run time"))
-            elif (key == base or base.startswith(key + ".")) and ("{" in value or "$" in value):
-                # A table (or an interpolation that makes one) above the
-                # variables would set names no rule above ever sees.
-                out.append(Finding(where, f"'{key}' given a whole table can set the Ray workers' environment "
-                                   "unchecked", f"set each variable as its own override, "
-                                   f"+{base}.NAME=value (or in [env] set), so its name is checked"))
     return out
 
 

@@ -560,6 +560,11 @@ class Verl(Section):
     Each must compose and must be unread by the release: one verl reads belongs in extra_overrides (or its spec
     field), and one verl would stop on (a field its dataclass lacks) is refused here too. `tutorrl import` puts
     the settings a script sets and the release never reads here, so its launch stays the script's."""
+    allow_runtime_env: list[Annotated[str, Meta(pattern=r"^(?!env_vars$)[A-Za-z_][A-Za-z0-9_]*$")]] = field(
+        default_factory=list)
+    """Keys of Ray's runtime_env other than env_vars (working_dir, py_modules, pip, py_executable,
+    worker_process_setup_hook, ...) that this spec's raw overrides set on purpose: each runs or installs code in every
+    Ray worker of the job, so a raw override under runtime_env is refused unless its key is named here."""
 
 
 class Evidence(Section):
@@ -631,7 +636,8 @@ def to_builtins(spec: Struct) -> dict:
                 continue
         elif type(value) not in _SCALARS:  # a scalar is its own builtin: no call into msgspec
             value = msgspec.to_builtins(value)
-            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides", "unread_overrides", "roots"):
+            if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides", "unread_overrides",
+                                                                           "allow_runtime_env", "roots"):
                 continue
         out[name] = value
     return out

@@ -51,6 +51,12 @@ def test_the_bundle_is_the_bundle_of_the_spec_with_that_value_written():
     ("actor.lr", ["expected PATH=VALUE"]),
     ("=3", ["expected PATH=VALUE"]),
     ("sweep.grid=1", ["not a setting"]),
+    # typed_value reads `v = TEXT`: what follows the first value was dropped with rc 0 (issue 43).
+    ('rollout.n=2\n[env.set]\nX = "y"', ["--set: rollout.n: 'rollout.n=2\\n[env.set]\\nX = \"y\"': the value is more "
+                                          "than one TOML value; text follows the first at line 2, column 1 of the value",
+                                          "give each setting its own --set"]),
+    ('experiment.name="a"\n  b = 1', ["the value is more than one TOML value; text follows the first at line 2, "
+                                       "column 3"]),
 ])
 def test_a_bad_set_is_located_as_set(tmp_path, word, words):
     result = support.cli("compile", str(SPEC), "--set", word, "--out", str(tmp_path / "out"))
@@ -58,6 +64,11 @@ def test_a_bad_set_is_located_as_set(tmp_path, word, words):
     for w in words:
         assert w in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_value_written_over_several_lines_is_still_one_value():
+    [launch] = compile_family(str(SPEC), sets=['trainer.loggers=[\n  "console",\n]'])
+    assert tomllib.loads(launch.bundle.files["spec.toml"].decode())["trainer"]["loggers"] == ["console"]
 
 
 def test_a_swept_setting_cannot_also_be_set(tmp_path):

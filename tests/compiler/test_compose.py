@@ -115,6 +115,9 @@ def test_chains_of_three(tmp_path):
     ('"nowhere.toml"', ["its base", "nowhere.toml", "no such file"]),
     ('"/etc/base.toml"', ["absolute path"]),
     ("3", ["expected the path of the base spec"]),
+    # The OS refuses a NUL in a path with a ValueError: screened before any path use (issue 43).
+    ('"c2\\u0000.toml"', ["a control character ('\\x00') in the path of the base spec"]),
+    ('"c2\\u001b[2J.toml"', ["a control character ('\\x1b') in the path of the base spec"]),
 ])
 def test_a_chain_that_cannot_be_read_is_refused_at_its_extends(tmp_path, extends, words):
     (tmp_path / "c1.toml").write_text(f'[experiment]\nextends = {extends}\n')
@@ -224,3 +227,12 @@ def test_compile_spec_reads_the_chain_and_refuses_a_sweep(family, tmp_path):
     (tmp_path / "s.toml").write_text('[experiment]\nextends = "bases/base.toml"\n[sweep]\ngrid = { "rollout.n" = [1, 2] }\n')
     with pytest.raises(SpecError, match="is a sweep of 2 points, not one launch"):
         compile_spec(tmp_path / "s.toml")
+
+
+def test_a_nul_in_extends_is_a_located_message_from_the_cli_never_a_traceback(tmp_path):
+    (tmp_path / "s.toml").write_text('[experiment]\nextends = "base\\u0000.toml"\n')
+    result = support.cli("compile", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{tmp_path / 's.toml'}:2:1: experiment.extends: a control character ('\\x00') in the path of the " \
+        "base spec" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -4,10 +4,11 @@ Hydra refuses one, a fresh base when a config file changes, and libyaml read as 
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import shutil
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_a_launch_on_the_kept_base_is_the_whole_compose(overrides, tmp_path):
     whole = _whole(overrides)
     assert whole.error is None, whole.error
     assert compose(ROOT, "ppo_trainer", overrides, cache=tmp_path) == whole
-    assert list(tmp_path.glob("*/ppo_trainer.pickle")), "no base kept"
+    assert list(tmp_path.glob("*/ppo_trainer.msgpack")), "no base kept"
     (kept,) = [data for path, data in composecache._KEPT.items() if tmp_path in path.parents]
     assert composecache.apply(kept, overrides) == whole.config  # the short path itself, not a fallback
     composecache._KEPT.clear()  # read back from disk this time
@@ -95,14 +96,77 @@ def test_an_unwritable_cache_costs_only_time(tmp_path):
     assert compose(ROOT, "ppo_trainer", overrides, cache=blocked / "cache") == _whole(overrides)
 
 
-def test_a_kept_base_naming_anything_but_omegaconf_is_refused(tmp_path):
+def _entry(cache: Path) -> Path:
+    (entry,) = cache.glob("*/ppo_trainer.msgpack")
+    return entry
+
+
+def test_the_cache_is_data_in_folders_and_files_only_the_user_may_open(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert composecache.default_cache() == tmp_path / "xdg" / "tutorrl" / "composed"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG spec: a relative path is ignored
+    assert composecache.default_cache() == Path.home() / ".cache" / "tutorrl" / "composed"
+    cache = tmp_path / "xdg" / "tutorrl" / "composed"
+    assert compose(ROOT, "ppo_trainer", LAUNCHES[0], cache=cache) == _whole(LAUNCHES[0])
+    entry = _entry(cache)
+    for folder in (tmp_path / "xdg" / "tutorrl", cache, entry.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+    raw = entry.read_bytes()
+    assert raw.startswith(b"tutorrl composed base 3\n") and b"\x80" not in raw[:2]  # no pickle's protocol mark
+
+
+def test_an_existing_cache_folder_others_may_enter_is_made_private(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    os.chmod(cache, 0o755)
+    compose(ROOT, "ppo_trainer", [], cache=cache)
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("spoil, why", [
+    (lambda e: e.write_bytes(e.read_bytes()[:-3] + b"xyz"), "does not match its digest"),
+    (lambda e: e.write_bytes(pickle.dumps(os.system)), "is not a kept config of this tutorrl"),
+    (lambda e: os.chmod(e, 0o644), "is not this user's alone (mode 644)"),
+    (lambda e: (e.unlink(), os.mkfifo(e, 0o600)), "is not a regular file"),
+    (lambda e: (e.unlink(), os.symlink("/dev/zero", e)), "is a symlink; not followed"),
+])
+def test_a_bad_entry_is_composed_again_and_said(tmp_path, spoil, why):
+    cache = tmp_path / "cache"
+    compose(ROOT, "ppo_trainer", [], cache=cache)
+    entry = _entry(cache)
+    spoil(entry)
+    composecache._KEPT.clear()
+    composecache.SAID.clear()
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(compose(ROOT, "ppo_trainer", LAUNCHES[0], cache=cache)),
+                              daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "reading the cache entry blocked"
+    assert done == [_whole(LAUNCHES[0])]
+    assert composecache.SAID == [f"the compose cache entry {entry} {why}; composed again"]
+    composecache.SAID.clear()
+
+
+def test_a_pickle_in_the_cache_is_never_unpickled(tmp_path):
+    ran = tmp_path / "ran"
+
     class Evil:
         def __reduce__(self):
-            return (os.system, ("true",))
+            return (os.system, (f"touch {ran}",))
 
-    with pytest.raises(pickle.UnpicklingError, match="not part of a kept config"):
-        composecache._OmegaConfOnly(io.BytesIO(pickle.dumps(Evil()))).load()
-    assert composecache.apply(pickle.dumps(Evil()), ["a=1"]) is None
+    payload = pickle.dumps(Evil())
+    # Even with a header and a digest that match, the data is read as msgpack: no code is named by it.
+    entry = composecache._FORMAT + composecache.hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+    cache = tmp_path / "cache"
+    compose(ROOT, "ppo_trainer", [], cache=cache)
+    target = _entry(cache)
+    target.write_bytes(entry)
+    composecache._KEPT.clear()
+    assert compose(ROOT, "ppo_trainer", ["trainer.total_epochs=2"], cache=cache) == _whole(["trainer.total_epochs=2"])
+    assert composecache.apply(payload, ["a=1"]) is None
+    assert not ran.exists()
 
 
 def test_libyaml_reads_every_config_file_as_omegaconf_does():

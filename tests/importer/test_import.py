@@ -226,3 +226,44 @@ def test_an_engines_own_sampling_field_is_kept_only_for_that_engine(engine, how)
     assert mapped.how == how
     if how == "unread":
         assert "only with rollout.name=sglang" in mapped.note
+
+
+def test_terminal_escapes_from_a_script_are_shown_escaped_in_the_report():
+    from tutorrl.importer.cli_impl import ImportReport, render_report
+
+    hostile = "tool \x1b[2J\x1b]0;owned\x07 \u202eevil\nsecond line"
+    report = ImportReport(source="s\x1b[31m.sh", release="0.9.1", variant="fsdp", release_reason="given",
+                          spec_path=None, mapped=[], unset={"HOST\x1b[1m": "v\x1b[0m"}, placeholders=[],
+                          other_commands=[hostile], exact=True)
+    text = render_report(report)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "  tool \\x1b[2J\\x1b]0;owned\\x07 \\u202eevil\\nsecond line" in text.splitlines()
+    assert text.startswith("import: s\\x1b[31m.sh -> verl 0.9.1 (fsdp); given")
+
+
+def test_an_imported_scripts_escapes_never_reach_the_terminal(tmp_path):
+    script = tmp_path / "launch.sh"
+    script.write_text("#!/usr/bin/env bash\nmy_tool $'\\e[2J\\e]0;owned\\a'\n"
+                      "python3 -m verl.trainer.main_ppo trainer.total_epochs=1\n")
+    proc = _import(str(script), "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
+    assert "my_tool \\x1b[2J\\x1b]0;owned\\x07" in proc.stdout, proc.stdout
+
+
+def test_a_spoiled_compose_cache_entry_is_composed_again_and_said(tmp_path):
+    env = {**os.environ, "HOME": FAKE_HOME, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def run():
+        return subprocess.run([sys.executable, "-m", "tutorrl", "import", str(SCRIPTS / "ppo_critic_rm.sh"), "--verl",
+                               "0.6.1", "-o", str(tmp_path / "s.toml")], capture_output=True, text=True, env=env)
+
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert "compose cache" not in first.stdout
+    (entry,) = (tmp_path / "xdg" / "tutorrl" / "composed").glob("*/*.msgpack")
+    entry.write_bytes(entry.read_bytes()[:-1] + b"\x00")
+    second = run()
+    assert second.returncode == 0, second.stderr
+    assert f"note: the compose cache entry {entry} does not match its digest; composed again" in second.stdout
+    assert "round trip: exact" in second.stdout

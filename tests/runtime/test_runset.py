@@ -143,6 +143,7 @@ def test_a_run_is_given_the_sets_head_only_where_a_live_set_head_is(tmp_path, mo
     folder = Path(tempfile.mkdtemp(prefix="trl-", dir=head._run_dir_base()))
     try:
         (folder / "token").write_text("t0ken")
+        os.chmod(folder / "token", 0o600)  # as the head writes it
         # A head's folder that no set published: a single run's head is no set's to share.
         with pytest.raises(RefusedError, match="no set's Ray head there"):
             head.attach(str(folder))
@@ -152,6 +153,7 @@ def test_a_run_is_given_the_sets_head_only_where_a_live_set_head_is(tmp_path, mo
                               text=True, check=True)
         (folder / head.SET_HEAD_FILE).write_text(json.dumps(
             {"set_id": "set-x", "dashboard": "http://127.0.0.1:9", "pid": int(gone.stdout), "start": 1}))
+        os.chmod(folder / head.SET_HEAD_FILE, 0o600)
         assert head.is_shared(str(folder))
         with pytest.raises(RefusedError, match="is not running"):
             head.attach(str(folder))
