@@ -2,6 +2,7 @@
 # Set up a virtualenv and run tutorrl's main job or its whole test suite.
 #
 #   bash tools/dev.sh demo   # set up, train a tiny model for real with verl 0.5.0 on the CPU, verify its checkpoints' evidence
+#   bash tools/dev.sh demo --publication   # verl 0.9.1 + SGLang on the CPU: every push proven against the served weights
 #   bash tools/dev.sh test   # set up (verl + torch for the CPU, the three training environments -- verl 0.5.0, verl 0.9.1 with vLLM, verl 0.9.1 with SGLang -- and SkyPilot's), then every test and the staleness gate
 #
 # Needs Python >= 3.11 (PYTHON=python3.12 to choose one); the virtualenv is
@@ -195,6 +196,45 @@ setup_training_sglang() {
     "$(cat "$sglang_stack" pyproject.toml)" install_training_sglang
 }
 
+# `demo --publication`: verl 0.9.1 trains with an SGLang rollout it starts itself, and tutorrl proves
+# every push: per step, the checksum root SGLang served beside the one rebuilt from verl's checkpoint.
+demo_publication() {
+  setup "ray"
+  setup_training_sglang
+  phase "making the tiny model, tokenizer and data in $tiny" "$sglang_venv/bin/python" tools/cpu_training/make_assets.py "$tiny"
+  local tutorrl out bundle root rc=0
+  tutorrl="$(absolute "$venv")/bin/tutorrl"
+  out="$(absolute "${TUTORRL_DEMO_DIR:-build/demo}")/publication"
+  rm -rf -- "$out"
+  mkdir -p "$out"
+  root="$PWD"
+  echo
+  echo "== compile specs/tiny_cpu_grpo_sglang.toml: GRPO on verl 0.9.1 with an SGLang rollout, every push checked, a wrong one stops the run"
+  bundle="$("$tutorrl" compile specs/tiny_cpu_grpo_sglang.toml --out "$out/bundles")"
+  echo "== run: verl starts SGLang on the CPU, trains 3 steps, pushes its weights into SGLang after each;"
+  echo "   tutorrl reads SGLang's /weights_checker right after every push and checks it against the checkpoint"
+  echo "   (its note that the job's Python differs from the recorded stack is expected: this is the CPU build,"
+  echo "   torch 2.13.0+cpu and no sglang-kernel, where the stack records the GPU one)"
+  (cd "$out" && TINY_ROOT="$(cd "$root" && absolute "$tiny")" CKPT_ROOT="$out/checkpoints" \
+    PYTHONPATH="$root/tools/cpu_training/verl091_sglang:$root/tools/cpu_training/sglang_cpu:$root/tools/cpu_training/verl091" \
+    TUTORRL_PYTHON="$(cd "$root" && absolute "$sglang_venv")/bin/python" \
+    "$tutorrl" run "$bundle" --num-gpus 1 2>&1) | tee "$out/train.log" \
+    | grep --line-buffered -E '^tutorrl:|tutorrl evidence: step [0-9]+: (recorded|publication)' \
+    | sed -E 's/\x1b\[[0-9;]*m//g; s/^\([A-Za-z0-9]+ pid=[0-9]+\) //' || rc=$?
+  if [ "$rc" != 0 ] || ! grep -q 'SUCCEEDED' "$out/train.log"; then
+    echo "the training run failed; the end of its output ($out/train.log):" >&2; tail -n 40 "$out/train.log" >&2; exit 1
+  fi
+  echo "== publication, per push: the checksum root SGLang served, and the one rebuilt here from verl's own checkpoint"
+  "$sglang_venv/bin/python" tools/cpu_training/publication_table.py "$bundle" "$out/checkpoints"
+  echo "== evidence: one record per checkpoint, each with the engine's reading right after the push"
+  "$tutorrl" evidence "$bundle"
+  echo "== verify --rehash: the records chain, and every recorded checkpoint file still matches"
+  "$tutorrl" verify "$bundle" --rehash 2>/dev/null
+  echo
+  echo "Each record's publication checks, with their reasons: $tutorrl evidence $bundle --format json"
+  echo "(tests/e2e/test_real_training_sglang.py also corrupts one served tensor after a push: the run stops there, exit 5.)"
+}
+
 # The test command's SkyPilot (tests/export/test_skypilot_loader.py): skypilot
 # 0.14.1 with no cloud extras, so that SkyPilot's own loader reads every task
 # `tutorrl export --to skypilot` writes. Its own virtualenv: it pulls a web
@@ -212,6 +252,10 @@ setup_skypilot() {
 command="${1:-}"
 case "$command" in
   demo)
+    if [ "${2:-}" = "--publication" ]; then
+      demo_publication
+      exit 0
+    fi
     setup "ray"
     setup_training
     tutorrl="$(absolute "$venv")/bin/tutorrl"
@@ -267,7 +311,7 @@ case "$command" in
     "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 "${@:2}"
     ;;
   *)
-    echo "usage: bash tools/dev.sh demo|test [pytest args]" >&2
+    echo "usage: bash tools/dev.sh demo [--publication] | test [pytest args]" >&2
     exit 2
     ;;
 esac

@@ -29,11 +29,12 @@ stops at that push (`tutorrl run` exits 5). Neither run leaves a process.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -42,14 +43,16 @@ import pytest
 import support
 from training_helpers import ANSI, metrics, training_env, tutorrl
 
+# The trained side, derived from verl's shard with torch alone (no tutorrl code): the demo's table uses it too.
+sys.path.insert(0, str(support.REPO / "tools" / "cpu_training"))
+from publication_table import checksums_root, served_from_shard, statement  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 PLUGINS = ":".join(str(support.REPO / "tools" / "cpu_training" / d) for d in ("verl091_sglang", "sglang_cpu", "verl091"))
 SPEC = support.SPECS / "tiny_cpu_grpo_sglang.toml"
 STEPS = 3
 CORRUPT_STEP, CORRUPT_TENSOR = 2, "model.layers.1.mlp.down_proj.weight"
-# How SGLang serves Qwen2's attention and MLP projections: fused, in this order (its weight loaders).
-FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 # What a one-engine, no-base-model, no-control run cannot check, and why each record says so.
 SKIPPED_ALWAYS = {"publication.replicas_agree", "publication.changed_from_base", "publication.control"}
 SKIPPED_FIRST = {"publication.roster_stable", "publication.changed_since_previous"}
@@ -58,35 +61,44 @@ PASS_ALWAYS = {"publication.engines_answered", "publication.tp_coverage", "publi
                "publication.version_step", "publication.changed_from_bootstrap"}
 
 
-def _statement(path: Path) -> dict:
-    envelope = json.loads(path.read_text())
-    return json.loads(base64.b64decode(envelope["payload"]))
-
-
 def _checks(path: Path) -> dict[str, dict]:
-    return {c["id"]: c for c in _statement(path)["predicate"]["verdict"]["checks"]}
+    return {c["id"]: c for c in statement(path)["predicate"]["verdict"]["checks"]}
 
 
 class Run:
-    """One real `tutorrl run` of the SGLang spec (about two minutes on two cores)."""
+    """One real run of the SGLang spec (about two minutes on two cores): `tutorrl run` itself, or the
+    README's `bash tools/dev.sh demo --publication`, which compiles and runs it and shows the proof."""
 
-    def __init__(self, root: Path, corrupt: str | None = None):
+    def __init__(self, root: Path, *, corrupt: str | None = None, demo: bool = False):
         python, tiny = training_env("TUTORRL_TRAIN_SGLANG_PYTHON", "tiny-qwen2-hd32/model.safetensors",
                                     "the verl 0.9.1 + SGLang CPU training environment")
-        self.root, self.ckpt, self.served_log = root, root / "ckpt", root / "served.jsonl"
+        self.root, self.served_log = root, root / "served.jsonl"
         state = root / "state"
         # Every process the run starts inherits this: what finds any that outlives it.
         self.mark = uuid.uuid4().hex
-        self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": PLUGINS,
-                    "TUTORRL_PYTHON": python, "XDG_STATE_HOME": str(state), "TUTORRL_STATE_HOME": str(state / "tutorrl"),
-                    "CPU_PLUGIN_SERVED_LOG": str(self.served_log), "CPU_PLUGIN_RUN_MARK": self.mark}
-        if corrupt:
-            self.env["CPU_PLUGIN_CORRUPT"] = corrupt
-        compiled = tutorrl("compile", str(SPEC), "--out", str(root / "bundles"), cwd=root)
-        assert compiled.returncode == 0, compiled.stderr
-        self.bundle = root / compiled.stdout.strip()
-        self.run = tutorrl("run", str(self.bundle), "--num-gpus", "1", cwd=root, env=self.env)
-        # Read at once: what is still alive when `tutorrl run` has returned was not ended by it.
+        probe = {"CPU_PLUGIN_SERVED_LOG": str(self.served_log), "CPU_PLUGIN_RUN_MARK": self.mark,
+                 **({"CPU_PLUGIN_CORRUPT": corrupt} if corrupt else {})}
+        self.env = {"TINY_ROOT": str(tiny), "PYTHONPATH": PLUGINS, "TUTORRL_PYTHON": python,
+                    "XDG_STATE_HOME": str(state), "TUTORRL_STATE_HOME": str(state / "tutorrl")}
+        if demo:
+            # Set-up skipped: the suite's virtualenv and the training environment are built.
+            out = root / "demo" / "publication"
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TUTORRL_"))}
+            env.update(probe, TUTORRL_DEV_SETUP="skip", TUTORRL_VENV=sys.prefix, PYTHON=sys.executable,
+                       TUTORRL_TRAIN_SGLANG_VENV=str(Path(python).parent.parent), TUTORRL_TINY_DIR=str(tiny),
+                       TUTORRL_DEMO_DIR=str(root / "demo"), XDG_STATE_HOME=str(state))
+            self.run = subprocess.run(["bash", str(support.REPO / "tools" / "dev.sh"), "demo", "--publication"],
+                                      env=env, capture_output=True, text=True, timeout=900)
+            self.ckpt = out / "checkpoints"
+            (self.bundle,) = (out / "bundles").iterdir()
+        else:
+            self.ckpt = root / "ckpt"
+            compiled = tutorrl("compile", str(SPEC), "--out", str(root / "bundles"), cwd=root)
+            assert compiled.returncode == 0, compiled.stderr
+            self.bundle = root / compiled.stdout.strip()
+            self.run = tutorrl("run", str(self.bundle), "--num-gpus", "1", cwd=root,
+                               env={**self.env, **probe, "CKPT_ROOT": str(self.ckpt)})
+        # Read at once: what is still alive when the run has returned was not ended by it.
         self.left = support.procs_with_env("CPU_PLUGIN_RUN_MARK", self.mark)
         (self.run_dir,) = sorted((self.bundle / "runs").iterdir())
         self.record = json.loads((self.run_dir / "run.json").read_text())
@@ -102,7 +114,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Run:
-    return Run(tmp_path_factory.mktemp("train-sglang"))
+    return Run(tmp_path_factory.mktemp("train-sglang"), demo=True)
 
 
 @pytest.fixture(scope="module")
@@ -110,33 +122,21 @@ def corrupted(tmp_path_factory) -> Run:
     return Run(tmp_path_factory.mktemp("train-sglang-corrupt"), corrupt=f"{CORRUPT_STEP}:{CORRUPT_TENSOR}")
 
 
-def _served_from_shard(shard: Path) -> dict[str, str]:
-    """The checksums SGLang serves for the actor saved in ``shard``, derived from that file alone."""
-    import torch
-
-    state = torch.load(shard, map_location="cpu", weights_only=False)
-    # World size 1: each DTensor's local part is the whole tensor. SGLang holds them in the rollout's
-    # dtype (verl's default bfloat16) and hashes a CPU tensor as the first 8 bytes of sha256.
-    tensors = {name: (t.to_local() if hasattr(t, "to_local") else t).to(torch.bfloat16) for name, t in state.items()}
-    out = {}
-    for name, tensor in sorted(tensors.items()):
-        fused = next(((f, parts) for f, parts in FUSED.items() if any(f".{p}." in name for p in parts)), None)
-        if fused is not None:
-            target, parts = fused
-            part = next(p for p in parts if f".{p}." in name)
-            if part != parts[0]:
-                continue  # built once, from the first part's name
-            tensor = torch.cat([tensors[name.replace(f".{part}.", f".{p}.")] for p in parts], dim=0)
-            name = name.replace(f".{part}.", f".{target}.")
-        raw = tensor.contiguous().view(torch.uint16).numpy().tobytes()
-        out[name] = hashlib.sha256(raw).hexdigest()[:16]
-    return out
-
-
-def _digest(checksums: dict[str, str]) -> str:
-    # The record's per-rank digest: sha256 of the canonical JSON of the sorted [name, checksum] pairs.
-    pairs = json.dumps(sorted([n, c] for n, c in checksums.items()), separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(pairs.encode()).hexdigest()
+def test_the_demo_shows_the_proof_push_by_push(trained):
+    """`bash tools/dev.sh demo --publication`, as a newcomer runs it: per push, the served root beside the
+    trained one, PASS, then the records and verify --rehash."""
+    out = trained.run.stdout
+    assert trained.run.returncode == 0, out[-3000:] + trained.run.stderr[-3000:]
+    rows = re.findall(r"^   step (\d)  served (sha256:[0-9a-f]{12})  trained (sha256:[0-9a-f]{12})  17/17 tensors  PASS$",
+                      out, re.M)
+    assert [int(r[0]) for r in rows] == list(range(1, STEPS + 1)), out
+    assert all(served == mine for _, served, mine in rows)
+    for (step, served, _), path in zip(rows, trained.records):
+        assert statement(path)["predicate"]["publication"]["served_digest"].startswith(served)
+        assert f"step {step}: publication checked after the push in " in out
+    assert "SUCCEEDED (exit code 0)" in out and "3 evidence record(s)" in out and "re-hashed and matches" in out
+    # verl's own output stays in train.log; what shows is tutorrl's, with no unexplained warning.
+    assert "actor_rollout_ref" not in out and "WARNING" not in out + trained.run.stderr, out
 
 
 def test_verl_trains_three_steps_with_an_sglang_rollout_it_started_itself(trained):
@@ -165,7 +165,7 @@ def test_what_the_engine_served_after_each_push_is_the_checkpoint_of_that_step(t
     assert pushed == list(range(0, STEPS + 1)), pushed
     for step in range(1, STEPS + 1):
         served = trained.served_at(step)
-        expected = _served_from_shard(trained.step_dir / f"global_step_{step}" / "actor" / "model_world_size_1_rank_0.pt")
+        expected = served_from_shard(trained.step_dir / f"global_step_{step}" / "actor" / "model_world_size_1_rank_0.pt")
         assert len(served) == 17 and served == expected, sorted(n for n in served if served[n] != expected.get(n))
     # Training changed what is served at every push.
     for step in range(1, STEPS + 1):
@@ -175,8 +175,8 @@ def test_what_the_engine_served_after_each_push_is_the_checkpoint_of_that_step(t
 def test_every_publication_check_passes_against_the_real_server(trained):
     assert [p.name for p in trained.records] == [f"{n:06d}.json" for n in range(1, STEPS + 1)]
     for step, path in enumerate(trained.records, start=1):
-        statement = _statement(path)
-        predicate = statement["predicate"]
+        stmt = statement(path)
+        predicate = stmt["predicate"]
         assert predicate["run"]["source"] == "callback" and predicate["checkpoint"]["step"] == step
         checks = _checks(path)
         publication = {cid: c["status"] for cid, c in checks.items() if cid.startswith("publication.")}
@@ -196,7 +196,7 @@ def test_every_publication_check_passes_against_the_real_server(trained):
         assert [a["global_steps"] for a in pub["in_run"]["after"]] == [step]
         # tutorrl read what the witness read: the same checksums, tensor for tensor.
         (rank,) = engine["ranks"]
-        assert rank["tensor_count"] == 17 and rank["checksums_digest"] == _digest(trained.served_at(step))
+        assert rank["tensor_count"] == 17 and rank["checksums_digest"] == checksums_root(trained.served_at(step))
     assert trained.record["evidence_problems"] == [] and trained.record["evidence_exit_code"] is None
 
 
@@ -232,10 +232,10 @@ def test_a_corrupted_publication_stops_training_at_its_push(corrupted):
     failed = {cid for cid, c in checks.items() if c["status"] == "fail"}
     assert failed == {"publication.matches_checkpoint"}, failed
     assert checks["publication.matches_checkpoint"]["detail"].startswith("1 of 17 served shards differ")
-    assert _statement(second)["predicate"]["publication"]["vs_checkpoint"]["different"] == [CORRUPT_TENSOR]
+    assert statement(second)["predicate"]["publication"]["vs_checkpoint"]["different"] == [CORRUPT_TENSOR]
     # The witness saw the same: the served tensor is not the trained one, every other one is.
     served = run.served_at(CORRUPT_STEP)
-    trained_now = _served_from_shard(run.step_dir / f"global_step_{CORRUPT_STEP}" / "actor" / "model_world_size_1_rank_0.pt")
+    trained_now = served_from_shard(run.step_dir / f"global_step_{CORRUPT_STEP}" / "actor" / "model_world_size_1_rank_0.pt")
     assert sorted(n for n in served if served[n] != trained_now[n]) == [CORRUPT_TENSOR]
 
 

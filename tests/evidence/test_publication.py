@@ -605,6 +605,38 @@ def test_stop_raises_out_of_the_push_whose_check_failed(verl_parts, tmp_path, mo
     assert rec.predicate.verdict.status == "fail" and checks["publication.changed_from_bootstrap"] == "fail"
 
 
+def test_stop_raises_out_of_the_push_whose_record_finds_the_served_weights_are_not_the_checkpoint(
+        verl_parts, tmp_path, monkeypatch):
+    """The engine's own checks all pass (it changed, versions moved), but what it serves is not the checkpoint
+    saved for that step: only the record can see that, and under "stop" the push waits for it and raises."""
+    from tutorrl.evidence.callback import EvidenceCallback, EvidenceStopped
+
+    bundle = make_bundle(tmp_path / "bundles")
+    monkeypatch.setenv("TUTORRL_BUNDLE_DIR", str(bundle))
+    monkeypatch.setenv("TUTORRL_EVIDENCE_ON_FAILURE", "stop")
+    config = verl_config()
+    cb = EvidenceCallback(config=config)
+    try:
+        with ContractServer(served(0)) as a:
+            trainer, _ = verl_parts([a], lambda step: served(step + 10), config=config, bootstrap=True)
+            on_step_end(trainer)
+            trainer.global_steps = 1
+            step_dir = make_fsdp_step(tmp_path / "ckpts", 1, scale=1)  # the engine will serve scale 11
+            cb.on_save(trainer=trainer, global_step=1, checkpoint_dir=str(step_dir), async_save=False)
+            with pytest.raises(EvidenceStopped) as err:
+                on_step_end(trainer)
+    finally:
+        publication.disarm()
+    msg = str(err.value)
+    assert "publication failed at the push of step 1" in msg and "evidence/000001.json failed" in msg
+    assert "publication.matches_checkpoint" in msg
+    (rec,) = [s for _, s in read_records(bundle)]
+    checks = {c.id: c.status for c in rec.predicate.verdict.checks}
+    assert checks["publication.matches_checkpoint"] == "fail" and checks["publication.changed_from_bootstrap"] == "pass"
+    # Raised once: the next save finds nothing more to raise.
+    cb._raise_if_failed()
+
+
 @pytest.mark.parametrize("shape", ["0.5.12", "0.5.13-0.5.20"])
 def test_the_control_is_refused_where_compare_keeps_the_snapshot(verl_parts, tmp_path, shape):
     bundle = make_bundle(tmp_path / "bundles")
