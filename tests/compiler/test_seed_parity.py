@@ -88,6 +88,7 @@ def test_same_settings_as_the_seed(config, tmp_path, standin_python):
     assert ("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES" in env_vars) == (reward_sim_gpus > 0)
 
 
+@pytest.mark.needs_verl
 def test_seed_attn_override_is_wrong_and_tutorrl_is_right(tmp_path, standin_python):
     """The seed documents `...override_config.attn_implementation=sdpa`; verl 0.9.1 needs `+` there."""
     from hydra.errors import ConfigCompositionException
