@@ -19,7 +19,7 @@ import pytest
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "seed"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "seed"  # tests/compiler/golden: tools/seed_golden.py writes it
 
 # Every key the chess spec sets that the seed leaves to verl's defaults -- the
 # spec says each one; nothing else is added (a spec emits only what it says).
