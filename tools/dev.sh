@@ -265,7 +265,7 @@ case "$command" in
     if [ "${2:-}" = "--fast" ]; then
       # The fast tier: the test virtualenv only; the staleness gate; every test not marked slow, wheels (downloads)
       # or needs_train_env (tests/README.md says the tiers), on two pytest-xdist workers (on 2 cores: 1 min 58 s
-      # where one took 3 min 31 s). Further arguments go to pytest (-n 0: one process).
+      # to 2 min 53 s as the machine's load varied, where one process took 3 min 31 s). Further arguments go to pytest (-n 0: one process).
       setup "test"
       "$venv/bin/tutorrl" check
       "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 -n 2 \
