@@ -72,7 +72,7 @@ def spec_doc(base: dict | None = None, /, **tables) -> dict:
 
     Tests build whole specs with this (the per-folder shapes, review_helpers.BASE and
     compiler_helpers.CHESS / FSDP_CUSTOM, are spec_doc calls). Literal TOML stays where the text
-    is the point: error positions and located problems (tests/compiler/test_spec_errors.py,
+    is the point: error positions and located problems (tests/compiler/spec/test_spec_errors.py,
     test_toml_positions.py, test_rewards.py's "spec.toml:9:1", test_compose.py's "set in
     a.toml:6"), specs written to be refused (a
     builder that starts from a valid spec would hide the one broken line), the partial children

@@ -4,10 +4,13 @@
 #   bash tools/dev.sh demo   # set up, train a tiny model for real with verl 0.5.0 on the CPU, verify its checkpoints' evidence
 #   bash tools/dev.sh demo --publication   # verl 0.9.1 + SGLang on the CPU: every push proven against the served weights
 #   bash tools/dev.sh test   # set up (verl + torch for the CPU, the three training environments -- verl 0.5.0, verl 0.9.1 with vLLM, verl 0.9.1 with SGLang -- and SkyPilot's), then every test and the staleness gate
+#   bash tools/dev.sh test --fast   # the fast tier: set up the test virtualenv only, then the staleness gate and every
+#                                   # test that needs no training environment, downloads nothing and is not marked slow
 #
 # Needs Python >= 3.11 (PYTHON=python3.12 to choose one); the virtualenv is
 # .venv (TUTORRL_VENV to choose another). Set-up prints one line per phase;
-# pip's full output goes to build/dev-setup.log, shown when a phase fails.
+# pip's full output goes to build/dev-setup-<command>.log (one per command, so
+# the test command's set-up never replaces the demo's log), shown when a phase fails.
 # pip is upgraded first (an old pip mis-resolves this dependency set), then
 # torch is installed pinned to the CPU build this machine kind provides (pip's
 # configured find-links): asked for later by verl, an unpinned torch would pull
@@ -22,7 +25,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv="${TUTORRL_VENV:-.venv}"
 python="${PYTHON:-python3}"
 torch_pin="torch==2.13.0"
-log="$PWD/build/dev-setup.log"
+log="$PWD/build/dev-setup-${1:-none}.log"
 log_told=""
 
 python_ok() {  # $1: an interpreter; succeeds when it is Python >= 3.11
@@ -112,9 +115,9 @@ setup() {
     echo "Remove it (rm -r $venv) and run this again." >&2
     exit 2
   fi
-  if [ "${TUTORRL_DEV_SETUP:-}" != "skip" ]; then  # a new log for each set-up (a skipped one writes none)
+  if [ "${TUTORRL_DEV_SETUP:-}" != "skip" ]; then  # a new log for each set-up of this command (a skipped one writes none)
     mkdir -p "$(dirname "$log")"
-    : >"$log"
+    printf '==== tools/dev.sh %s, set-up started %s\n' "$command" "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" >"$log"
   fi
   venv_setup "$venv" "${extras//,/-}" "tutorrl[$extras]" "$(cat pyproject.toml)" install_tutorrl tutorrl
 }
@@ -140,7 +143,22 @@ install_training() {
 
 setup_training() {
   venv_setup "$train_venv" train "the verl 0.5.0 training environment" "$(cat "$train_stack")" install_training
-  phase "making the tiny model, tokenizer and data in $tiny" "$train_venv/bin/python" tools/cpu_training/make_assets.py "$tiny"
+  tiny_assets "$train_venv" "$train_stack"
+}
+
+tiny_assets() {  # VENV STACK: make the tiny model, tokenizer and data with VENV's Python (STACK: its pinned set)
+  # The tiny assets are made once: $tiny/.tutorrl-setup-assets records what they were made from (the maker, the
+  # reward, the training stack); while it is the same they are left as they are (the demo's and the tests' inputs).
+  # Made from something else, the set is made again, whole (make_assets.py replaces it by rename).
+  local stamp="$tiny/.tutorrl-setup-assets" want
+  want="$(cat tools/cpu_training/make_assets.py tools/cpu_training/tiny_add_reward.py "$2")"
+  if [ -f "$tiny/.complete" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "setup: $tiny (the tiny model, tokenizer and data) is up to date; nothing to make"
+    return
+  fi
+  rm -f -- "$tiny/.complete"  # make_assets.py leaves a complete set as it is
+  phase "making the tiny model, tokenizer and data in $tiny" "$1/bin/python" tools/cpu_training/make_assets.py "$tiny"
+  printf '%s' "$want" >"$stamp"
 }
 
 # The test command's second training environment (specs/tiny_cpu_grpo_091.toml,
@@ -201,7 +219,11 @@ setup_training_sglang() {
 demo_publication() {
   setup "ray"
   setup_training_sglang
-  phase "making the tiny model, tokenizer and data in $tiny" "$sglang_venv/bin/python" tools/cpu_training/make_assets.py "$tiny"
+  if [ -f "$tiny/.complete" ]; then  # made by the other demo or the tests: the same model and data
+    echo "setup: $tiny (the tiny model, tokenizer and data) is there; nothing to make"
+  else
+    tiny_assets "$sglang_venv" "$sglang_stack"
+  fi
   local tutorrl out bundle root rc=0
   tutorrl="$(absolute "$venv")/bin/tutorrl"
   out="$(absolute "${TUTORRL_DEMO_DIR:-build/demo}")/publication"
@@ -296,6 +318,16 @@ case "$command" in
     echo "Next: source $venv/bin/activate (puts tutorrl on PATH), then: tutorrl runs $bundle; tutorrl diff specs/chess_tutor_grpo.toml specs/chess_tutor_lora.toml; tutorrl compile your-spec.toml (examples in specs/)."
     ;;
   test)
+    if [ "${2:-}" = "--fast" ]; then
+      # The fast tier: the test virtualenv only; the staleness gate; every test not marked slow, wheels (downloads)
+      # or needs_train_env (tests/README.md says the tiers), on two pytest-xdist workers (on 2 cores: 1 min 58 s
+      # to 2 min 53 s as the machine's load varied, where one process took 3 min 31 s). Further arguments go to pytest (-n 0: one process).
+      setup "test"
+      "$venv/bin/tutorrl" check
+      "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 -n 2 \
+        -m "not slow and not wheels and not needs_train_env" "${@:3}"
+      exit
+    fi
     setup "test"
     setup_training
     setup_training_091
@@ -308,10 +340,11 @@ case "$command" in
     export TUTORRL_TRAIN_PYTHON TUTORRL_TINY_DIR TUTORRL_TRAIN091_PYTHON TUTORRL_SGLANG_CPU_PYTHON TUTORRL_TRAIN_SGLANG_PYTHON \
       TUTORRL_SKYPILOT_PYTHON
     "$venv/bin/tutorrl" check
-    "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 "${@:2}"
+    # --full: nothing is deselected for a missing verl, Ray or training environment (tests/conftest.py).
+    "$venv/bin/python" -m pytest -p no:cacheprovider --durations=15 --full "${@:2}"
     ;;
   *)
-    echo "usage: bash tools/dev.sh demo [--publication] | test [pytest args]" >&2
+    echo "usage: bash tools/dev.sh demo [--publication] | test [--fast] [pytest args]" >&2
     exit 2
     ;;
 esac

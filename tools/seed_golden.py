@@ -10,7 +10,7 @@ repository. It lies in the project's shared folder beside the checkout
 runs only where that folder exists. It
 executes the seed as is (its one project import stubbed) for each
 configuration below and writes, per configuration, the inputs it was given and
-the exact override list it returned. tests/compiler/test_seed_parity.py
+the exact override list it returned. tests/compiler/pipeline/test_seed_parity.py
 compares tutorrl's compile output against those files, so the suite passes in
 a bare clone and a change in the seed shows up here as drift.
 

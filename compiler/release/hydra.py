@@ -13,7 +13,7 @@ innermost first:
    before a quote -- escaped ones or the closing one -- are doubled. Other
    backslashes stand for themselves.
 
-The property tests in ``tests/compiler/test_hydra.py`` check both layers
+The property tests in ``tests/compiler/release/test_hydra.py`` check both layers
 against Hydra's own ``OverridesParser`` and against composing verl's config.
 """
 

@@ -109,6 +109,7 @@ def test_bench_run_smallest():
         assert row in out, out
 
 
+@pytest.mark.needs_torch
 def test_gpu_checksum_parity_smallest_on_cpu():
     """The GPU proof script's CPU path: tutorrl's port and a torch re-implementation agree on real tensors.
 

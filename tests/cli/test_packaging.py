@@ -76,6 +76,8 @@ def _package_sources() -> list[Path]:
     return sorted(p for folder in set(PACKAGE_DIRS.values()) for p in (REPO / folder).glob("*.py"))
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_every_import_of_the_package_is_declared():
     extras = list(PROJECT["optional-dependencies"])
     # importer/_jail.py also runs as a plain file in the sandbox, importing its sibling _confine by name.
@@ -90,6 +92,8 @@ def test_core_dependencies_are_only_what_compile_needs():
     assert "numpy" in _declared("engine") and "numpy" in _declared("bench") and "numpy" in _declared("test")
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_every_import_of_tests_benchmarks_and_tools_is_declared():
     tests = sorted((REPO / "tests").rglob("*.py"))
     local = {"tutorrl", "support", "conftest", *(p.stem for p in tests)}

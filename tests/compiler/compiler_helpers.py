@@ -1,6 +1,14 @@
-"""Data shared by the compiler tests (a module of its own: tests import no other test module)."""
+"""Data and helpers shared by the compiler tests (a module of its own: tests import no other test module)."""
 
 from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import sys
+from unittest import mock
 
 from hypothesis import strategies as st
 
@@ -49,3 +57,47 @@ FSDP_CUSTOM = support.spec_doc(
 def spec_at(release: str, spec: dict, **tables) -> str:
     """``spec`` as TOML text for verl ``release``, with ``tables`` merged in (support.spec_doc's rules)."""
     return support.spec_toml(support.spec_doc(spec, experiment={"verl": release}), **tables)
+
+
+# -- launch.sh read without a shell --------------------------------------------------------------------------------
+
+# launch.sh's lines this reads, as the templates (templates/launch.sh.tmpl, roots_program.tmpl) write them.
+_ROOT_DEFAULT = re.compile(r'^if \[ -z "\$\{([A-Za-z_][A-Za-z0-9_]*):-\}" \]; then export \1=(.*); fi$', re.M)
+_ROOTS_PROGRAM = re.compile(r"^roots_program=('(?:[^']|'\"'\"')*')$", re.M)
+_ROOTED = re.compile(r'^(rooted_\d+)="\$\("\$python_bin" -c "\$roots_program" (.*)\)" \|\| exit 3$', re.M)
+_EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.M)
+# A whole word of the exec line that is a variable in double quotes ("$@", "$rooted_0"): a value's own quotes are
+# Hydra-escaped (\") inside a single-quoted word, so never preceded by a blank.
+_VARIABLE_WORD = re.compile(r'(?<=\s)"\$(@|rooted_\d+)"(?=\s|$)')
+
+
+def launch_in_process(bundle, env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """What ``bundle``'s launch.sh hands verl -- the argv after the interpreter, and what bundle.env exports --
+    with no shell run: the words read with POSIX quoting (shlex), the roots' defaults applied as launch.sh applies
+    them, the program it runs for each path under a root run in this Python (its output taken as ``"$(...)"``
+    takes it: trailing newlines dropped), and no arguments given to launch.sh. ``env`` is the job's environment.
+
+    The property tests drive many examples through this; each keeps a real-bash sample (support.StandinPython)
+    that checks bash hands verl what this reads."""
+    text = (bundle / "launch.sh").read_text(encoding="utf-8")
+    job_env = dict(env or {})
+    for name, word in _ROOT_DEFAULT.findall(text):
+        if not job_env.get(name):
+            job_env[name] = shlex.split(word)[0]
+    programs = [shlex.split(f"p={quoted}")[0][2:] for quoted in _ROOTS_PROGRAM.findall(text)]
+    rooted = {}
+    for name, args in _ROOTED.findall(text):
+        (program,) = programs
+        printed = io.StringIO()
+        with mock.patch.object(sys, "argv", ["-c", *shlex.split(args)]), \
+                mock.patch.dict(os.environ, job_env, clear=True), contextlib.redirect_stdout(printed):
+            exec(compile(program, "<launch.sh roots_program>", "exec"), {"__name__": "__main__"})
+        rooted[name] = printed.getvalue().rstrip("\n")
+    exec_line = text.split("\nexec ", 1)[1].replace("\\\n", " ")
+    words = shlex.split(_VARIABLE_WORD.sub(lambda m: f"'\0{m.group(1)}'", exec_line))
+    assert words[0] == "$python_bin", words[:2]
+    argv = [rooted[w[1:]] if w.startswith("\0rooted_") else w for w in words[1:] if w != "\0@"]
+    assert not [w for w in argv if "\0" in w], argv
+    exported = {name: shlex.split(word)[0] for name, word in
+                _EXPORT.findall((bundle / "bundle.env").read_text(encoding="utf-8"))}
+    return argv, exported

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON", "TUTORRL_TINY_DIR")]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -34,7 +34,7 @@ import pytest
 import support
 from training_helpers import ANSI, metrics, training_env, tutorrl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON", "TUTORRL_TINY_DIR")]
 
 SHIM = support.REPO / "tools" / "cpu_training" / "shim"
 

@@ -34,7 +34,7 @@ import pytest
 import support
 from training_helpers import ANSI, metrics, training_env, tutorrl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_TRAIN091_PYTHON", "TUTORRL_TINY_DIR")]
 
 PLUGIN = support.REPO / "tools" / "cpu_training" / "verl091"
 # What the callback prints in verl's TaskRunner as each record is written; Ray forwards it into the job's log

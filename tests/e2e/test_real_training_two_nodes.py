@@ -31,7 +31,11 @@ import pytest
 import support
 from training_helpers import metrics, training_env, tutorrl
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.needs_ray,
+    pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON", "TUTORRL_TINY_DIR"),
+]
 
 SHIM = support.REPO / "tools" / "cpu_training" / "shim"
 MARKER = "TUTORRL_TEST_TWO_NODE_TRAINING"

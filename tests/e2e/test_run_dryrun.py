@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_verl]
 
 ROOT = Path(__file__).resolve().parents[2]
 # The examples for verl 0.9.1, this environment's verl. The CPU training specs are left out: they run

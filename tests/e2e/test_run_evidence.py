@@ -22,9 +22,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
 from tutorrl.compiler.bundle.manifest import reseal
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]  # a real embedded Ray head per test (about 40 s)
 
 STANDIN = r'''#!/usr/bin/env bash
 set -euo pipefail

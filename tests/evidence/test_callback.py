@@ -76,6 +76,7 @@ def _checks(record):
     return {c.id: c for c in record.predicate.verdict.checks}
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_verl_loads_and_calls_it(build, run, tmp_path):
     cb = build()
@@ -93,6 +94,7 @@ def test_verl_loads_and_calls_it(build, run, tmp_path):
     assert verify_evidence(run, digest_of(run)) == []
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_on_save_returns_before_hashing_and_records_keep_save_order(build, run, tmp_path, gate):
     cb = build()
@@ -112,6 +114,7 @@ def test_on_save_returns_before_hashing_and_records_keep_save_order(build, run, 
     assert verify_evidence(run, digest_of(run)) == []
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_the_last_save_waits_for_every_record(build, run, tmp_path, gate):
     cb = build()
@@ -125,6 +128,7 @@ def test_the_last_save_waits_for_every_record(build, run, tmp_path, gate):
     assert _steps(run) == [1, 2]
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_a_checkpoint_deleted_while_waiting_is_hashed_as_saved(build, run, tmp_path, gate):
     import shutil
@@ -142,6 +146,7 @@ def test_a_checkpoint_deleted_while_waiting_is_hashed_as_saved(build, run, tmp_p
     assert len(record.predicate.checkpoint.files.resources) > 0
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_fail_open_records_the_failure_and_training_goes_on(build, run, tmp_path, gate, capsys):
     cb = build()
@@ -160,6 +165,7 @@ def test_fail_open_records_the_failure_and_training_goes_on(build, run, tmp_path
     assert "training continues" in capsys.readouterr().err
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_fail_closed_stops_verl_with_a_message(build, run, tmp_path, gate, monkeypatch):
     monkeypatch.setenv("TUTORRL_EVIDENCE_ON_FAILURE", "stop")
@@ -179,6 +185,7 @@ def test_fail_closed_stops_verl_with_a_message(build, run, tmp_path, gate, monke
     assert record.predicate.verdict.status == "fail"
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_fail_closed_at_the_last_save_and_without_a_bundle(build, run, tmp_path, monkeypatch):
     monkeypatch.setenv("TUTORRL_EVIDENCE_ON_FAILURE", "stop")
@@ -196,6 +203,7 @@ def test_fail_closed_at_the_last_save_and_without_a_bundle(build, run, tmp_path,
         build()
 
 
+@pytest.mark.needs_verl
 @pytest.mark.slow
 def test_never_raises_into_the_trainer_by_default(build, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("TUTORRL_EVIDENCE_ON_FAILURE", raising=False)

@@ -58,6 +58,7 @@ def _launch(bundle: Path, tmp_path: Path, flags: str = "", pythonpath: Path | No
     return proc, (json.loads(argv_file.read_text()) if argv_file.exists() else None)
 
 
+@pytest.mark.needs_verl
 def test_the_check_passes_and_verl_starts(bundle, tmp_path):
     assert "tutorrl.evidence.hook_check" in (bundle / "launch.sh").read_text()
     proc, argv = _launch(bundle, tmp_path)
@@ -65,6 +66,7 @@ def test_the_check_passes_and_verl_starts(bundle, tmp_path):
     assert argv is not None and argv[:2] == ["-m", "verl.trainer.main_ppo"]
 
 
+@pytest.mark.needs_verl
 def test_the_check_loads_none_of_the_training_stack(bundle):
     code = ("import sys; from tutorrl.evidence.hook_check import problem; why = problem(sys.argv[1]); "
             f"print(repr(why), sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))")
@@ -96,6 +98,7 @@ def test_an_older_tutorrl_stops_the_launch(bundle, tmp_path):
     assert "No module named 'tutorrl.evidence.hook_check'" in proc.stderr, proc.stderr
 
 
+@pytest.mark.needs_verl
 def test_a_bundle_this_tutorrl_cannot_read_is_refused(bundle):
     manifest = bundle / "manifest.json"
     data = json.loads(manifest.read_text())

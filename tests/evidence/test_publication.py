@@ -156,6 +156,8 @@ def run_steps(trainer, rec, steps, control=False, before_push=None):
         on_step_end(trainer)
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_each_checkpoint_is_read_after_the_push_that_serves_it(verl_parts, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -187,6 +189,8 @@ def test_each_checkpoint_is_read_after_the_push_that_serves_it(verl_parts, tmp_p
     assert {c.id: c.status for c in first.verdict.checks}["publication.roster_stable"] == "skipped"
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_an_engine_left_behind_fails(verl_parts, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -204,6 +208,8 @@ def test_an_engine_left_behind_fails(verl_parts, tmp_path):
     assert s.predicate.verdict.status == "fail"
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_versions_must_move_by_exactly_one(verl_parts, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -218,6 +224,8 @@ def test_versions_must_move_by_exactly_one(verl_parts, tmp_path):
     assert "global_steps 3 after the push of step 2" in checks["publication.version_step"].detail
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_a_changed_roster_and_an_unchanged_publication_fail(verl_parts, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -234,6 +242,8 @@ def test_a_changed_roster_and_an_unchanged_publication_fail(verl_parts, tmp_path
         assert checks["publication.changed_since_previous"].status == "fail"
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_sensitivity_control(verl_parts, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -271,6 +281,8 @@ def test_control_setting_reaches_the_bundle(tmp_path):
     assert "publication_control = true" in (path / "spec.toml").read_text()
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_tutorrl_callback_records_after_the_push(verl_parts, tmp_path, monkeypatch):
     from tutorrl.evidence.callback import EvidenceCallback
 
@@ -311,6 +323,8 @@ def armed():
     publication.disarm()
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_the_first_publication_is_checked_against_the_bootstrap(verl_parts, armed, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -350,6 +364,8 @@ def _model_folder(path, scale):
     return path
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_the_first_sync_must_deliver_the_model_path_as_the_seeds_compare_does(verl_parts, armed, tmp_path):
     """verl's first sync (on_init_end, global_steps 0) pushes the actor as loaded: the engines must then
     serve the model path's weights, rebuilt as the engine loads them. Recorded with the first publication."""
@@ -387,6 +403,8 @@ def test_the_first_sync_must_deliver_the_model_path_as_the_seeds_compare_does(ve
     assert first[cid].status == "skipped" and "resumed" in first[cid].detail
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_without_the_bootstrap_the_check_says_why(verl_parts, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -494,6 +512,8 @@ def no_cuda(monkeypatch):
     monkeypatch.setattr(ew, "log_gpu_memory_usage", lambda *a, **k: None)
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_lora_publications_prove_the_base_and_say_the_adapter_is_not_verifiable(verl_parts, armed, ray_local, no_cuda,
                                                                                  tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
@@ -550,6 +570,8 @@ def rec_deliver(rec, step):
     return deliver
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_lora_base_changed_fails_and_the_control_is_refused(verl_parts, armed, ray_local, no_cuda, tmp_path):
     bundle = make_bundle(tmp_path / "bundles")
     rec = Recorder(bundle, tmp_path)
@@ -576,6 +598,8 @@ def test_lora_base_changed_fails_and_the_control_is_refused(verl_parts, armed, r
     assert "differ from the base verl pushed at verl's first sync" in checks["publication.base_unchanged"].detail
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_stop_raises_out_of_the_push_whose_check_failed(verl_parts, tmp_path, monkeypatch):
     from tutorrl.evidence.callback import EvidenceCallback, EvidenceStopped
 
@@ -605,6 +629,8 @@ def test_stop_raises_out_of_the_push_whose_check_failed(verl_parts, tmp_path, mo
     assert rec.predicate.verdict.status == "fail" and checks["publication.changed_from_bootstrap"] == "fail"
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_stop_raises_out_of_the_push_whose_record_finds_the_served_weights_are_not_the_checkpoint(
         verl_parts, tmp_path, monkeypatch):
     """The engine's own checks all pass (it changed, versions moved), but what it serves is not the checkpoint
@@ -637,6 +663,8 @@ def test_stop_raises_out_of_the_push_whose_record_finds_the_served_weights_are_n
     cb._raise_if_failed()
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 @pytest.mark.parametrize("shape", ["0.5.12", "0.5.13-0.5.20"])
 def test_the_control_is_refused_where_compare_keeps_the_snapshot(verl_parts, tmp_path, shape):
     bundle = make_bundle(tmp_path / "bundles")
@@ -713,6 +741,8 @@ def test_publication_control_is_warned_about_the_sglang_releases_that_keep_the_s
     assert "0.5.21+" in warning.message and "64 GB" in warning.message and "refuses the control" in warning.message
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_sglang_0_5_12_kernel_failure_is_said_not_failed(verl_parts, tmp_path):
     # verl 0.9.1's own pin: a tensor of 2+ dimensions whose last one is not a multiple of 4
     # bytes fails the whole checksum call. Nothing can be read; nothing is shown wrong either.

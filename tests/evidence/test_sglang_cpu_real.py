@@ -53,7 +53,7 @@ from tutorrl.evidence.schema import HASH_FUNCTION_CPU
 from tutorrl.evidence.served_layout import build, model_shape, plan
 from tutorrl.evidence.tensorhash import sglang_cpu_hash
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_SGLANG_CPU_PYTHON", "TUTORRL_TINY_DIR")]
 
 SHIM = support.REPO / "tools" / "cpu_training" / "sglang_cpu"
 START_TIMEOUT_S = 300

@@ -118,6 +118,7 @@ def _mount_like_kubernetes(data: dict, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.needs_verl
 def test_start_script_runs_launch_from_a_checked_copy_and_refuses_an_edited_configmap(cluster, tmp_path):
     bundle = _bundle_named("chess-tutor-grpo-wandb")
     config_map, job = _documents(bundle)

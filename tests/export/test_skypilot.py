@@ -71,6 +71,7 @@ def test_nodes_gpus_and_secrets_map_to_skypilot_fields():
     assert task["secrets"] == {"RAY_AUTH_TOKEN": None}
 
 
+@pytest.mark.needs_verl
 def test_run_script_starts_ray_with_skypilots_template_and_trains_on_rank_0_only(cluster, tmp_path):
     """SkyPilot's ~/sky_templates/ray/start_cluster starts Ray (head on rank 0, a worker elsewhere,
     nothing where the user's Ray already runs); here it is a stand-in that records the environment

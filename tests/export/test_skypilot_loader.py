@@ -20,7 +20,7 @@ import yaml
 import support
 from export_helpers import BUNDLES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_SKYPILOT_PYTHON")]
 
 ACCELERATOR = "H100"
 IMAGE = "example.org/verl:0.9.1"

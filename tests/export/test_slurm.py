@@ -5,6 +5,7 @@ launch.sh ran."""
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 from pathlib import Path
 
@@ -65,6 +66,7 @@ def _submit(cluster, tmp_path, bundle: str, *args: str, **env):
                        **env)
 
 
+@pytest.mark.needs_verl
 def test_job_starts_ray_head_and_workers_then_launch_on_the_head(cluster, tmp_path):
     bundle = _bundle_named("chess-tutor-megatron-tp4")
     result = _submit(cluster, tmp_path, bundle)
@@ -96,6 +98,7 @@ def test_job_starts_ray_head_and_workers_then_launch_on_the_head(cluster, tmp_pa
     assert ray_env["TUTORRL_BUNDLE_DIR"] == str(tmp_path / "bundles" / bundle)
 
 
+@pytest.mark.needs_verl
 def test_a_head_address_from_the_environment_replaces_the_head_nodes_own(cluster, tmp_path):
     """TUTORRL_RAY_HEAD_IP (a network of several, or a loopback address on one machine, which
     `ray start` keeps where it would replace 127.0.0.1): no node is asked its address, every
@@ -112,6 +115,7 @@ def test_a_head_address_from_the_environment_replaces_the_head_nodes_own(cluster
     assert cluster.calls("python")[0]["env"]["RAY_ADDRESS"] == "127.0.0.2:6379"
 
 
+@pytest.mark.needs_verl
 def test_job_needs_secrets_by_name_and_never_writes_them(cluster, tmp_path):
     bundle = _bundle_named("chess-tutor-grpo-wandb")
     result = _submit(cluster, tmp_path, bundle)
@@ -136,6 +140,7 @@ def test_job_refuses_a_bundle_changed_on_the_shared_file_system(cluster, tmp_pat
     assert cluster.calls("srun") == [] and cluster.calls("python") == []
 
 
+@pytest.mark.needs_verl
 def test_ray_auth_is_the_jobs_own_token_for_every_ray_command_and_probe(cluster, tmp_path):
     """Ray 2.60 turns token auth on at `ray start --head` when ~/.ray/auth_token exists; a
     probe without the token then hangs the job. The job makes its own token, outside ~/.ray,

@@ -6,6 +6,7 @@ stand-ins (conftest.py); the YAML is read back with PyYAML."""
 
 from __future__ import annotations
 
+import pytest
 import shutil
 
 import yaml
@@ -31,6 +32,7 @@ def _pwned(tmp_path) -> list[str]:
     return sorted(p.name for p in tmp_path.rglob("PWNED*"))
 
 
+@pytest.mark.needs_verl
 def test_slurm_script_of_a_bundle_in_a_folder_named_with_payloads_runs_none_of_them(cluster, tmp_path):
     bundle, shown = _copied(tmp_path)
     result = export(shown, "--to", "slurm", cwd=tmp_path)

@@ -18,8 +18,17 @@ import support
 from tutorrl.importer import composecache
 from tutorrl.importer.roundtrip import _compose, compose
 
-CONFIG = Path(support.verl_config_dir())
-ROOT = CONFIG.parents[2]  # holds verl/trainer/config, as config_root() does
+pytestmark = pytest.mark.needs_verl
+
+
+def _config() -> Path:
+    """The installed verl's config folder, asked for by each test (at import, a core environment's collection fails)."""
+    return Path(support.verl_config_dir())
+
+
+def _root() -> Path:
+    return _config().parents[2]  # holds verl/trainer/config, as config_root() does
+
 
 LAUNCHES = [
     # tests/importer/scripts/ppo_critic_rm.sh, as verl would get it.
@@ -39,19 +48,19 @@ LAUNCHES = [
 
 
 def _whole(overrides):
-    return _compose(ROOT, CONFIG, "ppo_trainer", overrides)
+    return _compose(_root(), _config(), "ppo_trainer", overrides)
 
 
 @pytest.mark.parametrize("overrides", LAUNCHES, ids=["ppo_critic_rm", "edge_cases", "dict_to_value", "none"])
 def test_a_launch_on_the_kept_base_is_the_whole_compose(overrides, tmp_path):
     whole = _whole(overrides)
     assert whole.error is None, whole.error
-    assert compose(ROOT, "ppo_trainer", overrides, cache=tmp_path) == whole
+    assert compose(_root(), "ppo_trainer", overrides, cache=tmp_path) == whole
     assert list(tmp_path.glob("*/ppo_trainer.msgpack")), "no base kept"
     (kept,) = [data for path, data in composecache._KEPT.items() if tmp_path in path.parents]
     assert composecache.apply(kept, overrides) == whole.config  # the short path itself, not a fallback
     composecache._KEPT.clear()  # read back from disk this time
-    assert compose(ROOT, "ppo_trainer", overrides, cache=tmp_path) == whole
+    assert compose(_root(), "ppo_trainer", overrides, cache=tmp_path) == whole
 
 
 @pytest.mark.parametrize("bad", ["trainer.no_such_key=1", "+trainer.total_epochs=1", "data.train_batch_size=[1,",
@@ -59,25 +68,25 @@ def test_a_launch_on_the_kept_base_is_the_whole_compose(overrides, tmp_path):
 def test_a_refused_launch_gets_hydras_own_error(bad, tmp_path):
     whole = _whole([bad])
     assert whole.error is not None
-    assert compose(ROOT, "ppo_trainer", [bad], cache=tmp_path) == whole
+    assert compose(_root(), "ppo_trainer", [bad], cache=tmp_path) == whole
     (kept,) = [data for path, data in composecache._KEPT.items() if tmp_path in path.parents]
     assert composecache.apply(kept, [bad]) is None
 
 
 def test_a_group_choice_goes_the_whole_way(tmp_path):
-    folders = [CONFIG]
+    folders = [_config()]
     assert composecache.names_a_group("actor@actor_rollout_ref.actor=megatron_actor", folders)
     assert composecache.names_a_group("data=legacy_data", folders)
     assert composecache.names_a_group("+hydra.job.chdir=true", folders)
     assert not composecache.names_a_group("data.train_batch_size=8", folders)
     choice = ["critic=megatron_critic"]
-    assert compose(ROOT, "ppo_trainer", choice, cache=tmp_path) == _whole(choice)
+    assert compose(_root(), "ppo_trainer", choice, cache=tmp_path) == _whole(choice)
     assert not list(tmp_path.iterdir()), "a base was composed for a launch that cannot use it"
 
 
 def test_an_edited_config_gets_a_fresh_base(tmp_path):
     root = tmp_path / "root"
-    shutil.copytree(CONFIG, root / "verl" / "trainer" / "config")
+    shutil.copytree(_config(), root / "verl" / "trainer" / "config")
     cache = tmp_path / "cache"
     before = compose(root, "ppo_trainer", [], cache=cache)
     trainer = root / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
@@ -93,7 +102,7 @@ def test_an_unwritable_cache_costs_only_time(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("")  # a file where the cache folder would be: nothing can be written under it
     overrides = LAUNCHES[0]
-    assert compose(ROOT, "ppo_trainer", overrides, cache=blocked / "cache") == _whole(overrides)
+    assert compose(_root(), "ppo_trainer", overrides, cache=blocked / "cache") == _whole(overrides)
 
 
 def _entry(cache: Path) -> Path:
@@ -107,7 +116,7 @@ def test_the_cache_is_data_in_folders_and_files_only_the_user_may_open(tmp_path,
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG spec: a relative path is ignored
     assert composecache.default_cache() == Path.home() / ".cache" / "tutorrl" / "composed"
     cache = tmp_path / "xdg" / "tutorrl" / "composed"
-    assert compose(ROOT, "ppo_trainer", LAUNCHES[0], cache=cache) == _whole(LAUNCHES[0])
+    assert compose(_root(), "ppo_trainer", LAUNCHES[0], cache=cache) == _whole(LAUNCHES[0])
     entry = _entry(cache)
     for folder in (tmp_path / "xdg" / "tutorrl", cache, entry.parent):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
@@ -120,7 +129,7 @@ def test_an_existing_cache_folder_others_may_enter_is_made_private(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o755)
     os.chmod(cache, 0o755)
-    compose(ROOT, "ppo_trainer", [], cache=cache)
+    compose(_root(), "ppo_trainer", [], cache=cache)
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
 
 
@@ -133,13 +142,13 @@ def test_an_existing_cache_folder_others_may_enter_is_made_private(tmp_path):
 ])
 def test_a_bad_entry_is_composed_again_and_said(tmp_path, spoil, why):
     cache = tmp_path / "cache"
-    compose(ROOT, "ppo_trainer", [], cache=cache)
+    compose(_root(), "ppo_trainer", [], cache=cache)
     entry = _entry(cache)
     spoil(entry)
     composecache._KEPT.clear()
     composecache.SAID.clear()
     done: list = []
-    thread = threading.Thread(target=lambda: done.append(compose(ROOT, "ppo_trainer", LAUNCHES[0], cache=cache)),
+    thread = threading.Thread(target=lambda: done.append(compose(_root(), "ppo_trainer", LAUNCHES[0], cache=cache)),
                               daemon=True)
     thread.start()
     thread.join(120)
@@ -160,11 +169,11 @@ def test_a_pickle_in_the_cache_is_never_unpickled(tmp_path):
     # Even with a header and a digest that match, the data is read as msgpack: no code is named by it.
     entry = composecache._FORMAT + composecache.hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     cache = tmp_path / "cache"
-    compose(ROOT, "ppo_trainer", [], cache=cache)
+    compose(_root(), "ppo_trainer", [], cache=cache)
     target = _entry(cache)
     target.write_bytes(entry)
     composecache._KEPT.clear()
-    assert compose(ROOT, "ppo_trainer", ["trainer.total_epochs=2"], cache=cache) == _whole(["trainer.total_epochs=2"])
+    assert compose(_root(), "ppo_trainer", ["trainer.total_epochs=2"], cache=cache) == _whole(["trainer.total_epochs=2"])
     assert composecache.apply(payload, ["a=1"]) is None
     assert not ran.exists()
 
@@ -174,7 +183,7 @@ def test_libyaml_reads_every_config_file_as_omegaconf_does():
 
     loader = composecache._c_loader()
     assert loader is not None, "PyYAML without libyaml: the test extras install it with"
-    files = sorted(CONFIG.rglob("*.yaml"))
+    files = sorted(_config().rglob("*.yaml"))
     assert len(files) > 20
     for path in files:
         text = path.read_text()
@@ -196,5 +205,5 @@ def test_libyaml_reads_every_config_file_as_omegaconf_does():
 def test_a_config_folder_too_big_to_digest_composes_the_whole_way(tmp_path, monkeypatch):
     monkeypatch.setattr(composecache, "MAX_FILES", 5)  # verl's config folder holds more than 5 files
     overrides = LAUNCHES[0]
-    assert compose(ROOT, "ppo_trainer", overrides, cache=tmp_path) == _whole(overrides)
+    assert compose(_root(), "ppo_trainer", overrides, cache=tmp_path) == _whole(overrides)
     assert not list(tmp_path.iterdir()), "a base was kept for a folder it did not digest"

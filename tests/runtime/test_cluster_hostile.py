@@ -60,6 +60,7 @@ def test_a_redirect_to_another_host_never_gets_the_token(dashboard, elsewhere, s
     assert dashboard.tokens_seen() == [f"Bearer {TOKEN}"]
 
 
+@pytest.mark.needs_ray
 def test_the_jobs_api_follows_no_redirect_either(dashboard, elsewhere):
     dashboard.routes["/api/v0/nodes"] = (200, {}, support.ray_nodes_answer())
     dashboard.routes["/api/version"] = (302, {"Location": elsewhere.url + "/api/version"}, b"")
@@ -68,6 +69,7 @@ def test_the_jobs_api_follows_no_redirect_either(dashboard, elsewhere):
     assert elsewhere.tokens_seen() == []
 
 
+@pytest.mark.needs_ray
 def test_a_silent_jobs_api_is_a_refusal_in_bounded_time(dashboard):
     dashboard.routes["/api/version"] = "silent"
     got = _within(30, lambda: jobs_api.client(dashboard.url, {}, timeout=0.5))
@@ -75,6 +77,7 @@ def test_a_silent_jobs_api_is_a_refusal_in_bounded_time(dashboard):
     assert dashboard.url in str(got)
 
 
+@pytest.mark.needs_ray
 def test_a_job_status_that_never_comes_is_a_refusal_in_bounded_time(dashboard):
     dashboard.routes["/api/version"] = VERSION
     dashboard.routes["/api/jobs/tutorrl-x-1"] = "silent"
@@ -84,6 +87,7 @@ def test_a_job_status_that_never_comes_is_a_refusal_in_bounded_time(dashboard):
     assert "/api/jobs/tutorrl-x-1" in str(got)
 
 
+@pytest.mark.needs_ray
 def test_an_answer_over_the_limit_is_refused_not_read_whole(dashboard, monkeypatch):
     monkeypatch.setattr(jobs_api, "MAX_LOG", 1 << 20)
     dashboard.routes["/api/version"] = VERSION
@@ -93,6 +97,7 @@ def test_an_answer_over_the_limit_is_refused_not_read_whole(dashboard, monkeypat
     assert isinstance(got, RefusedError) and "larger than the 1048576-byte limit" in str(got)
 
 
+@pytest.mark.needs_ray
 @pytest.mark.parametrize("route,answer", [
     ("/api/version", (200, {}, b"{}")),
     ("/api/version", (200, {}, b"<html>sign in</html>")),
@@ -116,6 +121,7 @@ def test_an_answer_that_is_not_one_is_a_located_refusal(dashboard, route, answer
     assert dashboard.url in str(got)
 
 
+@pytest.mark.needs_ray
 def test_a_valid_job_answer_is_read(dashboard):
     dashboard.routes["/api/version"] = VERSION
     dashboard.routes["/api/jobs/tutorrl-x-1"] = (200, {}, json.dumps(
@@ -165,6 +171,7 @@ def test_a_file_url_is_not_read(tmp_path):
     assert isinstance(got, RefusedError) and "not a dashboard URL" in str(got)
 
 
+@pytest.mark.needs_ray
 def test_a_missed_answer_while_a_job_runs_does_not_end_the_run(dashboard):
     """Each request is bounded now; a run follows its job through a few slow answers."""
     from tutorrl.runtime import submit
@@ -178,6 +185,7 @@ def test_a_missed_answer_while_a_job_runs_does_not_end_the_run(dashboard):
     assert got == "SUCCEEDED" and seen == ["RUNNING", "SUCCEEDED"]
 
 
+@pytest.mark.needs_ray
 def test_a_dashboard_that_stops_answering_is_given_up_on(dashboard):
     from tutorrl.runtime import submit
 

@@ -13,7 +13,7 @@ from tutorrl.runtime import jobs_api, submit
 from tutorrl.errors import RefusedError
 from tutorrl.runtime.head import LEAN_MODULES, EmbeddedHead, embedded_cpus
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_verl]
 
 
 def _tree(root: int) -> list[str]:

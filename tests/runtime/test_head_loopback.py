@@ -13,7 +13,7 @@ from runtime_helpers import procs_with_env
 from tutorrl.runtime import jobs_api, submit
 from tutorrl.runtime.head import EmbeddedHead
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]
 
 
 def _listening() -> dict[str, str]:

@@ -37,6 +37,7 @@ def _posted(server) -> dict:
     return json.loads(body)
 
 
+@pytest.mark.needs_ray
 def test_it_posts_what_rays_sdk_posts(dashboard):
     dashboard.routes["/api/jobs/"] = (200, {}, b'{"job_id": "tutorrl-abc-1", "submission_id": "tutorrl-abc-1"}')
     assert jobs_api.client(dashboard.url, {}).submit_job(**SUBMISSION) == "tutorrl-abc-1"

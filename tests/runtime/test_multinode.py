@@ -24,7 +24,7 @@ import pytest
 import support
 from runtime_helpers import clean_env, records_of, run_tutorrl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]
 
 MARKER = "TUTORRL_TEST_MULTINODE"
 

@@ -13,7 +13,7 @@ import pytest
 from runtime_helpers import clean_env, run_tutorrl
 from runtime_helpers import records_of as _records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]
 
 TRAINER = r'''#!/usr/bin/env bash
 set -euo pipefail

@@ -14,7 +14,7 @@ import yaml
 import support
 from runtime_helpers import clean_env, run_tutorrl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]
 
 
 def _committed_gsm8k(tmp_path: Path) -> Path:

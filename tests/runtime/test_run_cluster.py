@@ -9,7 +9,7 @@ import pytest
 from runtime_helpers import clean_env, run_tutorrl
 from runtime_helpers import ECHO_LAUNCH, SECRET, records_of as _records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]
 
 
 def test_cluster_run_exact_env_without_head_help(ray_cluster, make_bundle, workdir):

@@ -12,7 +12,7 @@ import pytest
 from runtime_helpers import ECHO_LAUNCH, SECRET, TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
 from runtime_helpers import records_of as _records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]
 
 def _all_bytes_under(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in path.rglob("*") if p.is_file())

@@ -19,7 +19,7 @@ import pytest
 from runtime_helpers import TUTORRL, clean_env, procs_with_env, run_tutorrl, wait_for
 from runtime_helpers import records_of as _records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray]
 
 LONG_JOB = '#!/usr/bin/env bash\necho started\nsleep 600 &\nwait\n'
 ENV = dict(TUTORRL_EMBEDDED_NUM_GPUS="1")

@@ -116,6 +116,8 @@ def test_the_seam_is_a_jobs_and_ray_is_the_default():
     assert not isinstance(object(), Jobs)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_verl
 def test_a_dry_run_through_the_seam_runs_the_real_launch_and_verl(make_bundle, in_workdir):
     bundle = make_bundle()
     jobs = LocalJobs()

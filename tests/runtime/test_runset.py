@@ -196,6 +196,7 @@ def _bytes_under(*folders: Path) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_ray  # an embedded head
 def test_a_sweep_compiled_reviewed_and_dry_run_four_at_a_time(tmp_path):
     # A passthrough secret: the runs take it as on an embedded head of their own, never written down.
     # The user: one base, one sweep, 12 bundles.
@@ -237,6 +238,7 @@ def test_a_sweep_compiled_reviewed_and_dry_run_four_at_a_time(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.needs_ray  # an embedded head
 def test_stopping_a_set_stops_its_run_and_starts_no_more(tmp_path):
     folder = _sweep(tmp_path, '{ "actor.lr" = [1e-6, 3e-6] }')
     env = _env(tmp_path / "state")
@@ -291,6 +293,7 @@ def _api(url: str, token: str, path: str) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_ray  # an embedded head
 def test_a_detached_set_runs_two_at_a_time_on_one_head_and_keeps_its_secret(make_bundle, workdir, tmp_path):
     import hashlib
 
@@ -362,6 +365,7 @@ def test_a_detached_set_runs_two_at_a_time_on_one_head_and_keeps_its_secret(make
 
 
 @pytest.mark.slow
+@pytest.mark.needs_ray  # an embedded head
 def test_one_run_of_a_detached_set_stops_alone_then_the_set_stops(make_bundle, workdir, tmp_path):
     gate = workdir / "gate"
     gate.mkdir()
@@ -410,6 +414,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_ray  # an embedded head
 def test_a_set_run_with_upload_ships_each_bundle_as_its_jobs_working_dir(ray_cluster, make_bundle, workdir, tmp_path):
     # A loopback cluster: without --upload each run would take this machine's files (test_run_cluster.py).
     bundles = [make_bundle(ECHO_LAUNCH + 'echo "cwd=[$(pwd)]"\n', env={"A": str(n)}, passthrough=["MY_SECRET"])

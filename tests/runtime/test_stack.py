@@ -292,6 +292,8 @@ def _installed(name: str) -> bool:
         return False
 
 
+@pytest.mark.needs_ray
+@pytest.mark.needs_verl
 def test_compare_with_this_pythons_own_versions():
     """The comparison against real importlib.metadata answers: pins equal to
     what is installed give nothing; one pin moved is named alone."""

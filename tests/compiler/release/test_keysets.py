@@ -153,6 +153,7 @@ def test_loading_imports_nothing_heavy():
 # -- the extraction tool -----------------------------------------------------
 
 
+@pytest.mark.needs_verl
 def test_committed_equals_installed_verl(installed):
     release, composed = installed
     assert set(composed) == {"fsdp", "megatron"}
@@ -163,6 +164,7 @@ def test_committed_equals_installed_verl(installed):
         assert ki.encode_keyset(keyset) == committed.read_bytes()
 
 
+@pytest.mark.needs_verl
 def test_importer_is_deterministic(installed, tmp_path):
     release, first = installed
     again = ki.compose_keyset(installed_config_dir(), release, "fsdp")
@@ -184,6 +186,7 @@ def _wheel_from_installed(cache: Path, release: str) -> Path:
     return wheel
 
 
+@pytest.mark.needs_verl
 def test_import_release_reuses_a_cached_wheel(installed, tmp_path, monkeypatch):
     release, composed = installed
     _wheel_from_installed(tmp_path / "cache", release)

@@ -59,6 +59,7 @@ def _installed_verl():
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+@pytest.mark.needs_verl
 @pytest.mark.parametrize("variant", ["fsdp", "megatron"])
 def test_fields_read_from_the_source_are_the_real_dataclass_fields(variant):
     _installed_verl()
@@ -87,6 +88,7 @@ def _compose_091(*overrides: str):
         GlobalHydra.instance().clear()
 
 
+@pytest.mark.needs_verl
 def test_real_verl_refuses_a_field_its_dataclass_does_not_declare():
     from verl.utils.config import omega_conf_to_dataclass
 
@@ -100,6 +102,7 @@ def test_real_verl_refuses_a_field_its_dataclass_does_not_declare():
     assert load_built("0.9.1", "fsdp").refusal("actor_rollout_ref.actor.clip_ratio_typo")[1].name == "FSDPActorConfig"
 
 
+@pytest.mark.needs_verl
 def test_real_verl_takes_any_key_under_a_dict_field():
     from verl.utils.config import omega_conf_to_dataclass
 

@@ -12,6 +12,8 @@ from tutorrl.compiler.spec.flat import variant_of
 from tutorrl.compiler.spec.load import parse_spec
 from tutorrl.compiler.spec.normal_form import normalize
 
+pytestmark = pytest.mark.needs_verl
+
 SELECT = {"fsdp": [], "megatron": ["model_engine=megatron"]}
 # Tables verl reads with .get() but never declares: '+' is the only way in.
 UNDECLARED_BUT_READ = {

@@ -1,5 +1,5 @@
-"""Roots: the bundle names them, launch.sh (real bash) puts the job's value in,
-and Hydra's real parser reads back exactly the path whatever the value holds."""
+"""Roots: the bundle names them, launch.sh puts the job's value in, and Hydra's real parser reads back exactly
+the path whatever the value holds (many values read without a shell, a sample under real bash)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import tomllib
 
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import support
-from compiler_helpers import ALPHABET
+from compiler_helpers import ALPHABET, launch_in_process
 from tutorrl.compiler import compile_bytes, write_bundle
 from tutorrl.compiler.pipeline import roots
 from tutorrl.errors import SpecError
@@ -49,17 +49,46 @@ def test_example_names_roots_and_not_their_values(tmp_path):
     assert "[roots.DATA_ROOT]" in spec_toml
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                HealthCheck.function_scoped_fixture])
-@given(value=root_values)
-def test_any_root_value_reaches_verl_exactly(tmp_path_factory, standin_python, value):
-    bundle = _bundle(tmp_path_factory.mktemp("b"), _spec())
-    argv = standin_python.argv(bundle, env={"DATA_ROOT": value, "CKPT_ROOT": "/ck"})
+def _reach_verl_exactly(argv: list[str], value: str) -> None:
     got = _overrides(argv)
     joined = value.rstrip("/") if value.rstrip("/") else ""
     assert got["data.train_files"] == joined + "/gsm8k/train.parquet"
     assert got["data.val_files"] == joined + "/gsm8k/test.parquet"
     assert got["trainer.default_local_dir"] == "/ck/gsm8k-custom-reward"
+
+
+@pytest.fixture(scope="module")
+def example_bundle(tmp_path_factory):
+    return _bundle(tmp_path_factory.mktemp("b"), _spec())
+
+
+# The property over many values without a shell: launch.sh's words and its roots program, run in this Python
+# (compiler_helpers.launch_in_process). The shell's own part is the real-bash sample below.
+@settings(max_examples=300, deadline=None)
+@given(value=root_values)
+def test_any_root_value_reaches_verl_exactly(example_bundle, value):
+    argv, _ = launch_in_process(example_bundle, {"DATA_ROOT": value, "CKPT_ROOT": "/ck"})
+    _reach_verl_exactly(argv, value)
+
+
+# Real bash, a sample: each value that means something to bash on its own, and a few drawn ones; bash must hand
+# verl what launch_in_process reads, and run nothing a value holds.
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                               HealthCheck.function_scoped_fixture])
+@given(value=root_values)
+@example(value="$(touch pwned)")
+@example(value="`touch pwned`")
+@example(value="\n")
+@example(value="it's \"q\" ${x} \\ $HOME * ~ 日本 😀")
+@example(value="/")
+@example(value="a b/")
+def test_any_root_value_reaches_verl_exactly_through_real_bash(tmp_path_factory, standin_python, value):
+    bundle = _bundle(tmp_path_factory.mktemp("b"), _spec())
+    env = {"DATA_ROOT": value, "CKPT_ROOT": "/ck"}
+    argv = standin_python.argv(bundle, env=env)
+    _reach_verl_exactly(argv, value)
+    assert argv == launch_in_process(bundle, env)[0]
     assert not (standin_python.folder / "pwned").exists()
 
 

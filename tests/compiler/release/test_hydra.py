@@ -53,6 +53,7 @@ def test_strings_that_look_like_other_types_stay_strings():
         assert support.parse_override(render_override("k", text))[2] == text
 
 
+@pytest.mark.needs_verl
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(strings, strings)
 def test_verl_config_holds_the_intended_values(name, kwarg):

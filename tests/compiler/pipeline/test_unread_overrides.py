@@ -23,6 +23,7 @@ def _refused(raw: bytes) -> list[tuple[str, str, str | None]]:
     return [(p.key, p.message, p.hint) for p in info.value.problems]
 
 
+@pytest.mark.needs_verl
 def test_a_forks_keys_reach_the_launch_as_written_and_compose_with_verls_own_config():
     unread = ["+data.fork_filter_accuracy=True", "+trainer.fork_decoding='greedy'"]
     bundle = compile_bytes(_spec(unread), "spec.toml")

@@ -399,7 +399,7 @@ def test_random_specs_compose_in_random_releases(case, config_dirs, launcher, tm
 
 # -- the committed example specs x every release ------------------------------
 
-COMMITTED = sorted((Path(__file__).resolve().parents[2] / "specs").glob("*.toml"))
+COMMITTED = sorted((Path(__file__).resolve().parents[3] / "specs").glob("*.toml"))
 
 
 @pytest.mark.wheels

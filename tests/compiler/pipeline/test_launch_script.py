@@ -1,10 +1,12 @@
-"""launch.sh under real bash hands verl exactly the intended argv and environment."""
+"""launch.sh hands verl exactly the intended argv and environment: many examples read without a shell, a sample
+under real bash."""
 
 from __future__ import annotations
 
 import shlex
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
@@ -14,7 +16,7 @@ from tutorrl.compiler.spec.flat import variant_of
 from tutorrl.compiler.spec.load import parse_spec
 from tutorrl.compiler.spec.normal_form import normalize
 
-from compiler_helpers import strings  # the issue's alphabet
+from compiler_helpers import launch_in_process, strings  # strings: the issue's alphabet
 
 EXAMPLE = support.SPECS / "gsm8k_custom_reward.toml"
 
@@ -51,17 +53,42 @@ def _with_roots(override, values: dict[str, str]) -> str:
     return msgspec.structs.replace(override, value=value).text
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(train=strings.filter(bool), kwarg=strings, env_value=strings)
-def test_bash_hands_verl_exactly_the_argv(tmp_path_factory, standin_python, train, kwarg, env_value):
+def _odd_spec(train: str, kwarg: str, env_value: str) -> bytes:
     odd = support.Whole(set={"ODD_VALUE": env_value})
-    raw = support.spec_toml(support.example_spec(EXAMPLE.name), data={"train": train},
-                            reward={"kwargs": {"note": kwarg}}, env=odd).encode()
+    return support.spec_toml(support.example_spec(EXAMPLE.name), data={"train": train},
+                             reward={"kwargs": {"note": kwarg}}, env=odd).encode()
+
+
+# The property over many examples without a shell: launch.sh's words read with POSIX quoting and its roots program
+# run in this Python (compiler_helpers.launch_in_process). The shell's own part is the real-bash sample below.
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(train=strings.filter(bool), kwarg=strings, env_value=strings)
+def test_launch_sh_hands_verl_exactly_the_argv(tmp_path_factory, train, kwarg, env_value):
+    raw = _odd_spec(train, kwarg, env_value)
+    bundle = write_bundle(compile_bytes(raw, "spec.toml"), tmp_path_factory.mktemp("b")).path
+    argv, env = launch_in_process(bundle)
+    assert argv == _expected_argv(raw)
+    assert env["ODD_VALUE"] == env_value
+
+
+# Real bash, a sample: the values that mean most to bash and Hydra, and a few drawn ones; bash must hand verl the
+# argv and the environment launch_in_process reads.
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(train=strings.filter(bool), kwarg=strings, env_value=strings)
+@example(train="it's ${x} \"q\" \\", kwarg="$(touch pwned) `id` $HOME", env_value="a'b\"c $x ${y} \\\t")
+@example(train="\\", kwarg="'", env_value="")
+@example(train="日本 → ✓ 😀", kwarg="pkg://a,b=[c]{d}", env_value="~ # %")
+def test_bash_hands_verl_exactly_the_argv(tmp_path_factory, standin_python, train, kwarg, env_value):
+    raw = _odd_spec(train, kwarg, env_value)
     bundle = write_bundle(compile_bytes(raw, "spec.toml"), tmp_path_factory.mktemp("b")).path
     argv = standin_python.argv(bundle)
     assert argv == _expected_argv(raw)
     env = standin_python.seen_env()
     assert env["ODD_VALUE"] == env_value
+    read_argv, read_env = launch_in_process(bundle)
+    assert argv == read_argv and read_env["ODD_VALUE"] == env_value
+    assert not (standin_python.folder / "pwned").exists()
 
 
 def test_extra_arguments_go_before_the_overrides(tmp_path, standin_python):
