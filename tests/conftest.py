@@ -33,7 +33,7 @@ settings.load_profile("tutorrl")
 NEEDED_MODULES = {"needs_verl": "verl", "needs_ray": "ray", "needs_torch": "torch"}
 # The variables `tools/dev.sh test` sets to the training environments it builds; needs_train_env(*names) names them.
 TRAIN_ENV_VARS = ("TUTORRL_TRAIN_PYTHON", "TUTORRL_TRAIN091_PYTHON", "TUTORRL_SGLANG_CPU_PYTHON",
-                  "TUTORRL_SKYPILOT_PYTHON", "TUTORRL_TINY_DIR")
+                  "TUTORRL_TRAIN_SGLANG_PYTHON", "TUTORRL_SKYPILOT_PYTHON", "TUTORRL_TINY_DIR")
 
 
 def _module_missing(name: str) -> str | None:

@@ -46,7 +46,7 @@ _NEEDS_VERL = re.compile(r"^\s*(import|from) verl\b|find_spec\(\"verl\"\)|verl_c
 _NEEDS_RAY = re.compile(r"^\s*(import|from) ray\b|__import__\(\"ray[.\"]|RayNodes\(", re.M)
 # The training environments' variables (tests/conftest.py's TRAIN_ENV_VARS), read by a test.
 _NEEDS_TRAIN_ENV = re.compile(r"\"(TUTORRL_TRAIN_PYTHON|TUTORRL_TRAIN091_PYTHON|TUTORRL_SGLANG_CPU_PYTHON|"
-                              r"TUTORRL_SKYPILOT_PYTHON)\"")
+                              r"TUTORRL_TRAIN_SGLANG_PYTHON|TUTORRL_SKYPILOT_PYTHON)\"")
 
 
 def _unmarked(path, pattern: re.Pattern, marker: str) -> list[str]:

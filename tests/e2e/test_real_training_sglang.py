@@ -47,7 +47,8 @@ from training_helpers import ANSI, metrics, training_env, tutorrl
 sys.path.insert(0, str(support.REPO / "tools" / "cpu_training"))
 from publication_table import checksums_root, served_from_shard, statement  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray, pytest.mark.needs_verl,
+              pytest.mark.needs_train_env("TUTORRL_TRAIN_SGLANG_PYTHON", "TUTORRL_TINY_DIR")]
 
 PLUGINS = ":".join(str(support.REPO / "tools" / "cpu_training" / d) for d in ("verl091_sglang", "sglang_cpu", "verl091"))
 SPEC = support.SPECS / "tiny_cpu_grpo_sglang.toml"
