@@ -176,11 +176,12 @@ def register(subparsers) -> None:
                     "tutorrl run that died is closed here), its dashboard while it runs, and the training "
                     "step from verl's console log. Without a run id: the sets started on this machine that are "
                     "open or among the last 10 to end (--all: every one), one row each (`tutorrl status SET` "
-                    "shows its table), then every open run that is no set's.")
+                    "shows its table), the last 10 runs of no set that ended (--all: every one), one row each, "
+                    "then every open run that is no set's.")
     status.add_argument("run", nargs="?", help=RUN_REF_HELP)
     status.add_argument("--all", action="store_true",
-                        help="without a run id: list every set ever started on this machine, not only the open "
-                             "ones and the last 10 that ended")
+                        help="without a run id: list every set and run ever started on this machine, not only "
+                             "the open ones and the last 10 that ended")
     add_format_option(status, help="output format: text or json (the run record plus what was checked)")
     status.set_defaults(handler=_status)
 

@@ -386,6 +386,24 @@ def find_run(ref: str) -> Path:
     raise RunNotFound(f"{ref}: no such run under ./bundles/ or in the index of runs started on this machine")
 
 
+def ended_runs() -> list[tuple[Path, records.RunRecord]]:
+    """Every indexed run of this machine whose record is closed, with its record (for `tutorrl status`)."""
+    out = []
+    try:
+        names = sorted(os.listdir(state_dir()))
+    except OSError:
+        return []
+    for name in names:
+        for path in _indexed(name):
+            try:
+                record = records.read_record(path)
+            except Exception:  # noqa: BLE001 - unreadable records are listed by `runs`
+                continue
+            if record.status in records.TERMINAL:
+                out.append((path, record))
+    return out
+
+
 def open_runs() -> list[Path]:
     """Every indexed run of this machine whose record is still open (for `tutorrl status`)."""
     folder = state_dir()

@@ -225,7 +225,7 @@ case "$command" in
     echo "== run: an embedded Ray head runs launch.sh; verl trains 2 steps on the CPU and saves 2 checkpoints"
     echo "   (the job's Python is $train_venv's verl 0.5.0; tools/cpu_training/shim answers its GPU-only calls)"
     root="$PWD"
-    # The job starts where `tutorrl run` does: verl's Hydra writes its outputs/ there, under build/.
+    # The job starts where `tutorrl run` does (Hydra's outputs/ go under the run's folder, runs/<run-id>/hydra).
     # tutorrl's own lines are shown as they come; verl's whole output goes to train.log.
     rc=0
     (cd "$out" && TINY_ROOT="$(cd "$root" && absolute "$tiny")" CKPT_ROOT="$(cd "$root" && absolute "$out")/checkpoints" \
