@@ -152,7 +152,12 @@ def register(subparsers) -> None:
                      help="GPUs the embedded head declares (default: the GPUs this machine has). More than the "
                           "machine has is for CPU runs: verl 0.4/0.5 refuse a pool with no GPU and then compute "
                           "on the CPU all the same (specs/tiny_cpu_grpo.toml)")
-    run.add_argument("--quiet", action="store_true", help="no progress lines (the job's log is still shown)")
+    run.add_argument("--quiet", action="store_true",
+                     help="only tutorrl's own lines (state, step, each evidence record); the job's log goes only to "
+                          "runs/<run-id>/job.log (`tutorrl logs <run-id>`)")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no tutorrl progress lines; the job's log is still shown (what each run of a set writes "
+                          "to its log)")
     from tutorrl.compiler.pipeline import add_trust_digests_option
 
     add_trust_digests_option(run)

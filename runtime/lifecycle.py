@@ -108,8 +108,18 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     policy = "record"
     try:
         policy = load_bundle(bundle_path).on_failure
-        for path, s in read_records(bundle_path):
-            if s is None or s.predicate.run.run_id != record.run_id or s.predicate.verdict.status != "fail":
+        mine = [(path, s) for path, s in read_records(bundle_path)
+                if s is not None and s.predicate.run.run_id == record.run_id]
+        if progress is not None and mine:
+            from tutorrl.evidence.cli_impl import recorded_line
+
+            for path, s in mine:
+                progress.note(recorded_line(path.name, s))
+            from tutorrl._files import display_path
+
+            progress.note(f"evidence: each check's reason: tutorrl evidence {display_path(bundle_path)}")
+        for path, s in mine:
+            if s.predicate.verdict.status != "fail":
                 continue
             failed = ", ".join(c.id for c in s.predicate.verdict.checks if c.status == "fail")
             problems.append(f"{path.name} (step {s.predicate.checkpoint.step}, {s.predicate.run.source}) "

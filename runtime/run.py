@@ -612,8 +612,10 @@ def exit_code_of(session: RunSession, code: int) -> int:
 
 
 def run_command(args) -> int:
-    progress = Progress(quiet=getattr(args, "quiet", False))
+    progress = Progress(quiet=getattr(args, "no_progress", False))
     session = RunSession(args, progress)
+    # --quiet: tutorrl's lines without verl's (hundreds of lines of config and meters).
+    session.echo = not getattr(args, "quiet", False)
     return exit_code_of(session, session.run())
 
 

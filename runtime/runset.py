@@ -150,7 +150,8 @@ class _Child(msgspec.Struct):
 
 def run_set(args) -> int:
     """``tutorrl run B1 B2 ... [--max-parallel N] [--detach]``: every bundle run, N at a time; exit 0 when all succeed."""
-    progress = Progress(quiet=getattr(args, "quiet", False))
+    # A set shows no job's log (each run's goes to its own file): --quiet leaves its lines as they are.
+    progress = Progress(quiet=getattr(args, "no_progress", False))
     bundles = expand(args.bundle)
     parallel = args.max_parallel or 1
     trust = bool(getattr(args, "trust_digests", False))
@@ -273,7 +274,7 @@ def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag 
         while (waiting or running) and stop.signum is None:
             while waiting and len(running) < record.max_parallel and stop.signum is None:
                 child = waiting.pop(0)
-                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--quiet"]
+                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--no-progress"]
                 if record.address_kind == "cluster":
                     argv += ["--address", url]
                 if record.dry_run:
