@@ -35,14 +35,37 @@ def summary_line(name: str, s: Statement | None) -> str:
     return line
 
 
+def recorded_line(name: str, s: Statement) -> str:
+    """A record in one line, for `tutorrl run`'s stream: step, files, the checks in short
+    (the ids of those that did not pass), and the record it links to if the run resumed."""
+    p = s.predicate
+    counts = {k: [c.id for c in p.verdict.checks if c.status == k] for k in ("pass", "fail", "skipped")}
+    said = [f"{len(counts['pass'])} pass"]
+    said += [f"{len(counts[k])} {k}: {', '.join(counts[k])}" for k in ("fail", "skipped") if counts[k]]
+    line = (f"evidence: {name}: step {p.checkpoint.step}, {len(p.checkpoint.files.resources)} files, "
+            f"{p.verdict.status.upper()} ({'; '.join(said)})")
+    lineage = p.lineage
+    if lineage is not None:
+        check = next((c.status for c in p.verdict.checks if c.id == "lineage.resumed_from"), "?")
+        if lineage.record is not None:
+            line += (f"; resumed from {lineage.directory}, recorded as {lineage.record} of bundle "
+                     f"{(lineage.bundle or '')[:19]} (link {check})")
+        else:
+            line += f"; resumed from {lineage.directory}, which no record covers"
+    return line
+
+
 def failure_lines(s: Statement | None) -> list[str]:
-    """One indented line per failed check with why it failed, for under the
-    record's summary line (the reasons --format json carries)."""
+    """One indented line per check that did not pass, with its reason, for under the
+    record's summary line (the reasons --format json carries): the failed first, then
+    the skipped, so that PARTIAL says what it is short of."""
     from tutorrl._text import printable
 
     if s is None:
         return []
-    return [f"    {c.id}: {printable(c.detail)}" for c in s.predicate.verdict.checks if c.status == "fail"]
+    checks = s.predicate.verdict.checks
+    return ([f"    {c.id}: {printable(c.detail)}" for c in checks if c.status == "fail"]
+            + [f"    skipped {c.id}: {printable(c.detail)}" for c in checks if c.status == "skipped"])
 
 
 def show(args) -> int:

@@ -103,6 +103,9 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
                    help="hashing threads for --rehash (default: all usable cores)")
     p.add_argument("--require-checkpoints", action="store_true",
                    help="with --rehash, a recorded checkpoint no longer on disk is a failure too")
+    p.add_argument("--require-lineage", action="store_true",
+                   help="a resumed run's link that cannot be checked (the bundle it resumed from is gone, or no "
+                   "record covered the checkpoint) is a failure, not a note")
     from tutorrl.compiler.pipeline import add_trust_digests_option
 
     add_trust_digests_option(p)
@@ -146,7 +149,7 @@ def _verify(args) -> int:
 
     try:
         found = api.verify(args.bundle, rehash=args.rehash, jobs=args.jobs, trust=args.trust, anchors=args.anchor,
-                           require_checkpoints=args.require_checkpoints)
+                           require_checkpoints=args.require_checkpoints, require_lineage=args.require_lineage)
     except BundleError as exc:
         report(None, [str(exc)])
         raise
@@ -156,7 +159,7 @@ def _verify(args) -> int:
     for warning in found.warnings:
         print(printable(f"warning: evidence: {warning}"), file=sys.stderr)
     if args.format != "json":
-        for line in found.lineage:
+        for line in found.lineage + ([] if args.require_lineage else found.unlinked):
             print(printable(f"note: lineage: {line}"), file=sys.stderr)
         if args.rehash and not args.require_checkpoints:
             for line in found.not_on_disk:

@@ -70,7 +70,9 @@ def _records(bundle: Path):
 def find_record(root: Path, step: int, bundles: Iterable[Path]):
     """(bundle path, record path, statement) of the newest record of ``root``'s
     ``global_step_<step>`` among ``bundles``' evidence; None when none covers it."""
-    wanted_root = os.path.abspath(root)
+    from tutorrl.evidence.record import recorded_root
+
+    wanted_root = os.path.realpath(root)
     found = None
     for bundle in bundles:
         try:
@@ -79,13 +81,17 @@ def find_record(root: Path, step: int, bundles: Iterable[Path]):
             continue
         for path, statement in recs:
             ck = statement.predicate.checkpoint if statement else None
-            if ck and ck.step == step and os.path.abspath(ck.root) == wanted_root:
+            if ck and ck.step == step and os.path.realpath(recorded_root(ck.root, bundle)) == wanted_root:
                 found = (bundle, path, statement)
     return found
 
 
-def link(root: Path, step: int, files_root: str, bundles: Iterable[Path]) -> tuple[Lineage, Check]:
-    """The lineage of a run that resumed from ``root``'s step ``step`` (hashed now: ``files_root``)."""
+def link(root: Path, step: int, files_root: str, bundles: Iterable[Path],
+         own: Path | None = None) -> tuple[Lineage, Check]:
+    """The lineage of a run that resumed from ``root``'s step ``step`` (hashed now: ``files_root``),
+    recorded in bundle ``own`` (the linked bundle is named relative to it)."""
+    from tutorrl.evidence.record import relative_to_bundle
+
     directory = f"global_step_{step}"
     hit = find_record(root, step, bundles)
     if hit is None:
@@ -94,9 +100,10 @@ def link(root: Path, step: int, files_root: str, bundles: Iterable[Path]) -> tup
                               detail=f"resumed from {directory}, which no evidence record of this machine's runs covers")
     bundle, path, statement = hit
     recorded_root = statement.predicate.checkpoint.files.root
+    where = relative_to_bundle(bundle, own) if own is not None else str(Path(bundle).resolve())
     lineage = Lineage(step=step, directory=directory, files_root=files_root,
                       bundle=statement.predicate.bundle.digest, record=path.name, record_digest=_sha256(path),
-                      bundle_path=str(Path(bundle).resolve()))
+                      bundle_path=where)
     if recorded_root != files_root:
         return lineage, Check(id="lineage.resumed_from", status="fail",
                               detail=f"resumed from {directory}, whose files ({files_root[:19]}) are not those its "
@@ -106,19 +113,56 @@ def link(root: Path, step: int, files_root: str, bundles: Iterable[Path]) -> tup
                                  f"{statement.predicate.bundle.digest[:19]}; its files are unchanged")
 
 
-def verify_link(name: str, lineage: Lineage) -> tuple[list[str], list[str]]:
-    """(problems, notes) for one record's lineage: the linked record is re-read where it was."""
+class Linked(msgspec.Struct, frozen=True):
+    """What one record's lineage points at, as found now."""
+
+    # The linked bundle's folder (relative names resolved against the linking bundle's).
+    bundle_dir: Path | None
+    # The linked record's file.
+    target: Path | None
+    # "none": no record was linked; "bundle-gone": no bundle there any more; "present": the bundle is there.
+    state: str
+
+
+def locate(bundle_dir: Path, lineage: Lineage) -> Linked:
     if lineage.record is None or lineage.bundle_path is None:
-        return [], [f"{name}: resumed from {lineage.directory}, which had no record to link"]
-    target = Path(lineage.bundle_path) / EVIDENCE_DIR / lineage.record
+        return Linked(bundle_dir=None, target=None, state="none")
+    from tutorrl.evidence.record import recorded_root
+
+    linked = recorded_root(lineage.bundle_path, bundle_dir)
+    from tutorrl.contract import MANIFEST
+
+    state = "present" if (linked / MANIFEST).is_file() else "bundle-gone"
+    return Linked(bundle_dir=linked, target=linked / EVIDENCE_DIR / lineage.record, state=state)
+
+
+def verify_link(name: str, lineage: Lineage, bundle_dir: Path, *, rehash: bool = False
+                ) -> tuple[list[str], list[str], list[str]]:
+    """(problems, notes, unlinked) for one record's lineage: the linked record is re-read where it is.
+
+    A bundle still there whose linked record is not is a problem: an unsigned chain
+    can be cut back to before that record (HEAD rewritten) and still verify on its
+    own, so only the link notices. A linked bundle that is gone altogether (moved,
+    archived) is said, in ``unlinked`` (a failure under ``--require-lineage``).
+    """
+    found = locate(bundle_dir, lineage)
+    if found.state == "none":
+        return [], [], [f"{name}: resumed from {lineage.directory}, which had no record to link"]
+    bundle = lineage.bundle[:19]
+    if found.state == "bundle-gone":
+        return [], [], [f"{name}: resumed from {lineage.record} of bundle {bundle}, but no bundle is at "
+                        f"{found.bundle_dir} any more (moved or removed); the link is not checked"]
+    target = found.target
     try:
         digest = _sha256(target)
-    except OSError:
-        return [], [f"{name}: the record it resumed from ({lineage.record} of bundle {lineage.bundle[:19]}) is not "
-                    f"at {target} any more; the link is not checked"]
+    except FileNotFoundError:
+        return [f"{name}: the record it resumed from, {lineage.record} of bundle {bundle}, is gone from "
+                f"{target.parent} while that bundle is still at {found.bundle_dir} (removed?)"], [], []
+    except OSError as exc:
+        return [f"{name}: the record it resumed from, {target}, cannot be read: {exc.strerror or exc}"], [], []
     if digest != lineage.record_digest:
         return [f"{name}: the record it resumed from, {target}, is not the one linked "
-                f"({digest[:19]}, linked {lineage.record_digest[:19]}): edited or replaced since"], []
+                f"({digest[:19]}, linked {lineage.record_digest[:19]}): edited or replaced since"], [], []
     from tutorrl.evidence.chain import read_record
     from tutorrl.evidence.statement import decode_record
 
@@ -131,5 +175,26 @@ def verify_link(name: str, lineage: Lineage) -> tuple[list[str], list[str]]:
     if ck.step != lineage.step or ck.files.root != lineage.files_root:
         problems.append(f"{name}: {target} records step {ck.step} with files {ck.files.root[:19]}; the run resumed "
                         f"from step {lineage.step} with files {lineage.files_root[:19]}")
-    return problems, [] if problems else [f"{name}: resumed from {lineage.record} of bundle {lineage.bundle[:19]}: "
-                                          "link checked"]
+    if problems:
+        return problems, [], []
+    files = (f"its files re-hashed too: see `rehash: lineage of {name}`" if rehash
+             else "its files not re-hashed: --rehash does")
+    return [], [f"{name}: resumed from {lineage.record} of bundle {bundle}: link checked (that record is unchanged "
+                f"and gives the files root the run found for {lineage.directory}; {files})"], []
+
+
+def linked_checkpoint(bundle_dir: Path, lineage: Lineage):
+    """(linked bundle folder, linked statement) of a record's lineage, when that record is there and is the one
+    linked: what ``--rehash`` hashes again beside the bundle's own checkpoints. None otherwise (verify says why)."""
+    found = locate(bundle_dir, lineage)
+    if found.state != "present":
+        return None
+    try:
+        if _sha256(found.target) != lineage.record_digest:
+            return None
+        from tutorrl.evidence.chain import read_record
+        from tutorrl.evidence.statement import decode_record
+
+        return found.bundle_dir, decode_record(read_record(found.target)).statement
+    except Exception:  # unreadable or malformed: verify_link names it
+        return None

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import msgspec
+
 from tutorrl._read import ReadError, read_json
 from tutorrl.errors import CheckpointError  # its home; importable from here too
 from tutorrl.evidence.bundle import BundleInfo, load_bundle
@@ -325,7 +327,7 @@ def record_checkpoint(
 
         root, step, bundles = resumed
         prior = inspect_checkpoint(Path(os.path.abspath(root)) / f"global_step_{step}", workers=workers)
-        lineage, check = link(Path(root), step, prior.info.files.root, bundles)
+        lineage, check = link(Path(root), step, prior.info.files.root, bundles, own=bundle.path)
         inspection.checks.append(check)
     return append_record(bundle, run_id, inspection, source=source, finished=finished, engines=engines,
                          base_model=base_model, publication_skip_reason=publication_skip_reason, observed=observed,
@@ -361,10 +363,14 @@ def append_record(
     run = RunInfo(run_id=run_id, source=source, finished=finished, tutorrl_version=__version__,
                   recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
+    # Named from the bundle's folder, not this machine's root: a bundle moved with its
+    # checkpoints (another folder, a bucket, another machine) still finds them.
+    info = msgspec.structs.replace(inspection.info, root=relative_to_bundle(inspection.info.root, bundle.path))
+
     def build(link: ChainLink) -> Statement:
         return Statement(subject=inspection.subject, predicate=Predicate(
             chain=link, bundle=BundleRef(digest=bundle.digest, verl=bundle.verl), run=run,
-            checkpoint=inspection.info, publication=publication, verdict=verdict, lineage=lineage,
+            checkpoint=info, publication=publication, verdict=verdict, lineage=lineage,
         ))
 
     # 0600 from creation (evidence/chain.py): the run owner's alone, as the seed writes its evidence.
@@ -384,8 +390,25 @@ def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
     return out
 
 
+def relative_to_bundle(path: str | os.PathLike, bundle_path: Path) -> str:
+    """``path`` as a record names it: relative to the bundle's folder (both as the file system
+    resolves them, so that ``..`` from the bundle leads where it did)."""
+    return Path(os.path.relpath(os.path.realpath(path), os.path.realpath(bundle_path))).as_posix()
+
+
+def recorded_root(root: str, bundle_path: Path) -> Path:
+    """Where a record's checkpoint folder is: relative to its bundle's folder (earlier records
+    name an absolute path, kept as it is)."""
+    if os.path.isabs(root):
+        return Path(root)
+    # From the bundle's real folder, as `relative_to_bundle` measured it; the name shown is then
+    # free of the "<bundle>/../.." detour.
+    return Path(os.path.normpath(os.path.join(os.path.realpath(bundle_path), root)))
+
+
 def _recorded(bundle_path: Path) -> set[tuple[str, int]]:
-    return {(s.predicate.checkpoint.root, s.predicate.checkpoint.step) for _, s in read_records(bundle_path) if s}
+    return {(os.path.realpath(recorded_root(s.predicate.checkpoint.root, bundle_path)), s.predicate.checkpoint.step)
+            for _, s in read_records(bundle_path) if s}
 
 
 def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, str] | None = None) -> Path | None:
@@ -424,7 +447,7 @@ def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: 
     runs_records = any(s is not None and s.predicate.run.run_id == run_id for _, s in read_records(bundle.path))
     written = []
     for sd in find_step_dirs(root):
-        if (str(root), sd.step) in done or sd.step in prior:
+        if (os.path.realpath(root), sd.step) in done or sd.step in prior:
             continue
         resumed = None
         if resumed_step is not None and not written and not runs_records:

@@ -83,6 +83,9 @@ class EvidenceReport:
     records: int = 0
     # One line per record that links to the record of the checkpoint its run resumed from.
     lineage: list[str] = field(default_factory=list)
+    # Links that could not be checked (the linked bundle gone, or no record to link): said, and
+    # failures under `--require-lineage`.
+    unlinked: list[str] = field(default_factory=list)
 
 
 def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list[str]:
@@ -93,10 +96,12 @@ def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list
     return check_evidence(bundle_path, bundle_digest).problems
 
 
-def check_evidence(bundle_path: Path, bundle_digest: str | None = None, *, trust=None, anchors=()) -> EvidenceReport:
+def check_evidence(bundle_path: Path, bundle_digest: str | None = None, *, trust=None, anchors=(),
+                   rehash: bool = False) -> EvidenceReport:
     """`verify_evidence` with signatures judged against `trust` (a list of
     `sign.TrustedKey`, or None: no key trusted) and the chain held to each of
-    `anchors` (`anchor.Claim`)."""
+    `anchors` (`anchor.Claim`). `rehash`: the lineage notes say the linked
+    checkpoints are re-hashed too (`rehash_evidence` does it)."""
     from tutorrl.evidence.anchor import check_anchor
 
     report = EvidenceReport()
@@ -110,12 +115,12 @@ def check_evidence(bundle_path: Path, bundle_digest: str | None = None, *, trust
     if problem:
         report.problems.append(problem)
         return report
-    report.problems.extend(_chain_problems(evdir, bundle_path, bundle_digest, report, trust, anchors))
+    report.problems.extend(_chain_problems(evdir, bundle_path, bundle_digest, report, trust, anchors, rehash))
     return report
 
 
 def _chain_problems(evdir: Path, bundle_path: Path, bundle_digest: str | None, report: EvidenceReport,
-                    trust=None, anchors=()) -> list[str]:
+                    trust=None, anchors=(), rehash: bool = False) -> list[str]:
     if bundle_digest is None:
         try:
             from tutorrl.evidence.bundle import load_bundle
@@ -175,9 +180,10 @@ def _chain_problems(evdir: Path, bundle_path: Path, bundle_digest: str | None, r
         if s.predicate.lineage is not None:
             from tutorrl.evidence.lineage import verify_link
 
-            wrong, said = verify_link(name, s.predicate.lineage)
+            wrong, said, unlinked = verify_link(name, s.predicate.lineage, Path(bundle_path), rehash=rehash)
             problems.extend(wrong)
             report.lineage.extend(said)
+            report.unlinked.extend(unlinked)
     problems.extend(_head_problems(head, max(present, default=0), digests))
     problems.extend(_authenticity(decoded, digests, head, bundle_digest, report, trust, anchors))
     return problems
@@ -251,12 +257,27 @@ def rehash_evidence(bundle_path: Path, *, jobs: int | None = None, stream: TextI
     # Per record on disk: its label, folder, files to compare (rel, recorded digest, path), problems found already.
     wanted: list[tuple[str, Path, list[tuple[str, str, Path]], int]] = []
     to_hash: dict[Path, int] = {}
-    for path, s in read_records(Path(bundle_path)):
+    from tutorrl.evidence.lineage import linked_checkpoint
+    from tutorrl.evidence.record import recorded_root
+
+    # Each record's own checkpoint, then the checkpoint each resumed run started from (as its
+    # linked record gives it): "link checked" vouches for those files too only once they are hashed.
+    checkpoints = []
+    records = read_records(Path(bundle_path))
+    for path, s in records:
         if s is None:
             continue  # malformed: verify_evidence names it
         ck = s.predicate.checkpoint
-        folder = Path(ck.root) / ck.directory
-        label = f"{path.name} (step {ck.step})"
+        checkpoints.append((f"{path.name} (step {ck.step})", Path(bundle_path), ck))
+    for path, s in records:
+        lineage = s.predicate.lineage if s is not None else None
+        hit = linked_checkpoint(Path(bundle_path), lineage) if lineage is not None else None
+        if hit is not None:
+            ck = hit[1].predicate.checkpoint
+            checkpoints.append((f"lineage of {path.name}: {lineage.record} of bundle {lineage.bundle[:19]} "
+                                f"(step {ck.step})", hit[0], ck))
+    for label, base, ck in checkpoints:
+        folder = recorded_root(ck.root, base) / ck.directory
         if not folder.is_dir():
             out.not_on_disk.append(f"{label}: {folder} is no longer on disk")
             continue

@@ -152,7 +152,12 @@ def register(subparsers) -> None:
                      help="GPUs the embedded head declares (default: the GPUs this machine has). More than the "
                           "machine has is for CPU runs: verl 0.4/0.5 refuse a pool with no GPU and then compute "
                           "on the CPU all the same (specs/tiny_cpu_grpo.toml)")
-    run.add_argument("--quiet", action="store_true", help="no progress lines (the job's log is still shown)")
+    run.add_argument("--quiet", action="store_true",
+                     help="only tutorrl's own lines (state, step, each evidence record); the job's log goes only to "
+                          "runs/<run-id>/job.log (`tutorrl logs <run-id>`)")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no tutorrl progress lines; the job's log is still shown (what each run of a set writes "
+                          "to its log)")
     from tutorrl.compiler.pipeline import add_trust_digests_option
 
     add_trust_digests_option(run)
@@ -176,11 +181,12 @@ def register(subparsers) -> None:
                     "tutorrl run that died is closed here), its dashboard while it runs, and the training "
                     "step from verl's console log. Without a run id: the sets started on this machine that are "
                     "open or among the last 10 to end (--all: every one), one row each (`tutorrl status SET` "
-                    "shows its table), then every open run that is no set's.")
+                    "shows its table), the last 10 runs of no set that ended (--all: every one), one row each, "
+                    "then every open run that is no set's.")
     status.add_argument("run", nargs="?", help=RUN_REF_HELP)
     status.add_argument("--all", action="store_true",
-                        help="without a run id: list every set ever started on this machine, not only the open "
-                             "ones and the last 10 that ended")
+                        help="without a run id: list every set and run ever started on this machine, not only "
+                             "the open ones and the last 10 that ended")
     add_format_option(status, help="output format: text or json (the run record plus what was checked)")
     status.set_defaults(handler=_status)
 

@@ -108,8 +108,18 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     policy = "record"
     try:
         policy = load_bundle(bundle_path).on_failure
-        for path, s in read_records(bundle_path):
-            if s is None or s.predicate.run.run_id != record.run_id or s.predicate.verdict.status != "fail":
+        mine = [(path, s) for path, s in read_records(bundle_path)
+                if s is not None and s.predicate.run.run_id == record.run_id]
+        if progress is not None and mine:
+            from tutorrl.evidence.cli_impl import recorded_line
+
+            for path, s in mine:
+                progress.note(recorded_line(path.name, s))
+            from tutorrl._files import display_path
+
+            progress.note(f"evidence: each check's reason: tutorrl evidence {display_path(bundle_path)}")
+        for path, s in mine:
+            if s.predicate.verdict.status != "fail":
                 continue
             failed = ", ".join(c.id for c in s.predicate.verdict.checks if c.status == "fail")
             problems.append(f"{path.name} (step {s.predicate.checkpoint.step}, {s.predicate.run.source}) "
@@ -384,6 +394,24 @@ def find_run(ref: str) -> Path:
         raise RunNotFound(f"{ref} names runs in {len(found)} checkouts of the bundle; give one folder:\n"
                           + "\n".join(f"  {p}" for p in found))
     raise RunNotFound(f"{ref}: no such run under ./bundles/ or in the index of runs started on this machine")
+
+
+def ended_runs() -> list[tuple[Path, records.RunRecord]]:
+    """Every indexed run of this machine whose record is closed, with its record (for `tutorrl status`)."""
+    out = []
+    try:
+        names = sorted(os.listdir(state_dir()))
+    except OSError:
+        return []
+    for name in names:
+        for path in _indexed(name):
+            try:
+                record = records.read_record(path)
+            except Exception:  # noqa: BLE001 - unreadable records are listed by `runs`
+                continue
+            if record.status in records.TERMINAL:
+                out.append((path, record))
+    return out
 
 
 def open_runs() -> list[Path]:

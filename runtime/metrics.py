@@ -262,12 +262,17 @@ class Summary(msgspec.Struct):
 def summarise(points: list[Point], total: int | None) -> Summary:
     step = points[-1].step if points else None
     seconds = None
-    timed = [p.metrics[k] for p in points[-10:] for k in STEP_TIME_KEYS[:1] if k in p.metrics] or \
-        [p.metrics[k] for p in points[-10:] for k in STEP_TIME_KEYS[1:] if k in p.metrics]
-    if timed and sum(timed) > 0:
-        seconds = sum(timed) / len(timed)
-    elif len(points) >= 2 and points[-1].step > points[0].step and points[-1].time > points[0].time:
-        seconds = (points[-1].time - points[0].time) / (points[-1].step - points[0].step)
+    # The pace is the time from one step to the next (the last 10 intervals): what the run
+    # takes, saves and rollouts included, so no pace before the second step. verl's own step
+    # time (its compute alone) is a floor: steps never come faster, so a clock interval below
+    # it measures lines arriving in a burst, not steps; it is also all a log without times has.
+    window = points[-11:]
+    if len(window) >= 2 and window[-1].step > window[0].step:
+        clock = max(window[-1].time - window[0].time, 0.0) / (window[-1].step - window[0].step)
+        timed = [p.metrics[k] for p in window[1:] for k in STEP_TIME_KEYS[:1] if k in p.metrics] or \
+            [p.metrics[k] for p in window[1:] for k in STEP_TIME_KEYS[1:] if k in p.metrics]
+        floor = sum(timed) / len(timed) if timed else 0.0
+        seconds = max(clock, floor) or None
     key = next((k for k in REWARD_KEYS if any(k in p.metrics for p in points)), None)
     rewards = [(p.step, p.metrics[key]) for p in points if key in p.metrics] if key else []
     eta = None
@@ -295,7 +300,8 @@ def status_text(s: Summary) -> str:
         return "no step logged yet"
     parts = [f"step {s.step}/{s.total if s.total is not None else '?'}"]
     if s.steps_per_hour is not None:
-        parts.append(f"{s.steps_per_hour:.3g} steps/h")
+        rate = s.steps_per_hour
+        parts.append(f"{rate:.3g} steps/h" if rate < 1000 else f"{rate:,.0f} steps/h")
     if s.eta_s is not None:
         parts.append(f"ETA {duration(s.eta_s)}")
     elif s.total is None:

@@ -35,7 +35,7 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     num_gpus: int | None = None
     #: Submit, hand the run to a supervisor in its own session, and return.
     detach: bool = False
-    #: No progress lines (the job's log is still written to the run folder).
+    #: Only tutorrl's own lines on the command line (the job's log is still written to the run folder).
     quiet: bool = False
     #: Accept a bundle this tutorrl cannot re-derive on its digests alone (with a warning).
     trust_digests: bool = False

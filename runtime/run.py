@@ -31,6 +31,8 @@ EXIT_EVIDENCE_STOPPED = lifecycle.EXIT_EVIDENCE_STOPPED
 # How long `run --detach` waits for its supervisor to get the job submitted.
 DETACH_SUBMIT_TIMEOUT_S = 300
 SUPERVISOR_LOG = "supervisor.log"
+# Under the run's folder: where verl's Hydra writes its record of the run (else outputs/ where the job starts).
+HYDRA_DIR = "hydra"
 DRY_RUN_POLL_S = 0.2
 # Once verl has printed the composed config (the dry run's raw output is no longer empty) it is returning:
 # its end is asked after this often, for at most DRY_RUN_END_FAST_S (a verl that printed and then hangs is
@@ -425,7 +427,7 @@ class RunSession:
                 bundle.job, bundle_path=bundle_path, cwd=self.cwd, submission_id=sid,
                 upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough,
                 extra_env={**self.roots, **({metrics.FILE_LOGGER_ENV: str(verl_file)} if verl_file else {})},
-                secrets_file=secrets_file,
+                secrets_file=secrets_file, hydra_dir=(self.run_dir / HYDRA_DIR).resolve(),
                 stdout_to=self.run_dir / dryrun.RAW_FILE if self.args.dry_run and not self.upload else None)
             self.progress.status(f"submitting {sid}" + (" (uploading the bundle)" if self.upload else ""))
             try:
@@ -610,8 +612,10 @@ def exit_code_of(session: RunSession, code: int) -> int:
 
 
 def run_command(args) -> int:
-    progress = Progress(quiet=getattr(args, "quiet", False))
+    progress = Progress(quiet=getattr(args, "no_progress", False))
     session = RunSession(args, progress)
+    # --quiet: tutorrl's lines without verl's (hundreds of lines of config and meters).
+    session.echo = not getattr(args, "quiet", False)
     return exit_code_of(session, session.run())
 
 

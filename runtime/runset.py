@@ -150,7 +150,8 @@ class _Child(msgspec.Struct):
 
 def run_set(args) -> int:
     """``tutorrl run B1 B2 ... [--max-parallel N] [--detach]``: every bundle run, N at a time; exit 0 when all succeed."""
-    progress = Progress(quiet=getattr(args, "quiet", False))
+    # A set shows no job's log (each run's goes to its own file): --quiet leaves its lines as they are.
+    progress = Progress(quiet=getattr(args, "no_progress", False))
     bundles = expand(args.bundle)
     parallel = args.max_parallel or 1
     trust = bool(getattr(args, "trust_digests", False))
@@ -273,7 +274,7 @@ def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag 
         while (waiting or running) and stop.signum is None:
             while waiting and len(running) < record.max_parallel and stop.signum is None:
                 child = waiting.pop(0)
-                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--quiet"]
+                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--no-progress"]
                 if record.address_kind == "cluster":
                     argv += ["--address", url]
                 if record.dry_run:
@@ -544,6 +545,7 @@ def set_summary(rows: list[dict]) -> str:
 
 
 RECENT_SETS = 10  # ended sets `tutorrl status` lists without --all
+RECENT_RUNS = 10  # ended runs of no set `tutorrl status` lists without --all
 
 
 def shown_sets(sets: list[SetRecord], show_all: bool = False) -> tuple[list[SetRecord], int]:
@@ -559,27 +561,31 @@ def shown_sets(sets: list[SetRecord], show_all: bool = False) -> tuple[list[SetR
 
 def status_overview(fmt: str, show_all: bool = False) -> int:
     """``tutorrl status`` with no argument: the open sets and the last that ended (shown_sets),
-    one row each, then each open run that is no set's (a run of a set is a row of that set's
-    table: `tutorrl status SET`)."""
+    one row each; the runs of no set that ended last (shown_ended_runs), one row each; then
+    each open run that is no set's (a run of a set is a row of that set's table: `tutorrl status SET`)."""
     from tutorrl.runtime import observe
 
-    listed, hidden = shown_sets(list_sets(), show_all)
+    every_set = list_sets()
+    listed, hidden = shown_sets(every_set, show_all)
     sets = [(r, set_rows(r)) for r in listed]
-    in_sets = frozenset(Path(p).resolve() for r, _ in sets for p in r.runs.values())
+    # A set's runs are rows of its table, shown or not: never listed again as single runs.
+    in_sets = frozenset(Path(p).resolve() for r in every_set for p in r.runs.values())
     runs = observe.open_runs(skip=in_sets)
+    ended, hidden_runs = shown_ended_runs(in_sets, show_all)
     if fmt == "json":
         doc = [{"kind": "set", "set_id": r.set_id, "status": r.status, "started": r.started, "ended": r.ended,
                 "dry_run": r.dry_run, "address_kind": r.address_kind, "bundles": len(rows),
                 "summary": set_summary(rows), "detached": r.detached} for r, rows in sets]
+        doc += [{"kind": "run", **observe.describe(p, r)} for p, r in ended]
         doc += [{"kind": "run", **d} for d in runs]
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
-        _say_hidden(hidden)
+        _say_hidden(hidden, hidden_runs)
         return 0
-    if not sets and not runs:
-        print("no open sets and no open runs started on this machine" if hidden else
-              "no sets and no open runs started on this machine", "(tutorrl status <run-id> shows any run)",
+    if not sets and not runs and not ended:
+        print("no open sets and no open runs started on this machine" if hidden or hidden_runs else
+              "no sets and no runs started on this machine", "(tutorrl status <run-id> shows any run)",
               file=sys.stderr)
-        _say_hidden(hidden)
+        _say_hidden(hidden, hidden_runs)
         return 0
     if sets:
         table = [["SET", "STATE", "RUNS", "STARTED (UTC)"]]
@@ -588,15 +594,49 @@ def status_overview(fmt: str, show_all: bool = False) -> int:
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n"
                                  for row in table))
-    sys.stdout.write("".join(("\n" if sets or n else "") + observe.run_text(d) for n, d in enumerate(runs)))
-    _say_hidden(hidden)
+    if ended:
+        sys.stdout.write(("\n" if sets else "") + ended_table(ended))
+    sys.stdout.write("".join(("\n" if sets or ended or n else "") + observe.run_text(d)
+                             for n, d in enumerate(runs)))
+    _say_hidden(hidden, hidden_runs)
     return 0
 
 
-def _say_hidden(hidden: int) -> None:
+def shown_ended_runs(skip: frozenset[Path], show_all: bool = False):
+    """The ended runs of no set ``tutorrl status`` lists, oldest to end first, and how many it
+    leaves out: the RECENT_RUNS that ended last (every one with --all)."""
+    from tutorrl.runtime import lifecycle
+
+    ended = sorted(((p, r) for p, r in lifecycle.ended_runs() if p.resolve() not in skip),
+                   key=lambda pr: (pr[1].ended or pr[1].started, pr[1].run_id))
+    if show_all or len(ended) <= RECENT_RUNS:
+        return ended, 0
+    return ended[-RECENT_RUNS:], len(ended) - RECENT_RUNS
+
+
+def ended_table(ended) -> str:
+    """One row per ended run: what it came to, how far it got, and its bundle (`tutorrl status RUN` says more)."""
+    from tutorrl._files import display_path
+    from tutorrl.runtime import observe
+
+    table = [["RUN", "STATE", "EXIT", "STEP", "ENDED (UTC)", "BUNDLE"]]
+    for path, r in ended:
+        progress = observe.progress_of(path, path.parent.parent)
+        step = "-" if progress.step is None else f"{progress.step}/{progress.total or '?'}"
+        table.append([r.run_id, r.status + (" (dry run)" if r.dry_run else ""),
+                      "-" if r.exit_code is None else str(r.exit_code), step, r.ended or "-",
+                      display_path(path.parent.parent)])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n" for row in table)
+
+
+def _say_hidden(hidden: int, hidden_runs: int = 0) -> None:
     if hidden:
         print(f"{hidden} older {'set' if hidden == 1 else 'sets'} that ended not shown "
               f"(`tutorrl status --all` lists every set)", file=sys.stderr)
+    if hidden_runs:
+        print(f"{hidden_runs} older {'run' if hidden_runs == 1 else 'runs'} that ended not shown "
+              f"(`tutorrl status --all` lists every run)", file=sys.stderr)
 
 
 def status_set(set_id: str, fmt: str) -> int:

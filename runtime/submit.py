@@ -9,6 +9,7 @@ taken from ``get_job_logs``, so ``job.log`` is complete either way.
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 import sys
 import threading
@@ -26,6 +27,7 @@ _PASSED_KWARGS = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memo
                   "entrypoint_resources", "entrypoint_label_selector")
 _KNOWN = {"entrypoint", "runtime_env", "metadata", *_PASSED_KWARGS}
 DRY_RUN_ARGS = dryrun.ARGS
+HYDRA_SAFE = re.compile(r"[A-Za-z0-9_./@+-]+")
 from tutorrl.contract import RUN_ID_ENV  # noqa: E402
 # Where verl's checkpoint callback (tutorrl.evidence.callback) appends
 # records. Only set when the job sees the bundle's real folder: an uploaded
@@ -59,7 +61,8 @@ class Submission:
 
 def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: str, upload: bool,
                      dry_run: bool, passthrough: dict[str, str], stdout_to: Path | None = None,
-                     extra_env: dict[str, str] | None = None, secrets_file: Path | None = None) -> Submission:
+                     extra_env: dict[str, str] | None = None, secrets_file: Path | None = None,
+                     hydra_dir: Path | None = None) -> Submission:
     """``stdout_to``: a file for the job's standard output instead of the job log
     (a dry run's composed config; only where the job sees this machine's files).
     ``extra_env``: what tutorrl adds for the job, never secret: the spec's roots
@@ -68,7 +71,10 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
     ``secrets_file``: where ``job_secrets.write`` put the passthrough values
     (embedded head only, where the job runs on this machine): they then reach
     the job through that file, not through ``env_vars``, which Ray's Jobs API
-    returns in plain text."""
+    returns in plain text.
+    ``hydra_dir``: where verl's Hydra writes its ``outputs/`` record of the run
+    (the run's own folder) instead of the directory the job starts in; passed
+    to launch.sh as an argument, so the bundle's bytes are the same either way."""
     unknown = set(job) - _KNOWN
     if unknown:
         raise BundleError(f"{bundle_path}/ray-job.json: unknown field(s) {', '.join(sorted(unknown))}")
@@ -76,6 +82,10 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
     if "launch.sh" not in argv:
         raise BundleError(f"{bundle_path}/ray-job.json: the entrypoint does not run launch.sh: {job.get('entrypoint')!r}")
     extra = list(DRY_RUN_ARGS) if dry_run else []
+    if hydra_dir is not None and not dry_run and not upload and HYDRA_SAFE.fullmatch(str(hydra_dir)):
+        # Only a path Hydra's override grammar takes as it is (no quoting, no "${" interpolation);
+        # any other stays with Hydra's default, outputs/ where the job starts.
+        extra.append(f"hydra.run.dir={hydra_dir}")
     if upload:
         # The job's cwd is Ray's unpacked copy of the bundle.
         entrypoint = shlex.join(argv + extra)

@@ -108,13 +108,17 @@ class Verification(msgspec.Struct, frozen=True, kw_only=True):
     bundle_warnings: list[str]
     #: One line per record linked to the record of the checkpoint its run resumed from.
     lineage: list[str]
+    #: Links that could not be checked: the linked bundle is gone, or no record covered the
+    #: checkpoint (problems too with ``require_lineage``).
+    unlinked: list[str]
     #: With ``rehash``: recorded checkpoints that are no longer on disk (a note unless required).
     not_on_disk: list[str]
 
 
 def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None = None,
            trust: list[str | os.PathLike] | tuple = (), anchors: list[str] | tuple[str, ...] = (),
-           require_checkpoints: bool = False, trust_digests: bool = False) -> Verification:
+           require_checkpoints: bool = False, trust_digests: bool = False,
+           require_lineage: bool = False) -> Verification:
     """The bundle and its evidence chain checked; with ``rehash`` every recorded checkpoint still on disk re-hashed.
 
     ``trust`` lists public key files (each may hold several PEM keys): every
@@ -131,8 +135,10 @@ def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None 
     trusted = load_trusted([str(p) for p in trust]) if trust else None
     parsed = [parse_anchor(a) for a in anchors]
     loaded = load(bundle, trust_digests=trust_digests)
-    evidence = check_evidence(loaded.path, loaded.digest, trust=trusted, anchors=parsed)
+    evidence = check_evidence(loaded.path, loaded.digest, trust=trusted, anchors=parsed, rehash=rehash)
     problems = list(evidence.problems)
+    if require_lineage:
+        problems += evidence.unlinked
     not_on_disk: list[str] = []
     if rehash:
         from tutorrl.evidence import rehash_evidence
@@ -145,7 +151,7 @@ def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None 
     records = len(list((Path(loaded.path) / EVIDENCE_DIR).glob("[0-9]*.json")))
     return Verification(ok=not problems, bundle=str(bundle), path=str(loaded.path), digest=loaded.digest, records=records,
                         problems=problems, warnings=list(evidence.warnings), bundle_warnings=list(loaded.warnings),
-                        lineage=list(evidence.lineage), not_on_disk=not_on_disk)
+                        lineage=list(evidence.lineage), unlinked=list(evidence.unlinked), not_on_disk=not_on_disk)
 
 
 def diff(old: str | os.PathLike, new: str | os.PathLike) -> Diff:

@@ -26,7 +26,8 @@ SURFACE = {
     "load": "(bundle: 'str | os.PathLike', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
     "verify": "(bundle: 'str | os.PathLike', *, rehash: 'bool' = False, jobs: 'int | None' = None, "
               "trust: 'list[str | os.PathLike] | tuple' = (), anchors: 'list[str] | tuple[str, ...]' = (), "
-              "require_checkpoints: 'bool' = False, trust_digests: 'bool' = False) -> 'Verification'",
+              "require_checkpoints: 'bool' = False, trust_digests: 'bool' = False, require_lineage: 'bool' = False) "
+              "-> 'Verification'",
     "diff": "(old: 'str | os.PathLike', new: 'str | os.PathLike') -> 'Diff'",
     "run": "(bundle: 'str | os.PathLike | RunOptions', *, jobs: 'Jobs | None' = None, progress: 'bool' = False, "
            "**options: 'Any') -> 'Run'",

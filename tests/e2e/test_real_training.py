@@ -87,6 +87,9 @@ def test_verl_trains_two_steps_as_a_ray_job(trained):
         assert math.isfinite(loss) and math.isfinite(grad) and grad > 0, (step, values)
         assert 0.0 <= float(values["critic/score/mean"]) <= 1.0
     assert "Total training steps: 2" in trained.log
+    # Hydra's record of the run is the run's, in its folder: nothing is left where `tutorrl run` started.
+    assert not (trained.root / "outputs").exists()
+    assert (trained.run_dir / "hydra" / ".hydra" / "overrides.yaml").is_file()
 
 
 def test_verl_wrote_its_checkpoints(trained):
@@ -133,6 +136,11 @@ def test_status_and_metrics_show_what_verl_logged(trained):
     assert "succeeded" in status.stdout and "step 2/2" in status.stdout
     last = float(logged[2]["critic/score/mean"])
     assert f"{last:.4g}" in status.stdout
+    # With no id: the run that just ended is listed, as one row.
+    overview = tutorrl("status", cwd=trained.root, env=trained.env)
+    assert overview.returncode == 0, overview.stderr
+    (row,) = [line for line in overview.stdout.splitlines() if line.startswith(trained.run_dir.name)]
+    assert row.split()[1:4] == ["succeeded", "0", "2/2"]
 
 
 def test_verify_rehash_passes_and_a_flipped_byte_fails_naming_the_file(trained):

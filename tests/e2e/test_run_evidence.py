@@ -84,7 +84,8 @@ def _bundle(tmp_path: Path, on_failure: str | None = None) -> Path:
     return write_bundle(reseal(compiled, launch_sh=STANDIN.encode()), tmp_path / "bundles").path
 
 
-def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int, broken: bool = False) -> subprocess.CompletedProcess:
+def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int, broken: bool = False,
+         *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     # The launch is a stand-in trainer, not verl's: the training-stack check
     # (which wants a rollout engine this CPU environment lacks) is not the subject.
@@ -92,7 +93,7 @@ def _run(bundle: Path, cwd: Path, first_step: int, exit_code: int, broken: bool 
     env.update(TUTORRL_EMBEDDED_NUM_GPUS="1", TUTORRL_STACK_CHECK="skip", TUTORRL_TRUST_DIGESTS="1",
                TUTORRL_TEST_HELPERS=str(Path(__file__).parents[1] / "evidence"),
                STANDIN_FIRST_STEP=str(first_step), STANDIN_EXIT=str(exit_code), STANDIN_BROKEN=str(int(broken)))
-    return subprocess.run([sys.executable, "-m", "tutorrl", "run", str(bundle)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "tutorrl", "run", str(bundle), *extra], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -131,9 +132,20 @@ def test_callback_and_post_run_scan_record_every_checkpoint(tmp_path):
     assert {r["predicate"]["run"]["run_id"] for r in records} == {run["run_id"]}
     assert records[1]["predicate"]["run"]["finished"] is True
     assert support.cli("verify", str(bundle), "--trust-digests", cwd=work).returncode == 0
+    # One line per record in the run's stream: step, files, the checks that did not pass.
+    said = [line for line in ok.stderr.splitlines() if line.startswith("tutorrl: evidence: ")]
+    assert said[0].startswith("tutorrl: evidence: 000001.json: step 1, 10 files, PARTIAL (")
+    assert "skipped: " in said[0] and "publication.engines_answered" in said[0]
+    assert said[1].startswith("tutorrl: evidence: 000002.json: step 2, 10 files, ")
+    assert said[2] == f"tutorrl: evidence: each check's reason: tutorrl evidence {bundle}"
 
-    failed = _run(bundle, work, first_step=3, exit_code=3)
+    # --quiet: tutorrl's own lines only; the job's output is in its log, not the stream.
+    failed = _run(bundle, work, 3, 3, False, "--quiet")
     assert failed.returncode == 3, failed.stderr[-2000:]
+    assert "actor cwd" not in failed.stdout + failed.stderr
+    (second,) = [p for p in bundle.glob("runs/*") if p.name != run["run_id"]]
+    assert f"actor cwd {work}" in (second / "job.log").read_text()
+    assert "tutorrl: evidence: 000003.json: step 3, " in failed.stderr and "FAILED (exit code 3)" in failed.stderr
     records = _records(bundle, work)
     # Earlier checkpoints are not recorded twice; the failed run's are, marked unfinished.
     assert [r["predicate"]["checkpoint"]["step"] for r in records] == [1, 2, 3, 4]

@@ -14,7 +14,7 @@ def test_add_list_and_json(tmp_path, capsys):
     assert main(["evidence", str(bundle), "--add", str(tmp_path / "ckpts" / "global_step_1"), "--run-id", "x"]) == 0
     capsys.readouterr()
     assert main(["evidence", str(bundle)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("    skipped ")]
     assert len(lines) == 2 and "step 2" in lines[0] and "step 1" in lines[1] and "PARTIAL" in lines[0]
     assert main(["evidence", str(bundle), "--json"]) == 0
     docs = json.loads(capsys.readouterr().out)
@@ -35,12 +35,15 @@ def test_text_output_says_why_each_failed_check_failed(tmp_path, capsys):
     assert main(["evidence", str(bundle), "--format", "json"]) == 0
     checks = json.loads(capsys.readouterr().out)[0]["predicate"]["verdict"]["checks"]
     failed = [c for c in checks if c["status"] == "fail"]
-    assert failed
+    skipped = [c for c in checks if c["status"] == "skipped"]
+    assert failed and skipped
     assert main(["evidence", str(bundle)]) == 0
     listed = capsys.readouterr().out.splitlines()
     for lines in (added, listed):
         assert "failed: " in lines[0]
-        assert lines[1:] == [f"    {c['id']}: {c['detail']}" for c in failed]
+        # Each check short of a pass, with its reason: the failed, then the skipped.
+        assert lines[1:] == ([f"    {c['id']}: {c['detail']}" for c in failed]
+                             + [f"    skipped {c['id']}: {c['detail']}" for c in skipped])
 
 
 @pytest.mark.parametrize("argv,msg", [

@@ -101,6 +101,15 @@ def test_pace_eta_and_reward_from_the_trainer_timing_else_the_clock():
     assert metrics.status_text(s) == "step 2/10, 60 steps/h, ETA 8m, score 0.1"
     unknown = metrics.summarise(_points([0.0]), total=None)
     assert metrics.status_text(unknown) == "step 1/?, ETA unknown (total steps not known yet), score 0"
+    # verl's step time is its compute alone: between two steps the run also saves, rolls out, hashes.
+    # The demo's steps came 3.5 s apart with verl timing 0.45 s each: the pace is the 3.5 s.
+    demo = metrics.summarise(_points([27.0, 30.5], lambda i: {"perf/time_per_step": 0.45}), total=2)
+    assert round(demo.steps_per_hour) == 1029 and demo.eta_s == 0
+    assert metrics.status_text(demo) == "step 2/2, 1,029 steps/h, ETA 0s, score 0.1"
+    # After one step there is no interval to measure: no pace, no ETA, whatever verl timed.
+    first = metrics.summarise(_points([27.0], lambda i: {"perf/time_per_step": 0.45}), total=2)
+    assert first.steps_per_hour is None and first.eta_s is None
+    assert metrics.status_text(first) == "step 1/2, score 0"
     rewards_only = [metrics.Point(step=1, time=0, source="file", metrics={"critic/rewards/mean": 0.5})]
     assert "reward 0.5" in metrics.status_text(metrics.summarise(rewards_only, 3))
 

@@ -543,3 +543,42 @@ def test_a_set_stopped_by_tutorrl_stop_before_it_is_detached_is_not_said_to_be_d
     doc = json.loads(record_path.read_text())
     assert doc["status"] == "stopped" and doc["address"] == "" and doc["head_dir"] is None
     assert procs_with_env("TUTORRL_RUN_ID", record_path.stem) == []
+
+
+def test_status_lists_the_single_runs_that_ended_last_and_every_one_with_all(tmp_path, monkeypatch):
+    from tutorrl.runtime import lifecycle, records
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("TUTORRL_STATE_HOME", str(state))
+    for n in range(12):
+        run_dir = tmp_path / "bundles" / f"b{n:02d}" / "runs" / f"tutorrl-b{n:02d}-1"
+        run_dir.mkdir(parents=True)
+        (run_dir / records.LOG_FILE).write_text(f"step:{n + 1} - critic/score/mean:0.5\n")
+        records.create_record(run_dir, records.RunRecord(
+            schema=1, run_id=run_dir.name, bundle="sha256:" + "0" * 64, submission_id=run_dir.name, attempt=1,
+            address_kind="embedded", address="http://127.0.0.1:1", dry_run=False,
+            versions=records.Versions(tutorrl="0", ray="2.60.0", python="3.11"),
+            # Ended in the reverse order of their names: "the last to end" is not "the last named".
+            started="2026-01-01T00:00:00.000Z", ended=f"2026-01-01T00:{59 - n:02d}:00.000Z",
+            status="succeeded" if n % 2 else "failed", exit_code=0 if n % 2 else 1))
+        lifecycle.index_run(run_dir)
+    env = _env(state)
+
+    def listed(*extra):
+        proc = subprocess.run([*TUTORRL, "status", *extra], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc
+
+    recent = listed()
+    lines = recent.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "STATE", "EXIT", "STEP", "ENDED", "(UTC)", "BUNDLE"]
+    # Oldest to end first: b09 ended earliest of the ten shown, b00 last; b10 and b11 left out.
+    assert [line.split()[0] for line in lines[1:]] == [f"tutorrl-b{n:02d}-1" for n in range(9, -1, -1)]
+    assert lines[-1].split() == ["tutorrl-b00-1", "failed", "1", "1/?", "2026-01-01T00:59:00.000Z", "bundles/b00"]
+    assert "2 older runs that ended not shown" in recent.stderr and "--all" in recent.stderr
+    every = listed("--all")
+    assert len(every.stdout.splitlines()) == 13 and "not shown" not in every.stderr
+    as_json = json.loads(listed("--format", "json").stdout)
+    assert [(e["kind"], e["run_id"], e["status"]) for e in as_json][-1] == ("run", "tutorrl-b00-1", "failed")
+    assert len(as_json) == 10

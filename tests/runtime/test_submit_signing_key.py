@@ -44,3 +44,19 @@ def test_a_bundle_cannot_set_the_key_variable(tmp_path, monkeypatch):
     job = {"entrypoint": "bash launch.sh", "runtime_env": {"env_vars": {"TUTORRL_EVIDENCE_KEY": "/elsewhere"}}}
     with pytest.raises(RefusedError, match="TUTORRL_EVIDENCE_KEY"):
         _env(tmp_path, upload=False, job=job)
+
+
+def test_hydras_record_of_the_run_goes_under_the_run_folder_without_changing_the_bundle(tmp_path):
+    """launch.sh passes its arguments to verl first: the run's folder reaches Hydra as an
+    argument, so the job leaves no outputs/ where it starts and the bundle's bytes stay."""
+    def entrypoint(where, **kw):
+        return build_submission(JOB, bundle_path=tmp_path, cwd=tmp_path, submission_id="tutorrl-x-1",
+                                passthrough={}, hydra_dir=where, **{"upload": False, "dry_run": False, **kw}
+                                ).kwargs["entrypoint"]
+
+    run_dir = tmp_path / "runs" / "tutorrl-x-1" / "hydra"
+    assert entrypoint(run_dir).endswith(f"launch.sh hydra.run.dir={run_dir}")
+    assert "hydra.run.dir" not in entrypoint(run_dir, dry_run=True)  # --cfg writes no outputs/
+    assert "hydra.run.dir" not in entrypoint(run_dir, upload=True)  # the job's cwd is Ray's copy of the bundle
+    # A path Hydra would read as grammar (a quote, an interpolation) is not passed.
+    assert "hydra.run.dir" not in entrypoint(tmp_path / "it's ${here}")
