@@ -100,7 +100,7 @@ def main() -> int:
         def rebuild(tp: int):
             def run() -> None:
                 ref = safetensors_sglang_hashes(files)
-                expected, skipped = ref.expected([(n, r, tp) for n in names for r in range(tp)])
+                expected, skipped = ref.expected([(n, r, tp) for n in names for r in range(tp)], sglang_gpu_hash)
                 assert not skipped and len(expected) == len(names) * tp, skipped
             return run
 
