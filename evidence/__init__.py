@@ -39,6 +39,7 @@ from tutorrl._face import attach
 if TYPE_CHECKING:
     from tutorrl.evidence.anchor import parse_anchor
     from tutorrl.evidence.bundle import load_bundle
+    from tutorrl.evidence.cli_impl import recorded_line
     from tutorrl.evidence.lineage import Before
     from tutorrl.evidence.record import read_records
     from tutorrl.evidence.sign import ENV_KEY, configured_key_path, load_trusted
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "anchor": ("parse_anchor",),
     "bundle": ("load_bundle",),
+    "cli_impl": ("recorded_line",),
     "lineage": ("Before",),
     "record": ("read_records",),
     "sign": ("ENV_KEY", "configured_key_path", "load_trusted"),
@@ -65,6 +67,7 @@ __all__ = [
     "parse_anchor",
     "read_records",
     "record_run_checkpoints",
+    "recorded_line",
     "rehash_evidence",
     "verify_evidence",
 ]

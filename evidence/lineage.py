@@ -70,7 +70,7 @@ def _records(bundle: Path):
 def find_record(root: Path, step: int, bundles: Iterable[Path]):
     """(bundle path, record path, statement) of the newest record of ``root``'s
     ``global_step_<step>`` among ``bundles``' evidence; None when none covers it."""
-    from tutorrl.evidence.record import recorded_root
+    from tutorrl.evidence.paths import recorded_root
 
     wanted_root = os.path.realpath(root)
     found = None
@@ -90,7 +90,7 @@ def link(root: Path, step: int, files_root: str, bundles: Iterable[Path],
          own: Path | None = None) -> tuple[Lineage, Check]:
     """The lineage of a run that resumed from ``root``'s step ``step`` (hashed now: ``files_root``),
     recorded in bundle ``own`` (the linked bundle is named relative to it)."""
-    from tutorrl.evidence.record import relative_to_bundle
+    from tutorrl.evidence.paths import relative_to_bundle
 
     directory = f"global_step_{step}"
     hit = find_record(root, step, bundles)
@@ -127,7 +127,7 @@ class Linked(msgspec.Struct, frozen=True):
 def locate(bundle_dir: Path, lineage: Lineage) -> Linked:
     if lineage.record is None or lineage.bundle_path is None:
         return Linked(bundle_dir=None, target=None, state="none")
-    from tutorrl.evidence.record import recorded_root
+    from tutorrl.evidence.paths import recorded_root
 
     linked = recorded_root(lineage.bundle_path, bundle_dir)
     from tutorrl.contract import MANIFEST

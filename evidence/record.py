@@ -18,6 +18,7 @@ from tutorrl.errors import CheckpointError  # its home; importable from here too
 from tutorrl.evidence.bundle import BundleInfo, load_bundle
 from tutorrl.evidence.chain import ChainError, append, directory_problem, read_record, record_files
 from tutorrl.evidence.checkpoints import find_step_dirs, inspect_step, read_tracker, step_of, tracker_checks
+from tutorrl.evidence.paths import recorded_root, relative_to_bundle
 from tutorrl.evidence.hashing import (
     Job, Progress, build_manifest, default_workers, hash_jobs, list_files, shown_name,
 )
@@ -388,22 +389,6 @@ def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
         except (OSError, ReadError, RecordFormatError):  # shown as malformed; `verify` says why
             out.append((path, None))
     return out
-
-
-def relative_to_bundle(path: str | os.PathLike, bundle_path: Path) -> str:
-    """``path`` as a record names it: relative to the bundle's folder (both as the file system
-    resolves them, so that ``..`` from the bundle leads where it did)."""
-    return Path(os.path.relpath(os.path.realpath(path), os.path.realpath(bundle_path))).as_posix()
-
-
-def recorded_root(root: str, bundle_path: Path) -> Path:
-    """Where a record's checkpoint folder is: relative to its bundle's folder (earlier records
-    name an absolute path, kept as it is)."""
-    if os.path.isabs(root):
-        return Path(root)
-    # From the bundle's real folder, as `relative_to_bundle` measured it; the name shown is then
-    # free of the "<bundle>/../.." detour.
-    return Path(os.path.normpath(os.path.join(os.path.realpath(bundle_path), root)))
 
 
 def _recorded(bundle_path: Path) -> set[tuple[str, int]]:

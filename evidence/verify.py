@@ -258,7 +258,7 @@ def rehash_evidence(bundle_path: Path, *, jobs: int | None = None, stream: TextI
     wanted: list[tuple[str, Path, list[tuple[str, str, Path]], int]] = []
     to_hash: dict[Path, int] = {}
     from tutorrl.evidence.lineage import linked_checkpoint
-    from tutorrl.evidence.record import recorded_root
+    from tutorrl.evidence.paths import recorded_root
 
     # Each record's own checkpoint, then the checkpoint each resumed run started from (as its
     # linked record gives it): "link checked" vouches for those files too only once they are hashed.

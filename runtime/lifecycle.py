@@ -111,7 +111,7 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
         mine = [(path, s) for path, s in read_records(bundle_path)
                 if s is not None and s.predicate.run.run_id == record.run_id]
         if progress is not None and mine:
-            from tutorrl.evidence.cli_impl import recorded_line
+            from tutorrl.evidence import recorded_line
 
             for path, s in mine:
                 progress.note(recorded_line(path.name, s))

@@ -37,6 +37,8 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     detach: bool = False
     #: Only tutorrl's own lines on the command line (the job's log is still written to the run folder).
     quiet: bool = False
+    #: No progress lines of tutorrl's own (the job's output is still shown); what each run of a set uses.
+    no_progress: bool = False
     #: Accept a bundle this tutorrl cannot re-derive on its digests alone (with a warning).
     trust_digests: bool = False
     #: A set (``tutorrl run B1 B2 ...``, runtime/runset.py) runs at most this many at once; one

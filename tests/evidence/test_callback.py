@@ -88,7 +88,7 @@ def test_verl_loads_and_calls_it(build, run, tmp_path):
     (record,) = [s for _, s in read_records(run)]
     assert record.predicate.run.run_id == "run-7" and record.predicate.run.source == "callback"
     # Named from the bundle's folder: moving both together keeps the record true.
-    from tutorrl.evidence.record import recorded_root
+    from tutorrl.evidence.paths import recorded_root
 
     assert not record.predicate.checkpoint.root.startswith("/")
     assert recorded_root(record.predicate.checkpoint.root, run) == step.parent.resolve()
