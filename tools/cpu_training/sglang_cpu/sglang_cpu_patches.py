@@ -121,8 +121,11 @@ class _Loader(importlib.abc.Loader):
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Finds the hooked modules with the normal finders, then patches each once it has run."""
 
+    def __init__(self, hooks: dict):
+        self.hooks = hooks
+
     def find_spec(self, fullname, path, target=None):
-        hook = _HOOKS.get(fullname)
+        hook = self.hooks.get(fullname)
         if hook is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
@@ -132,4 +135,11 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-sys.meta_path.insert(0, _AfterImport())
+def after_import(hooks: dict) -> None:
+    """Run ``hooks[name](module)`` right after each named module is first imported (no file edited).
+
+    Also what the SGLang training plug-in (tools/cpu_training/verl091_sglang) installs its own hooks with."""
+    sys.meta_path.insert(0, _AfterImport(hooks))
+
+
+after_import(_HOOKS)

@@ -49,12 +49,9 @@ and torch_memory_saver's release of weights (off on the CPU: the spec sets
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
-import sys
 
-import sglang_cpu_patches  # noqa: F401  (the sglang CPU patches: see its docstring)
+import sglang_cpu_patches  # the sglang CPU patches (see its docstring), and its after-import hook
 
 _TARGET = "sglang.srt.utils.common"
 # The tests' instruments (publication_probe.py beside this file), only where a test asks for one.
@@ -82,18 +79,6 @@ def _by_value(module) -> None:
     serializer.serialize = staticmethod(serialize)
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner, hook):
-        self.inner, self.hook = inner, hook
-
-    def create_module(self, spec):
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module):
-        self.inner.exec_module(module)
-        self.hook(module)
-
-
 def _probe(module) -> None:
     import publication_probe
 
@@ -103,18 +88,4 @@ def _probe(module) -> None:
 _HOOKS = {_TARGET: _by_value, **({_PROBE: _probe} if _PROBED else {})}
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds the hooked modules with the normal finders, then patches each once it has run."""
-
-    def find_spec(self, fullname, path, target=None):
-        hook = _HOOKS.get(fullname)
-        if hook is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _Loader(spec.loader, hook)
-        return spec
-
-
-sys.meta_path.insert(0, _AfterImport())
+sglang_cpu_patches.after_import(_HOOKS)
