@@ -109,7 +109,8 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
                 if plus and not (target.passthrough or _under_open(sub, target.open)):
                     findings.append(Finding(f"{setting}.{sub}",
                                      f"verl {lock.release} ({lock.variant}) declares no '{key}', and nothing in verl "
-                                     f"reads '{target.key}' whole: verl would accept the entry and never read it",
+                                     f"reads '{target.key}' whole: verl would accept the entry and never read it"
+                                     + _read_whole_elsewhere(key, lock),
                                      _near_entry(sub, target.declared)))
                     continue
                 if key in emitted:
@@ -314,6 +315,19 @@ def _elsewhere(key: str, lock: Lock, engine: str | None = None) -> str:
     read = releases_reading_undeclared(key, lock.variant, engine)
     return f" (it exists {describe_releases(read)}: verl reads it there, though no yaml declares it)" if read else ""
 
+
+
+def _read_whole_elsewhere(key: str, lock: Lock) -> str:
+    """Where a table entry verl does not read here is read: the releases that declare it, or that
+    hand a dict above it on whole (keymap/passthrough.toml). Only on the error path: it reads every lock."""
+    said = _elsewhere(key, lock)
+    if said:
+        return said
+    whole = {release: load_lock(release, lock.variant).passthrough_above(key) for release in load_keymap().releases}
+    where = [release for release, above in whole.items() if above]
+    if not where:
+        return ""
+    return f" (it exists {describe_releases(where)}: verl reads '{whole[where[-1]]}' whole there)"
 
 
 def _spec_could_say(text: str, target) -> bool:
