@@ -20,6 +20,18 @@ def _run_list(args: argparse.Namespace) -> int:
     return cmd_list(args)
 
 
+def _run_add(args: argparse.Namespace) -> int:
+    from tutorrl.release_add import cmd_add
+
+    return cmd_add(args)
+
+
+def _run_remove(args: argparse.Namespace) -> int:
+    from tutorrl.release_add import cmd_remove
+
+    return cmd_remove(args)
+
+
 def _run_lock(args: argparse.Namespace) -> int:
     from tutorrl.compiler.release import cmd_lock
 
@@ -52,7 +64,36 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
     )
     imp.set_defaults(handler=_run_import)
 
-    lst = verbs.add_parser("list", help="list the packaged key sets")
+    add = verbs.add_parser(
+        "add",
+        help="add a verl release tutorrl does not ship (into your data folder, not the package)",
+        description=(
+            "Read verl RELEASE's wheel (--wheel, else pip downloads it into the wheel cache) and write, into "
+            "the user's data folder ($TUTORRL_DATA_DIR, else $XDG_DATA_HOME/tutorrl, else ~/.local/share/tutorrl; "
+            "the installed package is never written): its key sets (fsdp, megatron), the config sections it "
+            "builds into dataclasses, its locks (the packaged key map with RELEASE added) and a stack record "
+            "derived from the newest packaged release before it. Then specs with experiment.verl = RELEASE "
+            "compile and `tutorrl run` checks the job's stack. Prints the release diff against that release: "
+            "keys added, removed and moved, defaults changed, dataclass fields, and the spec settings the key "
+            "map cannot place (each needs a timeline entry). All or nothing. Needs: pip install 'tutorrl[keys]'."
+        ),
+    )
+    add.add_argument("release", metavar="RELEASE", help="verl release, e.g. 0.9.2")
+    add.add_argument("--wheel", metavar="PATH", help="the release's wheel (default: downloaded with pip)")
+    add.add_argument(
+        "--wheel-cache",
+        metavar="DIR",
+        help="where wheels are downloaded and reused (default: $TUTORRL_WHEEL_CACHE or ~/.cache/tutorrl/wheels)",
+    )
+    add.set_defaults(handler=_run_add)
+
+    rm = verbs.add_parser("remove", help="remove a release `keys add` added",
+                          description="Remove verl RELEASE's folder from the user's data folder (a packaged "
+                                      "release cannot be removed).")
+    rm.add_argument("release", metavar="RELEASE", help="verl release, e.g. 0.9.2")
+    rm.set_defaults(handler=_run_remove)
+
+    lst = verbs.add_parser("list", help="list the key sets (packaged, and added with `keys add`)")
     from tutorrl._formats import add_format_option
 
     add_format_option(lst, help="output format: text (one line per key set) or json (default: text)")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tutorrl.runtime.progress import Progress
     from tutorrl.runtime.records import LOG_FILE, RunRecord
     from tutorrl.runtime.run import RunSession, exit_code_of
+    from tutorrl.runtime.stack_derive import derive_stack, wheel_requirements
     from tutorrl.runtime.submit import passthrough_names
 
 _EXPORTS = {
@@ -32,6 +33,7 @@ _EXPORTS = {
     "progress": ("Progress",),
     "records": ("LOG_FILE", "RunRecord"),
     "run": ("RunSession", "exit_code_of"),
+    "stack_derive": ("derive_stack", "wheel_requirements"),
     "submit": ("passthrough_names",),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
@@ -44,10 +46,12 @@ __all__ = [
     "RunRecord",
     "RunSession",
     "Stopped",
+    "derive_stack",
     "encode_env",
     "exit_code_of",
     "gpu_layout",
     "passthrough_names",
     "reconcile",
     "stop_run",
+    "wheel_requirements",
 ]

@@ -89,12 +89,38 @@ def public_version(version: str) -> str:
 
 
 def _data() -> dict:
+    """The packaged records, then each added release's (``tutorrl keys add``), which never
+    replaces a packaged one."""
     with open(STACKS / "stacks.toml", "rb") as fh:
-        return tomllib.load(fh)
+        data = tomllib.load(fh)
+    records = data.setdefault("release", {})
+    for release in _user_releases():
+        path = _user_stacks(release) / f"verl-{release}.toml"
+        if release in records or not path.is_file():
+            continue
+        with open(path, "rb") as fh:
+            records[release] = tomllib.load(fh).get("release", {}).get(release, {})
+    return data
+
+
+def _user_releases() -> tuple[str, ...]:
+    from tutorrl.compiler.release import user_releases
+
+    return user_releases()
+
+
+def _user_stacks(release: str) -> Path:
+    from tutorrl import _overlay
+
+    return Path(_overlay.release_dir(release)) / "stacks"
 
 
 def constraints_file(release: str, engine: str) -> Path:
-    return STACKS / f"verl-{release}-{engine}.txt"
+    name = f"verl-{release}-{engine}.txt"
+    packaged = STACKS / name
+    if packaged.is_file() or release not in _user_releases():
+        return packaged
+    return _user_stacks(release) / name
 
 
 def read_constraints(path: Path) -> tuple[dict[str, str], str]:

@@ -573,3 +573,34 @@ class RayNodes:
             except ProcessLookupError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def renamed_wheel(wheel: Path, new_version: str, dest: Path) -> Path:
+    """A copy of a release wheel that says it is ``new_version``: its dist-info folder renamed, METADATA's
+    Version rewritten and RECORD's paths (and METADATA's hash) to match -- a release whose code and config are
+    the old one's, as the day-0 path sees a verl release that changed nothing. pip installs it as that version."""
+    import base64
+    import hashlib
+    import re
+    import zipfile
+
+    name, old_version = wheel.name.split("-")[:2]
+    old_info, new_info = f"{name}-{old_version}.dist-info/", f"{name}-{new_version}.dist-info/"
+    out = dest / wheel.name.replace(f"-{old_version}-", f"-{new_version}-", 1)
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        members = {m.filename: src.read(m.filename) for m in src.infolist()}
+        metadata = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), members[old_info + "METADATA"], 1)
+        members[old_info + "METADATA"] = metadata
+        digest = base64.urlsafe_b64encode(hashlib.sha256(metadata).digest()).rstrip(b"=").decode()
+        record = []
+        for line in members[old_info + "RECORD"].decode().splitlines():
+            path = line.split(",", 1)[0].replace(old_info, new_info, 1)
+            if path == new_info + "METADATA":
+                line = f"{path},sha256={digest},{len(metadata)}"
+            else:
+                line = path + line[len(line.split(",", 1)[0]):]
+            record.append(line)
+        members[old_info + "RECORD"] = ("\n".join(record) + "\n").encode()
+        for member, data in members.items():
+            dst.writestr(member.replace(old_info, new_info, 1) if member.startswith(old_info) else member, data)
+    return out

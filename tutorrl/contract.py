@@ -51,8 +51,9 @@ STACK_CHECK_ENV = "TUTORRL_STACK_CHECK"         # "skip": no training-stack prob
 EMBEDDED_NUM_GPUS_ENV = "TUTORRL_EMBEDDED_NUM_GPUS"  # GPUs the embedded head declares without --num-gpus
 STATE_HOME_ENV = "TUTORRL_STATE_HOME"           # the per-user state folder (runs index, record key)
 WHEEL_CACHE_ENV = "TUTORRL_WHEEL_CACHE"         # where `tutorrl keys import` keeps wheels
+DATA_DIR_ENV = "TUTORRL_DATA_DIR"               # the per-user data folder (verl releases added by `tutorrl keys add`)
 DEBUG_ENV = "TUTORRL_DEBUG"                     # "1": show the stack of an error
 # Set by a set's `tutorrl run` for the `tutorrl run` of each of its bundles, not by a user.
 SET_HEAD_ENV = "TUTORRL_SET_HEAD"               # the folder of the set's embedded head, which the run uses
 USER_VARIABLES = (TRUST_DIGESTS_ENV, STACK_CHECK_ENV, EMBEDDED_NUM_GPUS_ENV, STATE_HOME_ENV, WHEEL_CACHE_ENV,
-                  DEBUG_ENV, SET_HEAD_ENV)
+                  DATA_DIR_ENV, DEBUG_ENV, SET_HEAD_ENV)

@@ -14,12 +14,15 @@ from typing import TYPE_CHECKING
 from tutorrl._face import attach
 
 if TYPE_CHECKING:
+    from tutorrl.compiler.release.added import is_user_release, packaged_releases, user_releases
+    from tutorrl.compiler.release.adding import release_files
     from tutorrl.compiler.release.built import load_built
     from tutorrl.compiler.release.hydra import launch_prelude, render_value
     from tutorrl.compiler.release.keymap import (
         Lock,
         Target,
         describe_releases,
+        forget_user_releases,
         load_keymap,
         load_lock,
         release_tuple,
@@ -40,12 +43,15 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
+    "added": ("is_user_release", "packaged_releases", "user_releases"),
+    "adding": ("release_files",),
     "built": ("load_built",),
     "hydra": ("launch_prelude", "render_value"),
     "keymap": (
         "Lock",
         "Target",
         "describe_releases",
+        "forget_user_releases",
         "load_keymap",
         "load_lock",
         "release_tuple",
@@ -72,13 +78,17 @@ __all__ = [
     "describe_releases",
     "extract_config",
     "fetch_wheel",
+    "forget_user_releases",
     "is_runtime",
+    "is_user_release",
     "launch_prelude",
     "launch_program",
     "load_built",
     "load_keymap",
     "load_keyset",
     "load_lock",
+    "packaged_releases",
+    "release_files",
     "release_tuple",
     "releases_with",
     "render_value",
@@ -86,4 +96,5 @@ __all__ = [
     "skipped",
     "spell",
     "supported_releases",
+    "user_releases",
 ]

@@ -18,6 +18,9 @@ import os
 
 import msgspec
 
+from tutorrl import _overlay
+from tutorrl.compiler.release import added
+
 SCHEMA = "tutorrl.built/1"
 _DIR = os.path.join(os.path.dirname(__file__), "built")
 
@@ -65,9 +68,10 @@ def built_path(release: str, variant: str) -> str:
 
 @functools.cache
 def load_built(release: str, variant: str) -> Built:
-    """The release's built sections (none for a release with no file: it builds nothing)."""
-    try:
-        with open(built_path(release, variant), "rb") as fh:
-            return msgspec.json.decode(fh.read(), type=Built)
-    except FileNotFoundError:
+    """The release's built sections (none for a release with no file: it builds nothing),
+    the package's or, for a release `tutorrl keys add` added, the data folder's."""
+    path = _overlay.find(_DIR, "built", f"verl-{release}-{variant}.json", release, added.is_user_release(release))
+    if path is None:
         return Built(SCHEMA, release, variant, {})
+    with open(path, "rb") as fh:
+        return msgspec.json.decode(fh.read(), type=Built)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
-from tutorrl import _sha256, _toml
+from tutorrl import _overlay, _sha256, _toml
+from tutorrl.compiler.release import added
 from tutorrl.errors import Problem, SpecError
 
 if TYPE_CHECKING:
@@ -48,10 +49,7 @@ _LOCKS = os.path.join(_HERE, "keymap", "lock")
 LOCK_SCHEMA = "tutorrl.lock/1"
 
 
-def release_tuple(release: str) -> tuple[int, ...]:
-    """``"0.3.0.post1"`` -> ``(0, 3, 0, 1)``; ``"0.9.1"`` -> ``(0, 9, 1, 0)``."""
-    main, _, post = release.partition(".post")
-    return tuple(int(p) for p in main.split(".")) + (int(post or 0),)
+release_tuple = added.release_order
 
 
 def in_range(release: str, span: str) -> bool:
@@ -177,6 +175,26 @@ class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ignored: tuple[Ignored, ...] = ()
     # From keymap/passthrough.toml: dicts verl reads whole, keys it reads undeclared.
     facts: Facts = Facts("tutorrl.passthrough/1")
+    # The user's releases (`tutorrl keys add`), also in `releases`; never in the TOML.
+    added: tuple[str, ...] = ()
+
+    def packaged(self) -> list[str]:
+        """The releases the package itself holds (its locks, its key sets)."""
+        return [r for r in self.releases if r not in self.added]
+
+    def read_as(self, release: str) -> str:
+        """The release whose ranges an added release is read with: the newest packaged one
+        at or before it (the oldest when none is). The map's ranges were written against
+        the packaged releases only, so a closed range ``A..B`` that reaches ``B`` says
+        nothing of a release after ``B``: an added release takes every range as its base
+        does -- a range that ends at the newest packaged release extends to a newer
+        added one, a range that ended before it does not (``tutorrl keys add`` names
+        each range it so extends)."""
+        if release not in self.added:
+            return release
+        packaged = self.packaged()
+        earlier = [r for r in packaged if release_tuple(r) <= release_tuple(release)]
+        return earlier[-1] if earlier else packaged[0]
 
     def variant_select(self, release: str, variant: Variant) -> VariantSelect | None:
         chosen = None
@@ -188,25 +206,35 @@ class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 @functools.cache
 def load_keymap() -> KeyMap:
+    """The packaged map, its ``releases`` followed by the user's added ones (in release order)."""
     data = _toml.loads(_read_text(os.path.join(_HERE, "keymap", "verl.toml")))
     data["facts"] = _toml.loads(_read_text(os.path.join(_HERE, "keymap", "passthrough.toml")))
+    mine = [r for r in added.user_releases() if r not in data["releases"]]
+    data["releases"] = sorted(data["releases"] + mine, key=release_tuple)
+    data["added"] = mine
     return msgspec.convert(data, KeyMap)
 
 
 def supported_releases() -> list[str]:
-    """The releases tutorrl compiles for: the locks that exist (no TOML parse on the compile path)."""
+    """The releases tutorrl compiles for: the locks that exist, the package's and then the
+    user's added ones (no TOML parse on the compile path), in release order."""
     return _lock_index()[0]
+
+
+def forget_user_releases() -> None:
+    """Read the data folder again (after `keys add` or `keys remove` in this process)."""
+    from tutorrl.compiler.release import built, keysets
+
+    added.forget()
+    for cached in (_lock_index, load_keymap, load_lock, keysets._available, keysets.load_keyset, built.load_built):
+        cached.cache_clear()
 
 
 @functools.cache
 def _lock_index() -> tuple[list[str], frozenset]:
-    pairs = set()
-    for name in os.listdir(_LOCKS):
-        if not (name.startswith("verl-") and name.endswith(".json")):
-            continue
-        stem = name[len("verl-"):-len(".json")]
-        release, _, variant = stem.rpartition("-")
-        pairs.add((release, variant))
+    pairs = added.lock_pairs(_LOCKS)
+    for release in added.user_releases():
+        pairs |= {p for p in added.lock_pairs(os.path.join(_overlay.release_dir(release), "lock")) if p[0] == release}
     releases = sorted({r for r, _ in pairs}, key=release_tuple)
     return releases, frozenset(pairs)
 
@@ -312,16 +340,28 @@ def _read_text(path: str) -> str:
 
 @functools.cache
 def load_lock(release: str, variant: Variant) -> Lock:
-    """The committed lock; raises :class:`SpecError` for an unsupported release."""
+    """The committed lock (or an added release's); raises :class:`SpecError` for an unsupported release."""
     try:
         with open(_lock_file(release, variant), "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        releases = supported_releases()
-        raise SpecError([Problem(
-            f"verl {release} is not supported" + ("" if release not in releases else f" with {variant}"),
-            key="experiment.verl", hint=f"supported releases: {', '.join(releases)}")]) from None
+        found = _overlay.find(_LOCKS, "lock", f"verl-{release}-{variant}.json", release,
+                              added.is_user_release(release))
+        if found is None:
+            raise SpecError([_unsupported(release, variant)]) from None
+        with open(found, "rb") as fh:
+            data = fh.read()
     return msgspec.json.decode(data, type=Lock)
+
+
+def _unsupported(release: str, variant: str) -> Problem:
+    releases = supported_releases()
+    if release in releases:
+        return Problem(f"verl {release} is not supported with {variant}", key="experiment.verl",
+                       hint=f"supported releases: {', '.join(releases)}")
+    return Problem(f"verl {release} is not supported", key="experiment.verl",
+                   hint=f"supported releases: {', '.join(releases)}; a newer verl release is added with "
+                        f"`tutorrl keys add {release}` (it reads the release's wheel)")
 
 
 class LockError(Exception):
@@ -338,9 +378,11 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
     if sel is None:
         raise LockError(f"verl {release}: no {variant} config in the key map")
     facts = keymap.facts
+    # An added release reads the ranges as its base release does (KeyMap.read_as).
+    at = keymap.read_as(release)
     passthrough = tuple(sorted({f.key for f in facts.passthrough + tuple(u for u in facts.undeclared if u.whole)
-                                if f.holds(release, variant)}))
-    holding = [f for f in facts.undeclared if f.holds(release, variant)]
+                                if f.holds(at, variant)}))
+    holding = [f for f in facts.undeclared if f.holds(at, variant)]
     undeclared = {f.key for f in holding}
     # A key is engine-bound only when every fact that reads it is: one fact with
     # no engines means it is read whatever the rollout engine.
@@ -389,7 +431,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                             "pass-through dict above it")
     if problems:
         raise LockError("\n".join(problems))
-    ignored = tuple(i for i in keymap.ignored if in_range(release, i.releases) and variant in i.variants)
+    ignored = tuple(i for i in keymap.ignored if in_range(at, i.releases) and variant in i.variants)
     return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
                 passthrough, tuple(sorted(undeclared)), ignored, undeclared_engines)
 

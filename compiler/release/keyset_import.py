@@ -305,11 +305,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from tutorrl import _overlay
+    from tutorrl.compiler.release.added import shadowed, user_releases
+
     rows = []
     for release, variant in available_keysets():
         ks = load_keyset(release, variant)
-        rows.append({"release": release, "variant": variant, "keys": len(ks.keys),
-                     "config_name": ks.config_name, "overrides": list(ks.overrides)})
+        row = {"release": release, "variant": variant, "keys": len(ks.keys),
+               "config_name": ks.config_name, "overrides": list(ks.overrides)}
+        if release in user_releases():
+            row["added"] = _overlay.release_dir(release)
+        rows.append(row)
+    for release in shadowed():
+        print(f"note: verl {release} was added ({_overlay.release_dir(release)}) and now ships with tutorrl: "
+              f"the package's data is used; `tutorrl keys remove {release}` removes the folder", file=sys.stderr)
     if getattr(args, "format", "text") == "json":
         import json
 
@@ -317,5 +326,6 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         recipe = " ".join([r["config_name"], *r["overrides"]])
-        print(f"{r['release']:<12} {r['variant']:<9} {r['keys']:>5} keys  {recipe}")
+        added = f"  (added: {r['added']})" if "added" in r else ""
+        print(f"{r['release']:<12} {r['variant']:<9} {r['keys']:>5} keys  {recipe}{added}")
     return 0

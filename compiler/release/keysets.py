@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from tutorrl import _overlay
+from tutorrl.compiler.release import added
 from tutorrl.errors import InputError, Problem
 
 SCHEMA = "tutorrl.keyset/1"
@@ -101,18 +103,25 @@ def _data_dir() -> str:
 
 
 def available_keysets() -> list[tuple[str, str]]:
-    """Every packaged (release, variant), sorted by release then variant."""
+    """Every (release, variant) with a key set, the package's and the user's added releases',
+    sorted by release then variant."""
     return list(_available())
 
 
 @functools.cache
 def _available() -> tuple[tuple[str, str], ...]:
     found = []
-    for name in os.listdir(_data_dir()):
-        match = _FILE_RE.match(name)
-        if match:
-            found.append((match["release"], match["variant"]))
-    return tuple(sorted(found, key=lambda rv: (release_sort_key(rv[0]), rv[1])))
+    folders = [(_data_dir(), None)] + [(os.path.join(_overlay.release_dir(r), "keysets"), r) for r in added.user_releases()]
+    for folder, only in folders:
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            match = _FILE_RE.match(name)
+            if match and only in (None, match["release"]):
+                found.append((match["release"], match["variant"]))
+    return tuple(sorted(set(found), key=lambda rv: (release_sort_key(rv[0]), rv[1])))
 
 
 def release_sort_key(release: str) -> tuple:
@@ -136,8 +145,11 @@ def load_keyset(release: str, variant: str) -> KeySet:
             [Problem(f"unknown verl variant {variant!r}", hint=f"expected one of {', '.join(VARIANTS)}")]
         )
     name = f"verl-{release}-{variant}.json"
+    path = _overlay.find(_data_dir(), "keysets", name, release, release in added.user_releases())
     try:
-        with open(os.path.join(_data_dir(), name), "rb") as fh:
+        if path is None:
+            raise FileNotFoundError(name)
+        with open(path, "rb") as fh:
             data = fh.read()
     except (FileNotFoundError, IsADirectoryError):
         have = available_keysets()
@@ -146,7 +158,7 @@ def load_keyset(release: str, variant: str) -> KeySet:
             [
                 Problem(
                     f"tutorrl has no key set for verl {release} ({variant})",
-                    hint=f"available: {listing}; add one with `tutorrl keys import {release}`",
+                    hint=f"available: {listing}; add the release with `tutorrl keys add {release}`",
                 )
             ]
         ) from None
@@ -155,7 +167,7 @@ def load_keyset(release: str, variant: str) -> KeySet:
         raise InputError(
             [
                 Problem(
-                    f"packaged key set {name} is inconsistent: schema {keyset.schema!r}, "
+                    f"key set {path} is inconsistent: schema {keyset.schema!r}, "
                     f"release {keyset.release!r}, variant {keyset.variant!r}",
                     hint="re-run `tutorrl keys import`",
                 )

@@ -9,10 +9,12 @@ from tutorrl.errors import InputError, Problem
 
 
 def expected_locks() -> dict:
-    """Every lock the key map implies, as ``{path: bytes}``; raises InputError naming each contradiction."""
+    """Every lock the key map implies for the package's releases, as ``{path: bytes}``; raises
+    InputError naming each contradiction. A release the user added (``tutorrl keys add``) has
+    its locks in the data folder, written by that command, never here."""
     keymap = load_keymap()
     out, problems = {}, []
-    for release in keymap.releases:
+    for release in keymap.packaged():
         for variant in VARIANTS:
             try:
                 out[lock_path(release, variant)] = encode_lock(build_lock(release, variant, keymap))
