@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,12 @@ import support  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 pytest_plugins = ["pytester"]  # tests/cli/test_markers.py runs the marker hooks below in a pytest of their own
+
+# No test reads the releases its user added with `tutorrl keys add` (their data folder): every run gets an empty
+# one of its own, which subprocesses inherit; a test that adds a release points TUTORRL_DATA_DIR elsewhere itself.
+_DATA_DIR = Path(tempfile.mkdtemp(prefix="tutorrl-test-data-"))
+os.environ["TUTORRL_DATA_DIR"] = str(_DATA_DIR)
+atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
 
 # No property test is a timing test: hypothesis's default 200 ms deadline per example fails a correct
 # test on a loaded 2-core machine (CI's), where one example took 276 ms once and 0.02 ms the next time.

@@ -47,7 +47,7 @@ def test_bash_completes_commands_options_and_choices(scripts, tmp_path):
     assert bash_complete(b, "diff", "a", "b", "--format", "") == ["text", "markdown", "json"]
     assert bash_complete(b, "check", "--format", "j") == ["json"]
     assert bash_complete(b, "check", "--st") == ["--staged"]
-    assert bash_complete(b, "keys", "") == ["import", "list", "lock"]
+    assert bash_complete(b, "keys", "") == ["import", "add", "remove", "list", "lock"]
     assert bash_complete(b, "keys", "list", "--f") == ["--format"]
     assert bash_complete(b, "completion", "z") == ["zsh"]
     # An option's value is skipped when finding the command: --address's URL is no command.

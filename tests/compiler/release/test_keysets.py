@@ -136,7 +136,7 @@ def test_unknown_release_or_variant_is_a_clear_error():
         ks.load_keyset("0.1.0", "fsdp")
     text = err.value.render()
     assert "no key set for verl 0.1.0 (fsdp)" in text and "0.9.1 (megatron)" in text
-    assert "tutorrl keys import 0.1.0" in text
+    assert "tutorrl keys add 0.1.0" in text
     with pytest.raises(InputError, match="unknown verl variant"):
         ks.load_keyset("0.9.1", "deepspeed")
 
