@@ -13,19 +13,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from tutorrl.compiler.release import fetch_wheel, supported_releases
+from tutorrl.compiler.release import fetch_wheel, packaged_releases
 from tutorrl.compiler.release.built import built_path
 from tutorrl.compiler.release.built_import import derive
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("releases", nargs="*", help="releases (default: every supported one)")
+    parser.add_argument("releases", nargs="*", help="releases (default: every one the package holds)")
     parser.add_argument("--check", action="store_true", help="compare with the committed files; write nothing")
     parser.add_argument("--wheel-cache", help="where the wheels are (default: tutorrl's wheel cache)")
     args = parser.parse_args(argv)
     stale = []
-    for release in args.releases or supported_releases():
+    for release in args.releases or packaged_releases():
         wheel = fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None)
         for name, data in derive(release, wheel).items():
             path = Path(built_path(release, name.rsplit("-", 1)[1].removesuffix(".json")))
