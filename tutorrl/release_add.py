@@ -51,14 +51,14 @@ def _check_release(release: str) -> None:
                       "a release such as 0.9.2 (what a spec's experiment.verl says)")
 
 
-def _record(release: str, base: str, wheel: Path, digest: str, ranges: list[str], warnings: list[str],
-            unplaced: list[str], stack: str) -> bytes:
+def _record(release: str, base: str, compared: str, wheel: Path, digest: str, ranges: list[str],
+            warnings: list[str], unplaced: list[str], stack: str) -> bytes:
     import tomli_w
 
     from tutorrl import __version__
 
-    data = {"schema": "tutorrl.added-release/1", "release": release, "base": base, "wheel": wheel.name,
-            "wheel_sha256": digest, "tutorrl": __version__, "stack": stack, "extended_ranges": ranges,
+    data = {"schema": "tutorrl.added-release/1", "release": release, "base": base, "diff_against": compared,
+            "wheel": wheel.name, "wheel_sha256": digest, "tutorrl": __version__, "stack": stack, "extended_ranges": ranges,
             "unplaced": unplaced, "warnings": warnings}
     return tomli_w.dumps(data).encode()
 
@@ -112,8 +112,8 @@ def add_release(release: str, wheel: Path | None = None, wheel_cache: Path | Non
         _write(stage, "diff.txt", ("\n".join(made.full) + "\n").encode())
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         # The marker last: a folder without it is never read (and the rename below publishes all at once).
-        _write(stage, _overlay.MARKER, _record(release, made.base, wheel, digest, made.ranges, warnings,
-                                               [u.setting for u in made.unplaced], derived))
+        _write(stage, _overlay.MARKER, _record(release, made.base, made.compared, wheel, digest, made.ranges,
+                                               warnings, [u.setting for u in made.unplaced], derived))
         os.chmod(stage, 0o700)
         os.rename(stage, final)
     except BaseException:

@@ -26,7 +26,8 @@ from tutorrl.compiler.release.release_diff import Unplaced, built_diff, key_diff
 
 class ReleaseFiles(msgspec.Struct):
     release: str
-    base: str
+    base: str            # the newest packaged release before it: its ranges and its stack record
+    compared: str        # the newest release before it, packaged or added: the diff's
     # Path under the release's folder (keysets/..., built/..., lock/...) -> bytes.
     files: dict[str, bytes]
     summary: list[str]   # the release diff, a few keys per list
@@ -65,6 +66,8 @@ def release_files(release: str, wheel: Path) -> ReleaseFiles:
     """Everything the compiler reads for ``release``, from its wheel; writes nothing."""
     keymap = with_release(load_keymap(), release)
     base = keymap.read_as(release)
+    earlier = [r for r in keymap.releases if release_tuple(r) < release_tuple(release)]
+    compared = earlier[-1] if earlier else base
     with tempfile.TemporaryDirectory(prefix="tutorrl-keys-") as tmp:
         keysets = {ks.variant: ks for ks in keysets_from_config_dir(extract_config(wheel, Path(tmp)), release)}
     source = WheelSource.from_wheel(wheel)
@@ -77,13 +80,13 @@ def release_files(release: str, wheel: Path) -> ReleaseFiles:
         sections = built_sections(source, keyset)
         if sections:  # as tools/built_sections.py: a release that builds nothing has no file
             files[f"built/{name}"] = encode_built(release, variant, sections)
-        diffs[variant] = key_diff(load_keyset(base, variant), keyset)
+        diffs[variant] = key_diff(load_keyset(compared, variant), keyset)
         mine = msgspec.convert({"schema": "tutorrl.built/1", "release": release, "variant": variant,
                                 "sections": sections}, Built)
-        built[variant] = built_diff(load_built(base, variant), mine)
+        built[variant] = built_diff(load_built(compared, variant), mine)
         lock, gone = place(release, variant, keymap, keyset, diffs[variant].moved)
         unplaced += gone
         files[f"lock/{name}"] = encode_lock(lock)
-    return ReleaseFiles(release, base, files, report(base, release, diffs, built, unplaced),
-                        report(base, release, diffs, built, unplaced, limit=None), unplaced,
+    return ReleaseFiles(release, base, compared, files, report(compared, release, diffs, built, unplaced),
+                        report(compared, release, diffs, built, unplaced, limit=None), unplaced,
                         extended_ranges(keymap, release))

@@ -181,3 +181,28 @@ def test_a_failed_add_leaves_nothing(world, tmp_path):
     assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
     assert "composing verl 0.9.3" in failed.stderr
     assert not (data_dir / "verl").exists() or list((data_dir / "verl").iterdir()) == []
+
+
+def test_a_failure_while_publishing_leaves_no_stage(world, tmp_path, monkeypatch):
+    """The last step fails (the rename that publishes the staged folder, as on a full disk): the stage is
+    removed and the release is not added. In-process, with the checkout's tutorrl."""
+    from tutorrl import release_add
+    from tutorrl.compiler.release import forget_user_releases, supported_releases
+
+    data = tmp_path / "data"
+    monkeypatch.setenv("TUTORRL_DATA_DIR", str(data))
+    forget_user_releases()
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr(release_add.os, "rename", full_disk)
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            release_add.add_release("0.9.2", world["verl"])
+        assert list((data / "verl").iterdir()) == []
+        forget_user_releases()
+        assert "0.9.2" not in supported_releases()
+    finally:
+        monkeypatch.undo()
+        forget_user_releases()
