@@ -80,6 +80,9 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
     )
     add.add_argument("release", metavar="RELEASE", help="verl release, e.g. 0.9.2")
     add.add_argument("--wheel", metavar="PATH", help="the release's wheel (default: downloaded with pip)")
+    add.add_argument("--move", action="append", metavar="SETTING=KEY",
+                     help="a timeline entry the key map lacks: SETTING's verl key from RELEASE on (repeatable; "
+                          "the diff names the settings that need one)")
     add.add_argument(
         "--wheel-cache",
         metavar="DIR",

@@ -73,7 +73,8 @@ def _write(folder: Path, name: str, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
-def add_release(release: str, wheel: Path | None = None, wheel_cache: Path | None = None) -> tuple[Path, list[str], list[str]]:
+def add_release(release: str, wheel: Path | None = None, wheel_cache: Path | None = None,
+                moves: dict[str, str] | None = None) -> tuple[Path, list[str], list[str]]:
     """Add ``release``: (its folder, the release diff's lines, the warnings)."""
     import zipfile
 
@@ -99,7 +100,7 @@ def add_release(release: str, wheel: Path | None = None, wheel_cache: Path | Non
     if version != release:
         raise _refuse(f"{wheel.name} is verl {version or 'of no version'}, not {release}",
                       f"give the wheel of verl {release}, or run `tutorrl keys add {version}`" if version else None)
-    made = release_files(release, wheel)
+    made = release_files(release, wheel, moves)
     files, stack_warnings, derived = derive_stack(release, made.base, wheel)
     warnings = made.ranges + [u.why(release) for u in made.unplaced] + stack_warnings
     root = Path(_overlay.releases_dir())
@@ -139,11 +140,22 @@ def remove_release(release: str) -> Path:
     return final
 
 
+def _moves(given: list[str]) -> dict[str, str]:
+    moves = {}
+    for text in given:
+        name, eq, key = text.partition("=")
+        if not (eq and name.strip() and key.strip()):
+            raise _refuse(f"--move {text!r}: expected SETTING=KEY", "e.g. --move actor.lr=actor_rollout_ref.actor.optim.lr")
+        moves[name.strip()] = key.strip()
+    return moves
+
+
 def cmd_add(args) -> int:
     started = time.monotonic()
+    moves = _moves(getattr(args, "move", None) or [])
     wheel = Path(args.wheel).expanduser() if args.wheel else None
     cache = Path(args.wheel_cache) if getattr(args, "wheel_cache", None) else None
-    folder, lines, warnings = add_release(args.release, wheel, cache)
+    folder, lines, warnings = add_release(args.release, wheel, cache, moves)
     for line in lines:
         print(line)
     for warning in warnings:

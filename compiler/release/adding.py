@@ -22,6 +22,7 @@ from tutorrl.compiler.release.keymap import KeyMap, encode_lock, load_keymap, re
 from tutorrl.compiler.release.keyset_import import encode_keyset, extract_config, keysets_from_config_dir
 from tutorrl.compiler.release.keysets import VARIANTS, load_keyset
 from tutorrl.compiler.release.release_diff import Unplaced, built_diff, key_diff, place, report
+from tutorrl.errors import InputError, Problem
 
 
 class ReleaseFiles(msgspec.Struct):
@@ -62,9 +63,38 @@ def extended_ranges(keymap: KeyMap, release: str) -> list[str]:
     return out
 
 
-def release_files(release: str, wheel: Path) -> ReleaseFiles:
-    """Everything the compiler reads for ``release``, from its wheel; writes nothing."""
-    keymap = with_release(load_keymap(), release)
+def with_moves(keymap: KeyMap, release: str, moves: dict[str, str]) -> KeyMap:
+    """The key map with a timeline entry ``since."release" = key`` per setting of ``moves``."""
+    unknown = sorted(set(moves) - set(keymap.setting))
+    if unknown:
+        import difflib
+
+        raise InputError([Problem(f"--move {name}=...: the key map has no setting {name!r}", hint=(
+            f"did you mean {near[0]!r}?" if (near := difflib.get_close_matches(name, keymap.setting, n=1))
+            else "a setting is a spec field's dotted path, e.g. actor.lr")) for name in unknown])
+    settings = dict(keymap.setting)
+    for name, key in moves.items():
+        since = dict(settings[name].since)
+        since[release] = key
+        settings[name] = msgspec.structs.replace(settings[name], since=since)
+    return msgspec.structs.replace(keymap, setting=settings)
+
+
+def moves_toml(release: str, moves: dict[str, str]) -> bytes:
+    """The added release's own timeline entries, which later added releases read too (load_keymap)."""
+    import json
+
+    lines = [f"# Timeline entries `tutorrl keys add {release} --move` gave: they hold from {release} until the "
+             "next entry, as the key map's own do."]
+    for name, key in sorted(moves.items()):
+        lines += [f"[setting.{json.dumps(name)}]", f"since.{json.dumps(release)} = {json.dumps(key)}"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def release_files(release: str, wheel: Path, moves: dict[str, str] | None = None) -> ReleaseFiles:
+    """Everything the compiler reads for ``release``, from its wheel; writes nothing. ``moves``:
+    setting -> its key from this release on (timeline entries the packaged map lacks)."""
+    keymap = with_moves(with_release(load_keymap(), release), release, moves or {})
     base = keymap.read_as(release)
     earlier = [r for r in keymap.releases if release_tuple(r) < release_tuple(release)]
     compared = earlier[-1] if earlier else base
@@ -87,6 +117,8 @@ def release_files(release: str, wheel: Path) -> ReleaseFiles:
         lock, gone = place(release, variant, keymap, keyset, diffs[variant].moved)
         unplaced += gone
         files[f"lock/{name}"] = encode_lock(lock)
+    if moves:
+        files["keymap.toml"] = moves_toml(release, moves)
     return ReleaseFiles(release, base, compared, files, report(compared, release, diffs, built, unplaced),
                         report(compared, release, diffs, built, unplaced, limit=None), unplaced,
                         extended_ranges(keymap, release))

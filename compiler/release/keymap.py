@@ -212,6 +212,15 @@ def load_keymap() -> KeyMap:
     mine = [r for r in added.user_releases() if r not in data["releases"]]
     data["releases"] = sorted(data["releases"] + mine, key=release_tuple)
     data["added"] = mine
+    for release in mine:
+        # Timeline entries an added release was given (`keys add --move`): each holds for its release
+        # only as a starting point, as the map's own entries do; nothing else of the map is overlaid.
+        path = os.path.join(_overlay.release_dir(release), "keymap.toml")
+        if os.path.isfile(path):
+            for name, table in _toml.loads(_read_text(path)).get("setting", {}).items():
+                entry = table.get("since", {}).get(release)
+                if name in data["setting"] and entry is not None:
+                    data["setting"][name].setdefault("since", {})[release] = entry
     return msgspec.convert(data, KeyMap)
 
 

@@ -84,17 +84,29 @@ class Unplaced(msgspec.Struct, frozen=True):
 
     def why(self, release: str) -> str:
         where = f"; it likely moved to '{self.moved_to}'" if self.moved_to else ""
-        entry = f'since."{release}" = "{self.moved_to or "<the new key>"}"'
+        key = self.moved_to or "<its new key>"
         return (f"verl {release} ({self.variant}) has no '{self.key}'{where}: the key map needs a timeline entry "
-                f"for {self.setting} ({entry} in keymap/verl.toml); until then a spec that sets it does not "
-                f"compile for {release}")
+                f"for {self.setting} -- `tutorrl keys add {release} --move {self.setting}={key}` (after "
+                f"`tutorrl keys remove {release}`), or since.\"{release}\" = \"{key}\" in keymap/verl.toml in a "
+                f"checkout; until then a spec that sets it does not compile for {release}")
+
+
+def _without(items, variant: str) -> list[Entry]:
+    """A release's timeline entries with ``variant`` taken out of each (those left with none dropped)."""
+    out = []
+    for item in items if isinstance(items, list) else [items]:
+        entry = Entry(key=item) if isinstance(item, str) else item
+        rest = tuple(v for v in entry.variants if v != variant)
+        if rest:
+            out.append(msgspec.structs.replace(entry, variants=rest))
+    return out
 
 
 def place(release: str, variant: str, keymap: KeyMap, keyset: KeySet, moved: dict[str, str]):
     """(the lock, the settings the map cannot place): a setting whose key the release lacks is
     made absent in this release, with the reason and the entry that would place it."""
     unplaced: list[Unplaced] = []
-    for _ in range(2):
+    for _ in range(3):
         try:
             return build_lock(release, variant, keymap, keyset), unplaced
         except LockError as exc:
@@ -108,7 +120,8 @@ def place(release: str, variant: str, keymap: KeyMap, keyset: KeySet, moved: dic
                 gone = Unplaced(name, variant, entry.key or "", moved.get(entry.key or "", ""))
                 unplaced.append(gone)
                 since = dict(setting.since)
-                since[release] = Entry(absent=gone.why(release), variants=(variant,))
+                since[release] = _without(since.get(release, []), variant) + [
+                    Entry(absent=gone.why(release), variants=(variant,))]
                 settings[name] = msgspec.structs.replace(setting, since=since)
             keymap = msgspec.structs.replace(keymap, setting=settings)
     raise LockError(f"verl {release} ({variant}): the key map could not be placed")

@@ -170,10 +170,37 @@ def test_the_release_diff_names_moves_defaults_and_the_settings_that_need_a_time
     # A setting whose key moved (the move named), and one whose key vanished.
     assert [u.setting for u in unplaced] == ["actor.lr", "trainer.val_before_train"]
     assert "actor.lr" not in lock.targets and "trainer.val_before_train" not in lock.targets
-    assert 'since."0.9.2" = "<the new key>"' in lock.absent["trainer.val_before_train"]
+    assert "--move trainer.val_before_train=<its new key>" in lock.absent["trainer.val_before_train"]
     why = lock.absent["actor.lr"]
     assert "'actor_rollout_ref.actor.optimizer_config.lr'" in why
+    assert "`tutorrl keys add 0.9.2 --move actor.lr=actor_rollout_ref.actor.optimizer_config.lr`" in why
     assert 'since."0.9.2" = "actor_rollout_ref.actor.optimizer_config.lr"' in why
     text = "\n".join(report("0.9.1", "0.9.2", {"fsdp": diff}, {"fsdp": []}, unplaced))
     assert "keys moved: 1" in text and "trainer.total_epochs: 30 -> 7" in text
     assert "spec settings that need a timeline entry: 2" in text
+
+
+def test_a_move_places_the_setting_and_later_added_releases_keep_it(data):
+    from tutorrl.compiler.release.adding import moves_toml, with_moves
+    from tutorrl.errors import InputError
+
+    before = load_keyset("0.9.1", "fsdp")
+    keys = dict(before.keys)
+    keys["actor_rollout_ref.actor.optimizer_config.lr"] = keys.pop("actor_rollout_ref.actor.optim.lr")
+    after = msgspec.structs.replace(before, release="0.9.2", keys=keys)
+    moves = {"actor.lr": "actor_rollout_ref.actor.optimizer_config.lr"}
+    keymap = with_moves(with_release(load_keymap(), "0.9.2"), "0.9.2", moves)
+    lock, unplaced = place("0.9.2", "fsdp", keymap, after, {})
+    assert unplaced == [] and lock.targets["actor.lr"].key == "actor_rollout_ref.actor.optimizer_config.lr"
+    with pytest.raises(InputError, match="no setting 'actor.lrr'") as err:
+        with_moves(load_keymap(), "0.9.2", {"actor.lrr": "x"})
+    assert "did you mean 'actor.lr'" in err.value.render()
+    # Written beside the release's data, the entry is the map's from then on: 0.9.2 and a later added
+    # release read the new key, the packaged releases the old one.
+    folder = fake_release(data, "0.9.2")
+    (folder / "keymap.toml").write_bytes(moves_toml("0.9.2", moves))
+    fake_release(data, "0.9.3")
+    forget_user_releases()
+    setting = load_keymap().setting["actor.lr"]
+    assert setting.at("0.9.3", "fsdp").key == setting.at("0.9.2", "megatron").key == moves["actor.lr"]
+    assert setting.at("0.9.1", "fsdp").key == "actor_rollout_ref.actor.optim.lr"
