@@ -55,7 +55,8 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
     imp.add_argument(
         "--dest",
         metavar="DIR",
-        help="folder to write into (default: the package's keysets/ folder)",
+        help="folder to write into (default: the package's keysets/ folder, for a checkout; on an installed "
+             "tutorrl, `tutorrl keys add RELEASE` adds a release without writing the package)",
     )
     imp.add_argument(
         "--wheel-cache",

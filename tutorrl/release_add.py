@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 from tutorrl import _overlay
+from tutorrl._files import fsync_dir
+from tutorrl.contract import DATA_DIR_ENV
 from tutorrl.errors import InputError, Problem
 
 # What a spec's experiment.verl may say (compiler/spec/structs.py); a folder has no other name.
@@ -58,8 +60,8 @@ def _record(release: str, base: str, compared: str, wheel: Path, digest: str, ra
     from tutorrl import __version__
 
     data = {"schema": "tutorrl.added-release/1", "release": release, "base": base, "diff_against": compared,
-            "wheel": wheel.name, "wheel_sha256": digest, "tutorrl": __version__, "stack": stack, "extended_ranges": ranges,
-            "unplaced": unplaced, "warnings": warnings}
+            "wheel": wheel.name, "wheel_sha256": digest, "tutorrl": __version__, "stack": stack,
+            "extended_ranges": ranges, "unplaced": unplaced, "warnings": warnings}
     return tomli_w.dumps(data).encode()
 
 
@@ -104,9 +106,10 @@ def add_release(release: str, wheel: Path | None = None, wheel_cache: Path | Non
     files, stack_warnings, derived = derive_stack(release, made.base, wheel)
     warnings = made.ranges + [u.why(release) for u in made.unplaced] + stack_warnings
     root = Path(_overlay.releases_dir())
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{release}.", dir=root))
+    stage = None
     try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{release}.", dir=root))
         for path, data in sorted({**made.files, **{f"stacks/{n}": d for n, d in files.items()}}.items()):
             folder, _, name = path.rpartition("/")
             _write(stage / folder, name, data)
@@ -117,8 +120,14 @@ def add_release(release: str, wheel: Path | None = None, wheel_cache: Path | Non
                                                warnings, [u.setting for u in made.unplaced], derived))
         os.chmod(stage, 0o700)
         os.rename(stage, final)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
+        fsync_dir(root)
+    except BaseException as exc:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise _refuse(f"verl {release} was not added: writing {exc.filename or root} failed "
+                          f"({exc.strerror or exc}); nothing of it was left",
+                          f"{DATA_DIR_ENV} chooses another data folder") from None
         raise
     forget_user_releases()
     return final, made.summary, warnings
@@ -133,8 +142,11 @@ def remove_release(release: str) -> Path:
     if not final.is_dir():
         raise _refuse(f"verl {release} was not added (no {final})",
                       "`tutorrl keys list` shows the added releases")
-    aside = Path(tempfile.mkdtemp(prefix=f".{release}.removed.", dir=final.parent))
-    os.rename(final, aside / release)
+    try:
+        aside = Path(tempfile.mkdtemp(prefix=f".{release}.removed.", dir=final.parent))
+        os.rename(final, aside / release)
+    except OSError as exc:
+        raise _refuse(f"verl {release} was not removed: {exc.strerror or exc} ({exc.filename or final})") from None
     shutil.rmtree(aside, ignore_errors=True)
     forget_user_releases()
     return final
@@ -145,7 +157,8 @@ def _moves(given: list[str]) -> dict[str, str]:
     for text in given:
         name, eq, key = text.partition("=")
         if not (eq and name.strip() and key.strip()):
-            raise _refuse(f"--move {text!r}: expected SETTING=KEY", "e.g. --move actor.lr=actor_rollout_ref.actor.optim.lr")
+            raise _refuse(f"--move {text!r}: expected SETTING=KEY",
+                          "e.g. --move actor.lr=actor_rollout_ref.actor.optim.lr")
         moves[name.strip()] = key.strip()
     return moves
 

@@ -188,6 +188,7 @@ def test_a_failure_while_publishing_leaves_no_stage(world, tmp_path, monkeypatch
     removed and the release is not added. In-process, with the checkout's tutorrl."""
     from tutorrl import release_add
     from tutorrl.compiler.release import forget_user_releases, supported_releases
+    from tutorrl.errors import InputError
 
     data = tmp_path / "data"
     monkeypatch.setenv("TUTORRL_DATA_DIR", str(data))
@@ -198,8 +199,9 @@ def test_a_failure_while_publishing_leaves_no_stage(world, tmp_path, monkeypatch
 
     monkeypatch.setattr(release_add.os, "rename", full_disk)
     try:
-        with pytest.raises(OSError, match="No space left"):
+        with pytest.raises(InputError, match="No space left") as err:
             release_add.add_release("0.9.2", world["verl"])
+        assert "verl 0.9.2 was not added" in err.value.render() and "nothing of it was left" in err.value.render()
         assert list((data / "verl").iterdir()) == []
         forget_user_releases()
         assert "0.9.2" not in supported_releases()
