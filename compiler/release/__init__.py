@@ -15,11 +15,13 @@ from tutorrl._face import attach
 
 if TYPE_CHECKING:
     from tutorrl.compiler.release.built import load_built
+    from tutorrl.compiler.release.entries import EntryPoint, find_entry, load_entries
     from tutorrl.compiler.release.hydra import launch_prelude, render_value
     from tutorrl.compiler.release.keymap import (
         Lock,
         Target,
         describe_releases,
+        entry_at,
         load_keymap,
         load_lock,
         release_tuple,
@@ -41,11 +43,13 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "built": ("load_built",),
+    "entries": ("EntryPoint", "find_entry", "load_entries"),
     "hydra": ("launch_prelude", "render_value"),
     "keymap": (
         "Lock",
         "Target",
         "describe_releases",
+        "entry_at",
         "load_keymap",
         "load_lock",
         "release_tuple",
@@ -62,6 +66,7 @@ __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
     "EVIDENCE_CALLBACK",
+    "EntryPoint",
     "Lock",
     "Target",
     "WORDS",
@@ -70,12 +75,15 @@ __all__ = [
     "cmd_list",
     "cmd_lock",
     "describe_releases",
+    "entry_at",
     "extract_config",
+    "find_entry",
     "fetch_wheel",
     "is_runtime",
     "launch_prelude",
     "launch_program",
     "load_built",
+    "load_entries",
     "load_keymap",
     "load_keyset",
     "load_lock",

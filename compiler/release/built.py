@@ -59,15 +59,16 @@ class Built(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return None if name in info.fields else (section, info, name)
 
 
-def built_path(release: str, variant: str) -> str:
-    return os.path.join(_DIR, f"verl-{release}-{variant}.json")
+def built_path(release: str, variant: str, entry: str = "ppo") -> str:
+    """``built/verl-R-V.json``; another entry point's ``built/verl-R-V@entry.json``."""
+    return os.path.join(_DIR, f"verl-{release}-{variant}{'' if entry == 'ppo' else '@' + entry}.json")
 
 
 @functools.cache
-def load_built(release: str, variant: str) -> Built:
-    """The release's built sections (none for a release with no file: it builds nothing)."""
+def load_built(release: str, variant: str, entry: str = "ppo") -> Built:
+    """The release's built sections for an entry point (none for a release with no file: it builds nothing)."""
     try:
-        with open(built_path(release, variant), "rb") as fh:
+        with open(built_path(release, variant, entry), "rb") as fh:
             return msgspec.json.decode(fh.read(), type=Built)
     except FileNotFoundError:
         return Built(SCHEMA, release, variant, {})
