@@ -30,6 +30,9 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     module: str
     source: str = "wheel"
+    # source = "recipe": where its code is, and the commit its key sets were composed from.
+    repository: str = ""
+    commit: str = ""
     config_dir: str = ""
     config: dict[str, str] = {}
     searchpath: tuple[str, ...] = ()

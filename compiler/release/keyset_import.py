@@ -181,18 +181,19 @@ def compose_keyset(config_dir: Path, release: str, variant: str) -> KeySet:
     )
 
 
-def compose_entry_keyset(root: Path, release: str, variant: str, entry) -> KeySet:
+def compose_entry_keyset(root: Path, release: str, variant: str, entry, config_root: Path | None = None) -> KeySet:
     """Compose entry point ``entry``'s ``variant`` config from a wheel extracted at ``root``
     (:func:`extract_config`), as ``python -m <entry.module> --config-name <its config>`` composes it.
 
     The entry's yaml reaches verl's trainer config through its own search path
     (``pkg://verl.trainer.config``, or ``file://verl/trainer/config`` relative to
     a source checkout); here the search path is the extracted trainer config
-    alone, so neither an installed verl nor the working folder can lend it keys."""
+    alone, so neither an installed verl nor the working folder can lend it keys. ``config_root``: where
+    ``entry.config_dir`` is, for a recipe outside the wheel (a checkout of its repository)."""
     root = Path(root).resolve()
     config_name = entry.config_name(variant)
     trainer = root / CONFIG_PREFIX.rstrip("/")
-    cfg = _compose(root / entry.config_dir, config_name, [f"hydra.searchpath=[file://{trainer}]"],
+    cfg = _compose(Path(config_root or root).resolve() / entry.config_dir, config_name, [f"hydra.searchpath=[file://{trainer}]"],
                    f"verl {release} {variant} entry point {entry.name}")
     return KeySet(
         schema=SCHEMA,

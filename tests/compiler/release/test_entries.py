@@ -9,6 +9,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import support
@@ -16,7 +17,7 @@ from tutorrl.compiler import compile_spec
 from tutorrl.compiler.pipeline.compile import compile_bytes
 from tutorrl.compiler.release import keyset_import as ki, keysets as ks
 from tutorrl.compiler.release.entries import DEFAULT, find_entry, load_entries
-from tutorrl.compiler.release.keymap import LOCK_SCHEMA, entry_at, load_lock, lock_path, supported_releases
+from tutorrl.compiler.release.keymap import LOCK_SCHEMA, Lock, entry_at, load_lock, lock_path, supported_releases
 from tutorrl.errors import SpecError
 
 KEYSET_DIR = Path(ks.__file__).parent / "keysets"
@@ -156,7 +157,7 @@ def test_retargeting_an_entry_spec_across_releases():
 
 def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_else():
     entries = [e for e in load_entries().values() if not e.default]
-    assert {e.name for e in entries} >= {"fully_async", "one_step_off"}
+    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo"}
     want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in ks.VARIANTS}
     have = {p.name for p in KEYSET_DIR.glob("verl-*@*.json")}
     assert have == want
@@ -166,7 +167,9 @@ def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_el
         assert set(e.releases) <= set(supported_releases())
         for r in e.releases:
             for v in ks.VARIANTS:
-                keyset, lock = ks.load_keyset(r, v, e.name), load_lock(r, v, e.name)
+                # Read from its file: a recipe entry's lock is not loaded for a compile yet (refused).
+                keyset, lock = ks.load_keyset(r, v, e.name), msgspec.json.decode(
+                    lock_path(r, v, e.name).read_bytes(), type=Lock)
                 assert (keyset.entry, keyset.config_name, keyset.overrides) == (e.name, e.config_name(v), [])
                 assert (lock.schema, lock.entry, lock.config_name, lock.select) == (LOCK_SCHEMA, e.name,
                                                                                    e.config_name(v), ())
@@ -194,7 +197,8 @@ def test_entry_key_sets_are_rederived_from_the_wheel_and_exist_where_the_wheel_s
     with tempfile.TemporaryDirectory() as tmp:
         ki.extract_config(wheel, Path(tmp))
         shipped = {e.name for e in ki.wheel_entries(Path(tmp))}
-        assert shipped == {e.name for e in load_entries().values() if not e.default and release in e.releases}
+        assert shipped == {e.name for e in load_entries().values()
+                           if e.source == "wheel" and not e.default and release in e.releases}
         for keyset in ki.entry_keysets(Path(tmp), release):
             committed = KEYSET_DIR / ks.keyset_name(release, keyset.variant, keyset.entry)
             assert ki.encode_keyset(keyset) == committed.read_bytes(), f"{committed.name} is not what the wheel composes"
@@ -224,3 +228,51 @@ def test_migrate_says_the_entry_and_that_a_release_without_it_stops_the_compile(
     assert not stopped.compiles
     assert [b.spec_field for b in stopped.blockers] == ["experiment.entry"]
     assert "exists from verl 0.8.0; this spec targets verl 0.7.1" in stopped.blockers[0].message
+
+
+# -- a recipe outside the wheel (DAPO) ------------------------------------------------------------------------------
+
+
+def test_a_recipe_entry_is_refused_until_its_code_can_be_pinned():
+    (problem,) = refused(spec("dapo", verl="0.9.0"))
+    assert problem.startswith("s.toml:4:1: experiment.entry: entry point 'dapo' (recipe.dapo.main_dapo) runs a "
+                              "recipe's code from outside verl's wheel (https://github.com/verl-project/verl-recipe at "
+                              "e7f889574b83)"), problem
+    assert "its key sets exist only in verl 0.9.0" in problem
+    # Its key sets are the recipe's own config: DAPO's reward kwargs exist only there.
+    assert ks.load_keyset("0.9.0", "fsdp", "dapo").has("reward.reward_kwargs.overlong_buffer_cfg.len")
+    assert not ks.load_keyset("0.9.0", "fsdp").has("reward.reward_kwargs.overlong_buffer_cfg.len")
+
+
+def _recipe(root: Path) -> Path:
+    """A small recipe of this test's own: a config extending verl's trainer config by one table."""
+    config = root / "dapo" / "config"
+    config.mkdir(parents=True)
+    for name in ("dapo_trainer", "dapo_megatron_trainer"):
+        base = "ppo_trainer" if name == "dapo_trainer" else "ppo_megatron_trainer"
+        (config / f"{name}.yaml").write_text(
+            f"hydra:\n  searchpath:\n    - file://verl/trainer/config\n\ndefaults:\n  - {base}\n  - _self_\n\n"
+            "my_recipe:\n  knob: 3\n  name: tiny\n")
+    return root
+
+
+@pytest.mark.needs_verl
+def test_a_recipe_config_composes_from_its_own_folder_over_the_releases_trainer_config(tmp_path):
+    site = Path(support.verl_config_dir()).parents[2]
+    recipe = _recipe(tmp_path / "recipe")
+    keyset = ki.compose_entry_keyset(site, "0.9.1", "fsdp", find_entry("dapo"), recipe)
+    assert (keyset.entry, keyset.config_name) == ("dapo", "dapo_trainer")
+    assert keyset.keys["my_recipe.knob"].default == 3 and keyset.keys["my_recipe.name"].default == "tiny"
+    assert set(ks.load_keyset("0.9.1", "fsdp").keys) | {"my_recipe.knob", "my_recipe.name"} == set(keyset.keys)
+
+
+def test_the_recipe_key_set_tool_refuses_to_run_without_the_recipes_source(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(support.REPO / "tools" / "recipe_keysets.py"), str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "has no dapo/config/dapo_trainer.yaml, dapo/config/dapo_megatron_trainer.yaml" in proc.stderr
+    assert "check out https://github.com/verl-project/verl-recipe at e7f889574b8301cc0f0fc1d57c6d67f31ffeb689" \
+        in proc.stderr
