@@ -64,7 +64,7 @@ _REWARD_GPU_ENV = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
 
 def _has_reward_workers(spec) -> bool:
     """Whether the spec's release has verl's reward.num_workers (asked of its lock, not a version cut-off)."""
-    return "reward.workers" in load_lock(spec.experiment.verl, variant_of(spec)).targets
+    return "reward.workers" in load_lock(spec.experiment.verl, variant_of(spec), spec.experiment.entry).targets
 
 
 class _Chess:

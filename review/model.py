@@ -98,6 +98,9 @@ class ReleaseChange(msgspec.Struct, frozen=True, omit_defaults=True):
     new_config_path: str = ""
     old_select: list[str] = []
     new_select: list[str] = []
+    # The module launch.sh starts when it is not verl.trainer.main_ppo (the spec's experiment.entry).
+    old_entry: str = ""
+    new_entry: str = ""
     moved: list[Move] = []
     # Sides whose release this tutorrl's key map does not know: keys unknown.
     unmapped: list[str] = []
@@ -156,13 +159,17 @@ class _Keys:
         self.release = side.manifest.verl
         self.variant = side.manifest.variant
         try:
-            self.rmap = load_lock(self.release, self.variant)
+            self.rmap = load_lock(self.release, self.variant, spec.experiment.entry)
         except SpecError:
             # A bundle compiled for a release this tutorrl no longer maps (or
             # not yet): its values still compare, its keys cannot be named.
             self.rmap = None
         self.config_name = spec.experiment.config_name or (self.rmap.config_name if self.rmap else "")
         self.config_path = spec.experiment.config_path or ""
+        from tutorrl.compiler.release import find_entry
+
+        found = find_entry(spec.experiment.entry)
+        self.entry = "" if found is None or found.default else found.module
         self.rows = self._rows()
         self.plugin, self.filled, self.filled_env = _plugin_fills(spec)
 
@@ -377,11 +384,11 @@ def _release_change(old: Side, new: Side, ok: _Keys, nk: _Keys) -> ReleaseChange
     if _where(ok) == _where(nk) and not moved and not unmapped:
         return None
     return ReleaseChange(ok.release, nk.release, ok.variant, nk.variant, ok.config_name, nk.config_name,
-                         ok.config_path, nk.config_path, ok.select, nk.select, moved, unmapped)
+                         ok.config_path, nk.config_path, ok.select, nk.select, ok.entry, nk.entry, moved, unmapped)
 
 
 def _where(k: _Keys) -> tuple:
-    return k.release, k.variant, k.config_name, k.config_path, k.select
+    return k.release, k.variant, k.config_name, k.config_path, k.select, k.entry
 
 
 def _override_changes(old: Side, new: Side, field: str = "extra_overrides") -> list[OverrideChange]:
@@ -405,7 +412,8 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 # Spec fields the sections above speak for, even though no setting bears their name:
 # the release, its config and variant, the plug-in and its options, resources, environment, raw overrides.
-_COVERED_PREFIXES = ("experiment.verl", "experiment.config_name", "experiment.config_path", "actor.strategy",
+_COVERED_PREFIXES = ("experiment.verl", "experiment.config_name", "experiment.config_path", "experiment.entry",
+                     "actor.strategy",
                      "reward.plugin", "reward.options.", "resources.", "env.", "verl.extra_overrides",
                      "verl.unread_overrides")
 # Said in the diff though verl never sees it: it lets raw overrides run or install code in every Ray worker.

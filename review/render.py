@@ -160,12 +160,17 @@ def _moves(diff: Diff) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+MAIN_PPO = "verl.trainer.main_ppo"
+
+
 def _release_lines(diff: Diff) -> list[tuple[str, str]]:
     r = diff.release
     assert r is not None
     lines: list[tuple[str, str]] = []
     if (r.old, r.old_variant) != (r.new, r.new_variant):
         lines.append(("changed", f"verl {r.old} ({r.old_variant}) -> verl {r.new} ({r.new_variant})"))
+    if r.old_entry != r.new_entry:
+        lines.append(("changed", f"entry point: python -m {r.old_entry or MAIN_PPO} -> python -m {r.new_entry or MAIN_PPO}"))
     if r.old_config != r.new_config:
         lines.append(("changed", f"config: --config-name {r.old_config or '?'} -> {r.new_config or '?'}"))
     if r.old_config_path != r.new_config_path:
@@ -245,6 +250,9 @@ def _md_release(diff: Diff) -> list[str]:
     lines: list[str] = []
     if (r.old, r.old_variant) != (r.new, r.new_variant):
         lines.append(f"- ~ verl {_code(r.old)} ({r.old_variant}) → verl {_code(r.new)} ({r.new_variant})")
+    if r.old_entry != r.new_entry:
+        lines.append(f"- ~ entry point: {_code('python -m ' + (r.old_entry or MAIN_PPO))} → "
+                     f"{_code('python -m ' + (r.new_entry or MAIN_PPO))}")
     if r.old_config != r.new_config:
         lines.append(f"- ~ config: {_code('--config-name ' + r.old_config)} → {_code('--config-name ' + r.new_config)}")
     if r.old_config_path != r.new_config_path:

@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     for release in args.releases or packaged_releases():
         wheel = fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None)
         for name, data in derive(release, wheel).items():
-            path = Path(built_path(release, name.rsplit("-", 1)[1].removesuffix(".json")))
+            variant, _, entry = name.rsplit("-", 1)[1].removesuffix(".json").partition("@")
+            path = Path(built_path(release, variant, entry or "ppo"))
             empty = b'"sections": {\n  }' in data
             old = path.read_bytes() if path.exists() else None
             if old == (None if empty else data):

@@ -30,6 +30,8 @@ class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     files: dict[str, str]
     # The reward plug-in that filled the spec, "name version" ("" for none).
     reward_plugin: str = ""
+    # The entry point launch.sh starts (keymap/entries.toml), "" for verl.trainer.main_ppo.
+    entry: str = ""
     # Provenance, outside the digest: where a composed spec.toml came from.
     # Each source file (the spec, the bases it extends) by its path relative
     # to the spec's folder, with its sha256; empty for a spec of one file.
@@ -97,9 +99,9 @@ PROVENANCE = ("sources", "point", "set")
 
 def manifest_json(manifest: Manifest) -> bytes:
     """``manifest.json``'s bytes: provenance fields left out where empty, so a
-    spec of one file keeps the manifest it always had."""
+    spec of one file keeps the manifest it always had (and so does main_ppo's entry)."""
     doc = msgspec.to_builtins(manifest)
-    for name in PROVENANCE:
+    for name in (*PROVENANCE, "entry"):
         if not doc.get(name):
             doc.pop(name, None)
     return canonical_json(doc)
@@ -112,7 +114,8 @@ def with_provenance(compiled: CompiledBundle, **provenance) -> CompiledBundle:
 
 
 def seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, variant: str,
-          keymap_digest: str, reward_plugin: str = "", compiler: str = f"tutorrl {__version__}") -> CompiledBundle:
+          keymap_digest: str, reward_plugin: str = "", compiler: str = f"tutorrl {__version__}",
+          entry: str = "") -> CompiledBundle:
     """Digest the launch files, name the digest in the job, and write the manifest."""
     files = dict(files)
     job = {**job, "metadata": {k: v for k, v in job["metadata"].items() if k != DIGEST_FIELD}}
@@ -126,7 +129,7 @@ def seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, vari
     manifest = Manifest(
         schema=SCHEMA, digest=digest, compiler=compiler, experiment=experiment,
         verl=verl, variant=variant, keymap_digest=keymap_digest,
-        files={name: hashed[name] for name in CONTENT_FILES}, reward_plugin=reward_plugin,
+        files={name: hashed[name] for name in CONTENT_FILES}, reward_plugin=reward_plugin, entry=entry,
     )
     files[MANIFEST] = manifest_json(manifest)
     return CompiledBundle(files=files, manifest=manifest)
@@ -150,4 +153,5 @@ def reseal(compiled: CompiledBundle, **replaced: bytes) -> CompiledBundle:
     job = msgspec.json.decode(files.pop("ray-job.json"))
     m = compiled.manifest
     return seal(files, job, experiment=m.experiment, verl=m.verl, variant=m.variant, keymap_digest=m.keymap_digest,
-                 reward_plugin=m.reward_plugin, compiler=f"tutorrl {__version__} (resealed, not compiled)")
+                 reward_plugin=m.reward_plugin, compiler=f"tutorrl {__version__} (resealed, not compiled)",
+                 entry=m.entry)

@@ -41,16 +41,19 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
               and any(name in spec.roots for name, _ in roots.references(o.value))]
     root_vars = {i: f"rooted_{n}" for n, i in enumerate(rooted)}
     runtime_vars.update(root_vars)
+    entry = entry_point(lock)
     head = ["--config-name", resolved.config_name]
     if resolved.config_path is not None:
         head = ["--config-path", resolved.config_path] + head
     module_files = [(runtime_vars[i], shlex.quote(o.spelled), shlex.quote(str(o.value)))
                     for i, o in enumerate(resolved.overrides) if o.runtime]
-    lines = [f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text)
-             for i, o in enumerate(resolved.overrides)]
+    # The entry's Hydra search path is an override, so it comes after "$@" (`--cfg job`) with the
+    # others: Hydra's argparse takes no option after its first override.
+    lines = [shlex.quote(a) for a in entry.hydra_args()] + [
+        f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text) for i, o in enumerate(resolved.overrides)]
     launch = render_template(
         "launch.sh.tmpl",
-        experiment=experiment, verl=lock.release, variant=lock.variant,
+        experiment=experiment, verl=lock.release, variant=lock.variant, module=entry.module,
         config_args=" ".join(shlex.quote(a) for a in head),
         passthrough_checks="".join(
             f'\n: "${{{name}:?is passed through from the submitter but is not set in the job environment}}"'
@@ -82,6 +85,8 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
             "tutorrl_project": spec.experiment.project or "",
             "tutorrl_verl": lock.release,
             "tutorrl_passthrough": ",".join(spec.env.passthrough),
+            # Another entry point than main_ppo (a main_ppo bundle's job is what it always was).
+            **({} if entry.default else {"tutorrl_entry": entry.name}),
         },
         # The driver only orchestrates: verl's own actors must get the GPUs,
         # and anything reserved for the entrypoint is taken from them.
@@ -95,8 +100,15 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
         plugin = f"{spec.reward.plugin} {load_plugin(spec.reward.plugin).version}"
     files = {"bundle.env": env_file, "launch.sh": launch, "spec.toml": spec_toml}
     compiled = seal(files, job, experiment=experiment, verl=lock.release, variant=lock.variant,
-                     keymap_digest=lock.digest(), reward_plugin=plugin)
+                     keymap_digest=lock.digest(), reward_plugin=plugin, entry="" if entry.default else entry.name)
     return msgspec.structs.replace(compiled, warnings=warnings)
+
+
+def entry_point(lock: Lock):
+    """The entry point a lock is cut for (keymap/entries.toml): the module launch.sh starts."""
+    from tutorrl.compiler.release import find_entry
+
+    return find_entry(lock.entry)
 
 
 def _root_checks(spec: Spec) -> str:

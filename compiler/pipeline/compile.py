@@ -38,9 +38,10 @@ def resolve_parsed(spec, locate, *, refusals: list | None = None):
     """:func:`resolve_bytes` from the spec as parsed (not yet normalised) and its locator:
     what ``tutorrl migrate`` asks of a spec it retargets in memory."""
     try:
-        lock = load_lock(spec.experiment.verl, variant_of(spec))
+        lock = load_lock(spec.experiment.verl, variant_of(spec), spec.experiment.entry)
     except SpecError as exc:
-        raise SpecError([locate(("experiment", "verl"), p.message, p.hint) for p in exc.problems]) from None
+        raise SpecError([locate(tuple((p.key or "experiment.verl").split(".")), p.message, p.hint)
+                         for p in exc.problems]) from None
     try:
         spec = normalize(spec)
         findings: list[Finding] = check_rules(spec, lock)
@@ -57,7 +58,7 @@ def resolve_parsed(spec, locate, *, refusals: list | None = None):
     if spec.verl.extra_overrides or spec.verl.unread_overrides:
         from tutorrl.compiler.release import load_keyset
 
-        keyset = load_keyset(lock.release, lock.variant)
+        keyset = load_keyset(lock.release, lock.variant, lock.entry)
     resolved, problems = resolve(spec, lock, keyset, keep_refused=refusals is not None)
     findings += problems
     findings += _argument_limits(spec, resolved)

@@ -62,7 +62,7 @@ def effective(spec: Spec) -> Effective:
     from tutorrl.compiler.release import load_lock
     from tutorrl.compiler.spec import variant_of
 
-    return Effective(spec, load_lock(spec.experiment.verl, variant_of(spec)))
+    return Effective(spec, load_lock(spec.experiment.verl, variant_of(spec), spec.experiment.entry))
 
 
 class GpuPool(msgspec.Struct, frozen=True):
@@ -102,7 +102,7 @@ def gpu_pool(spec: Spec) -> GpuPool:
             continue
         release, variant = spec.experiment.verl, variant_of(spec)
         try:
-            lock = load_lock(release, variant)
+            lock = load_lock(release, variant, spec.experiment.entry)
         except SpecError:
             lock = None
         if lock is not None and setting in lock.targets:

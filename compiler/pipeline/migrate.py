@@ -143,7 +143,16 @@ def migrate_spec(spec: Spec, source: str, target: str, *, as_written: Spec | Non
             raise SpecError([Problem(f"{flag} {release}: verl {release} is not supported",
                                      hint=f"supported releases: {', '.join(supported)}")])
     variant = variant_of(spec)
-    before_map, after_map = load_lock(source, variant), load_lock(target, variant)
+    entry = spec.experiment.entry
+    before_map = load_lock(source, variant, entry)
+    missing: list[Blocker] = []
+    try:
+        after_map = load_lock(target, variant, entry)
+    except SpecError as exc:
+        # The entry point is not in the target release: that stops the compile. Its settings are still
+        # compared where main_ppo's config (which every entry's config extends) puts them there.
+        missing = [Blocker(p.key or "", p.message, p.hint or "") for p in exc.problems]
+        after_map = load_lock(target, variant)
     changes = []
     for setting, value in settings(spec):
         changes.append(_compare(setting, _place(setting, value, before_map), _place(setting, value, after_map),
@@ -151,14 +160,16 @@ def migrate_spec(spec: Spec, source: str, target: str, *, as_written: Spec | Non
     from tutorrl.compiler.release import load_keyset
 
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
-    _, findings = resolve(retargeted, after_map, load_keyset(target, variant))
+    # Without the entry point there, its keys have nothing to be checked against: the entry is the blocker.
+    findings = [] if missing else resolve(retargeted, after_map, load_keyset(target, variant, after_map.entry))[1]
     # A warning (a key that has a spec home, the unread overrides' count) does not stop a compile.
-    blockers = [Blocker(f.key, f.message, f.hint or "") for f in findings if f.severity == "error"]
+    blockers = missing + [Blocker(f.key, f.message, f.hint or "") for f in findings if f.severity == "error"]
     blockers += [b for b in _compile_blockers(as_written or spec, target, locate) if b not in blockers]
     config_name = spec.experiment.config_name
+    selected = before_map if missing else after_map
     return Migration(source, target, variant,
                      Selection(config_name or before_map.config_name, list(before_map.select)),
-                     Selection(config_name or after_map.config_name, list(after_map.select)),
+                     Selection(config_name or selected.config_name, list(selected.select)),
                      changes, blockers)
 
 
@@ -180,8 +191,13 @@ def _compile_blockers(spec: Spec, target: str, locate) -> list[Blocker]:
     return []
 
 
-def render_text(m: Migration, spec_name: str) -> str:
+def render_text(m: Migration, spec_name: str, entry: str | None = None) -> str:
     lines = [f"{spec_name}: verl {m.source} -> {m.target} ({m.variant})", ""]
+    if entry is not None:
+        from tutorrl.compiler.release import find_entry
+
+        found = find_entry(entry)
+        lines[-1:] = [f"entry point: {entry}" + (f" (python -m {found.module})" if found else ""), ""]
     sb, sa = m.selection_before, m.selection_after
     if (sb.config_name, sb.select) != (sa.config_name, sa.select):
         lines.append("variant selection:")
@@ -220,8 +236,10 @@ def render_text(m: Migration, spec_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(m: Migration) -> str:
+def render_json(m: Migration, entry: str | None = None) -> str:
     doc = msgspec.to_builtins(m)
+    if entry is not None:
+        doc["entry"] = entry
     doc["compiles"] = m.compiles
     return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
 
@@ -234,5 +252,6 @@ def cmd_migrate(args) -> int:
     spec = normalize(as_written)
     migration = migrate_spec(spec, args.source or spec.experiment.verl, args.target, as_written=as_written,
                              locate=locate)
-    print(render_json(migration) if args.format == "json" else render_text(migration, args.spec), end="")
+    entry = spec.experiment.entry  # normalised: None for main_ppo
+    print(render_json(migration, entry) if args.format == "json" else render_text(migration, args.spec, entry), end="")
     return 0

@@ -108,7 +108,7 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
                 key, plus = target.written(sub)
                 if plus and not (target.passthrough or _under_open(sub, target.open)):
                     findings.append(Finding(f"{setting}.{sub}",
-                                     f"verl {lock.release} ({lock.variant}) declares no '{key}', and nothing in verl "
+                                     f"{config_of(lock)} declares no '{key}', and nothing in verl "
                                      f"reads '{target.key}' whole: verl would accept the entry and never read it"
                                      + _read_whole_elsewhere(key, lock),
                                      _near_entry(sub, target.declared)))
@@ -262,6 +262,11 @@ def _near_entry(sub: str, declared: tuple[str, ...]) -> str | None:
     return f"did you mean '{near[0]}'?" if near else None
 
 
+def config_of(lock: Lock) -> str:
+    """"verl 0.9.1 (fsdp)"; another entry point's "verl 0.9.1's fully_async (fsdp)": whose config a key is checked against."""
+    return f"verl {lock.release}" + ("" if lock.entry == "ppo" else f"'s {lock.entry}") + f" ({lock.variant})"
+
+
 def missing_setting(setting: str, lock: Lock) -> Finding:
     """The finding for a setting with no key in the lock's release: where it does exist, and why not here."""
     where = releases_with(setting, lock.variant)
@@ -290,29 +295,39 @@ def moved_key(key: str, lock: Lock) -> str | None:
     return None
 
 
-def releases_declaring(key: str, variant: str) -> list[str]:
-    """Releases whose key set declares ``key``. Only on the error path: it reads every key set."""
+def _entry_releases(entry: str) -> list[str]:
+    """The releases of the key map at which entry point ``entry`` exists."""
+    if entry == "ppo":
+        return load_keymap().releases
+    from tutorrl.compiler.release import find_entry
+
+    return [r for r in load_keymap().releases if find_entry(entry).exists_at(r)]
+
+
+def releases_declaring(key: str, variant: str, entry: str = "ppo") -> list[str]:
+    """Releases whose key set (of entry point ``entry``) declares ``key``. Only on the error path: it
+    reads every key set."""
     from tutorrl.compiler.release import available_keysets, load_keyset
 
     found = []
-    for release in load_keymap().releases:
-        if (release, variant) in available_keysets() and load_keyset(release, variant).has(key):
+    for release in _entry_releases(entry):
+        if (release, variant) in available_keysets() and load_keyset(release, variant, entry).has(key):
             found.append(release)
     return found
 
 
-def releases_reading_undeclared(key: str, variant: str, engine: str | None = None) -> list[str]:
+def releases_reading_undeclared(key: str, variant: str, engine: str | None = None, entry: str = "ppo") -> list[str]:
     """Releases whose lock records ``key`` as read though no yaml declares it (keymap/passthrough.toml),
     with rollout engine ``engine`` when one is given."""
-    return [release for release in load_keymap().releases
-            if load_lock(release, variant).reads_undeclared(key, engine)]
+    return [release for release in _entry_releases(entry)
+            if load_lock(release, variant, entry).reads_undeclared(key, engine)]
 
 
 def _elsewhere(key: str, lock: Lock, engine: str | None = None) -> str:
-    where = releases_declaring(key, lock.variant)
+    where = releases_declaring(key, lock.variant, lock.entry)
     if where:
         return f" (it is declared {describe_releases(where)})"
-    read = releases_reading_undeclared(key, lock.variant, engine)
+    read = releases_reading_undeclared(key, lock.variant, engine, lock.entry)
     return f" (it exists {describe_releases(read)}: verl reads it there, though no yaml declares it)" if read else ""
 
 
@@ -323,7 +338,8 @@ def _read_whole_elsewhere(key: str, lock: Lock) -> str:
     said = _elsewhere(key, lock)
     if said:
         return said
-    whole = {release: load_lock(release, lock.variant).passthrough_above(key) for release in load_keymap().releases}
+    whole = {release: load_lock(release, lock.variant, lock.entry).passthrough_above(key)
+             for release in _entry_releases(lock.entry)}
     where = [release for release, above in whole.items() if above]
     if not where:
         return ""
@@ -388,13 +404,13 @@ def _refused_by_dataclass(key: str, lock: Lock, engine: str | None = None) -> tu
 
     from tutorrl.compiler.release import load_built
 
-    refused = load_built(lock.release, lock.variant).refusal(key)
+    refused = load_built(lock.release, lock.variant, lock.entry).refusal(key)
     if refused is None:
         return None
     section, info, name = refused
     fields = [f for f in info.fields if not f.startswith("_")]
     near = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
-    return (f"verl {lock.release} ({lock.variant}) builds {info.name} from '{section}' and refuses fields it does "
+    return (f"{config_of(lock)} builds {info.name} from '{section}' and refuses fields it does "
             f"not declare: '{name}' would stop verl when it builds {info.name}" + _elsewhere(key, lock, engine),
             f"did you mean '{section}.{near[0]}'?" if near else
             f"{info.name} declares: " + ", ".join(fields[:8]) + (", …" if len(fields) > 8 else ""))
@@ -448,7 +464,7 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
             if keyset.open_parent(key) or read_whole:
                 return None, (f"'{key}' is not declared by verl {lock.release}", f"append it: '+{text}'")
             near = keyset.near(key)
-            return None, (f"verl {lock.release} ({lock.variant}) has no key '{key}'"
+            return None, (f"{config_of(lock)} has no key '{key}'"
                           + _elsewhere(key, lock, engine),
                           moved_key(key, lock) or (f"did you mean '{near[0]}'?" if near else None))
         if prefix == "~" and not exists:

@@ -17,11 +17,13 @@ if TYPE_CHECKING:
     from tutorrl.compiler.release.added import is_user_release, packaged_releases, user_releases
     from tutorrl.compiler.release.adding import release_files
     from tutorrl.compiler.release.built import load_built
+    from tutorrl.compiler.release.entries import EntryPoint, find_entry, load_entries
     from tutorrl.compiler.release.hydra import launch_prelude, render_value
     from tutorrl.compiler.release.keymap import (
         Lock,
         Target,
         describe_releases,
+        entry_at,
         forget_user_releases,
         load_keymap,
         load_lock,
@@ -46,11 +48,13 @@ _EXPORTS = {
     "added": ("is_user_release", "packaged_releases", "user_releases"),
     "adding": ("release_files",),
     "built": ("load_built",),
+    "entries": ("EntryPoint", "find_entry", "load_entries"),
     "hydra": ("launch_prelude", "render_value"),
     "keymap": (
         "Lock",
         "Target",
         "describe_releases",
+        "entry_at",
         "forget_user_releases",
         "load_keymap",
         "load_lock",
@@ -68,6 +72,7 @@ __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
     "EVIDENCE_CALLBACK",
+    "EntryPoint",
     "Lock",
     "Target",
     "WORDS",
@@ -76,7 +81,9 @@ __all__ = [
     "cmd_list",
     "cmd_lock",
     "describe_releases",
+    "entry_at",
     "extract_config",
+    "find_entry",
     "fetch_wheel",
     "forget_user_releases",
     "is_runtime",
@@ -84,6 +91,7 @@ __all__ = [
     "launch_prelude",
     "launch_program",
     "load_built",
+    "load_entries",
     "load_keymap",
     "load_keyset",
     "load_lock",

@@ -30,7 +30,8 @@ def lock_pairs(folder: str) -> set[tuple[str, str]]:
     except FileNotFoundError:
         return pairs
     for name in names:
-        if name.startswith("verl-") and name.endswith(".json"):
+        # Another entry point's lock (verl-R-V@entry.json) adds no release.
+        if name.startswith("verl-") and name.endswith(".json") and "@" not in name:
             release, _, variant = name[len("verl-"):-len(".json")].rpartition("-")
             pairs.add((release, variant))
     return pairs

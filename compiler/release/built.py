@@ -62,15 +62,17 @@ class Built(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return None if name in info.fields else (section, info, name)
 
 
-def built_path(release: str, variant: str) -> str:
-    return os.path.join(_DIR, f"verl-{release}-{variant}.json")
+def built_path(release: str, variant: str, entry: str = "ppo") -> str:
+    """``built/verl-R-V.json``; another entry point's ``built/verl-R-V@entry.json``."""
+    return os.path.join(_DIR, f"verl-{release}-{variant}{'' if entry == 'ppo' else '@' + entry}.json")
 
 
 @functools.cache
-def load_built(release: str, variant: str) -> Built:
-    """The release's built sections (none for a release with no file: it builds nothing),
-    the package's or, for a release `tutorrl keys add` added, the data folder's."""
-    path = _overlay.find(_DIR, "built", f"verl-{release}-{variant}.json", release, added.is_user_release(release))
+def load_built(release: str, variant: str, entry: str = "ppo") -> Built:
+    """The release's built sections for an entry point (none for a release with no file: it builds
+    nothing), the package's or, for a release `tutorrl keys add` added, the data folder's."""
+    name = os.path.basename(built_path(release, variant, entry))
+    path = _overlay.find(_DIR, "built", name, release, added.is_user_release(release))
     if path is None:
         return Built(SCHEMA, release, variant, {})
     with open(path, "rb") as fh:

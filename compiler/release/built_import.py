@@ -242,9 +242,13 @@ def encode_built(release: str, variant: str, sections: dict[str, dict]) -> bytes
 
 
 def derive(release: str, wheel: Path) -> dict[str, bytes]:
-    """``{file name: bytes}`` of both variants' built-section files for ``release``."""
+    """``{file name: bytes}`` of both variants' built-section files for ``release``: main_ppo's, and each
+    other entry point's at the releases it exists (from that entry's own key set: the same reading of
+    the wheel, matched to the sections its config has)."""
+    from tutorrl.compiler.release.entries import load_entries, suffix
+
     source = WheelSource.from_wheel(wheel)
-    return {f"verl-{release}-{variant}.json": encode_built(release, variant,
-                                                           built_sections(source, load_keyset(release, variant)))
-            for variant in VARIANTS}
+    return {f"verl-{release}-{variant}{suffix(entry.name)}.json":
+            encode_built(release, variant, built_sections(source, load_keyset(release, variant, entry.name)))
+            for entry in load_entries().values() if entry.exists_at(release) for variant in VARIANTS}
 

@@ -307,6 +307,9 @@ class Lock(msgspec.Struct, frozen=True, omit_defaults=True, dict=True):
     # Keys of `undeclared` that verl reads only with these rollout engines
     # (omitted when empty, so a release with none keeps its lock and digest).
     undeclared_engines: dict[str, tuple[str, ...]] = {}
+    # The entry point (compiler/release/entries.py) whose config this lock is cut for;
+    # omitted for main_ppo, so its locks and their digests are what they were.
+    entry: str = "ppo"
 
     def digest(self) -> str:
         # Computed once per lock: load_lock hands out one lock per release, and
@@ -332,14 +335,14 @@ class Lock(msgspec.Struct, frozen=True, omit_defaults=True, dict=True):
         return engine is None or not only or engine in only
 
 
-def lock_path(release: str, variant: Variant) -> "Path":
+def lock_path(release: str, variant: Variant, entry: str = "ppo") -> "Path":
     from pathlib import Path
 
-    return Path(_lock_file(release, variant))
+    return Path(_lock_file(release, variant, entry))
 
 
-def _lock_file(release: str, variant: Variant) -> str:
-    return os.path.join(_LOCKS, f"verl-{release}-{variant}.json")
+def _lock_file(release: str, variant: Variant, entry: str = "ppo") -> str:
+    return os.path.join(_LOCKS, f"verl-{release}-{variant}{'' if entry == 'ppo' else '@' + entry}.json")
 
 
 def _read_text(path: str) -> str:
@@ -348,8 +351,11 @@ def _read_text(path: str) -> str:
 
 
 @functools.cache
-def load_lock(release: str, variant: Variant) -> Lock:
-    """The committed lock (or an added release's); raises :class:`SpecError` for an unsupported release."""
+def load_lock(release: str, variant: Variant, entry: str | None = None) -> Lock:
+    """The committed lock (or an added release's) of ``release``, ``variant`` and entry point
+    ``entry`` (a name of keymap/entries.toml or its module; None: main_ppo); raises
+    :class:`SpecError` for an unsupported release (at ``experiment.verl``), an unknown entry or
+    one the release lacks (at ``experiment.entry``)."""
     try:
         with open(_lock_file(release, variant), "rb") as fh:
             data = fh.read()
@@ -360,6 +366,17 @@ def load_lock(release: str, variant: Variant) -> Lock:
             raise SpecError([_unsupported(release, variant)]) from None
         with open(found, "rb") as fh:
             data = fh.read()
+    if entry is not None and entry != "ppo":
+        name = entry_at(entry, release).name
+        if name != "ppo":
+            path = _overlay.find(_LOCKS, "lock", os.path.basename(_lock_file(release, variant, name)), release,
+                                 added.is_user_release(release))
+            if path is None:
+                raise SpecError([Problem(f"entry point '{name}' has no lock at verl {release} ({variant})",
+                                         key="experiment.entry",
+                                         hint="an added release holds main_ppo's key sets only")]) from None
+            with open(path, "rb") as fh:
+                data = fh.read()
     return msgspec.json.decode(data, type=Lock)
 
 
@@ -373,19 +390,59 @@ def _unsupported(release: str, variant: str) -> Problem:
                         f"`tutorrl keys add {release}` (it reads the release's wheel)")
 
 
+def releases_of(entry) -> list[str]:
+    """The supported releases at which entry point ``entry`` (an EntryPoint) exists."""
+    return [r for r in supported_releases() if entry.exists_at(r)]
+
+
+def entry_at(text: str | None, release: str):
+    """The entry ``text`` names, checked to exist at ``release``; a :class:`SpecError` at ``experiment.entry``
+    naming the known entries, or the releases where it exists."""
+    from tutorrl.compiler.release.entries import find_entry, load_entries
+
+    entry = find_entry(text)
+    if entry is None:
+        known = ", ".join(f"{e.name} ({e.module})" for e in load_entries().values())
+        raise SpecError([Problem(f"tutorrl knows no verl entry point {text!r}", key="experiment.entry",
+                                 hint=f"known: {known}; a new one is a table of compiler/release/keymap/entries.toml "
+                                      "with its key sets (`tutorrl keys import`)")])
+    if entry.source == "recipe":
+        where = describe_releases(releases_of(entry))
+        raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) runs a recipe's code from outside "
+                                 f"verl's wheel ({entry.repository} at {entry.commit[:12]}), and this tutorrl cannot "
+                                 "yet pin that code into a bundle", key="experiment.entry",
+                                 hint=f"its key sets exist {where}; until recipes are pinned, launch it by hand with "
+                                      "the recipe on PYTHONPATH")])
+    if not entry.exists_at(release):
+        where = releases_of(entry)
+        raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) exists {describe_releases(where)}; "
+                                 f"this spec targets verl {release}", key="experiment.entry",
+                                 hint="target one of those releases in experiment.verl" if where else None)])
+    return entry
+
+
 class LockError(Exception):
     """The map says something the release's key set contradicts."""
 
 
-def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, keyset=None) -> Lock:
-    """Derive the lock of ``release``/``variant`` from the map and the release's key set."""
+def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, keyset=None, entry: str = "ppo") -> Lock:
+    """Derive the lock of ``release``/``variant`` (entry point ``entry``) from the map and the key set.
+
+    Another entry point's config is its own (keymap/entries.toml): its key set, its
+    config name and no config-group choice; the settings and verl's facts are the
+    key map's, since its workers are main_ppo's."""
     from tutorrl.compiler.release.keysets import load_keyset
 
+    # `entry` below is each setting's timeline entry. The literal, not the caller's equal string:
+    # msgspec omits a default it finds by identity, and main_ppo's locks must not name it.
+    entry_point = "ppo" if entry == "ppo" else entry
     keymap = keymap or load_keymap()
-    keyset = keyset or load_keyset(release, variant)
+    keyset = keyset or load_keyset(release, variant, entry_point)
     sel = keymap.variant_select(release, variant)
     if sel is None:
         raise LockError(f"verl {release}: no {variant} config in the key map")
+    if entry_point != "ppo":
+        sel = VariantSelect(config_name=keyset.config_name)
     facts = keymap.facts
     # An added release reads the ranges as its base release does (KeyMap.read_as).
     at = keymap.read_as(release)
@@ -442,7 +499,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
         raise LockError("\n".join(problems))
     ignored = tuple(i for i in keymap.ignored if in_range(at, i.releases) and variant in i.variants)
     return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
-                passthrough, tuple(sorted(undeclared)), ignored, undeclared_engines)
+                passthrough, tuple(sorted(undeclared)), ignored, undeclared_engines, entry_point)
 
 
 def encode_lock(lock: Lock) -> bytes:

@@ -38,7 +38,8 @@ from typing import Any
 import msgspec
 
 from tutorrl import _files
-from tutorrl.compiler.release.keysets import KeyInfo, KeySet, SCHEMA, VARIANTS, available_keysets, load_keyset
+from tutorrl.compiler.release.keysets import (KeyInfo, KeySet, SCHEMA, VARIANTS, available_keysets, keyset_name,
+                                               load_keyset)
 from tutorrl.errors import KeysetImportError  # its home; importable from here too
 
 CONFIG_PREFIX = "verl/trainer/config/"
@@ -151,22 +152,25 @@ def flatten_config(cfg: Any) -> dict[str, KeyInfo]:
     return dict(sorted(out.items()))
 
 
-def compose_keyset(config_dir: Path, release: str, variant: str) -> KeySet:
-    """Compose ``variant`` of the trainer config in ``config_dir`` and flatten it."""
+def _compose(config_dir: Path, config_name: str, overrides: list[str], what: str):
     _require_hydra()
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    config_dir = Path(config_dir).resolve()
-    config_name, overrides = variant_recipe(config_dir, variant)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            cfg = compose(config_name=config_name, overrides=list(overrides))
+            return compose(config_name=config_name, overrides=list(overrides))
     except Exception as exc:  # noqa: BLE001 - Hydra raises many kinds
-        raise KeysetImportError(
-            f"composing verl {release} {variant} config ({config_name} {' '.join(overrides)}) failed: {exc}"
-        ) from exc
+        raise KeysetImportError(f"composing {what} config ({config_name} {' '.join(overrides)}) failed: {exc}") from exc
+
+
+def compose_keyset(config_dir: Path, release: str, variant: str) -> KeySet:
+    """Compose ``variant`` of the trainer config in ``config_dir`` and flatten it."""
+    _require_hydra()
+    config_dir = Path(config_dir).resolve()
+    config_name, overrides = variant_recipe(config_dir, variant)
+    cfg = _compose(config_dir, config_name, overrides, f"verl {release} {variant}")
     return KeySet(
         schema=SCHEMA,
         release=release,
@@ -177,11 +181,36 @@ def compose_keyset(config_dir: Path, release: str, variant: str) -> KeySet:
     )
 
 
+def compose_entry_keyset(root: Path, release: str, variant: str, entry, config_root: Path | None = None) -> KeySet:
+    """Compose entry point ``entry``'s ``variant`` config from a wheel extracted at ``root``
+    (:func:`extract_config`), as ``python -m <entry.module> --config-name <its config>`` composes it.
+
+    The entry's yaml reaches verl's trainer config through its own search path
+    (``pkg://verl.trainer.config``, or ``file://verl/trainer/config`` relative to
+    a source checkout); here the search path is the extracted trainer config
+    alone, so neither an installed verl nor the working folder can lend it keys. ``config_root``: where
+    ``entry.config_dir`` is, for a recipe outside the wheel (a checkout of its repository)."""
+    root = Path(root).resolve()
+    config_name = entry.config_name(variant)
+    trainer = root / CONFIG_PREFIX.rstrip("/")
+    cfg = _compose(Path(config_root or root).resolve() / entry.config_dir, config_name, [f"hydra.searchpath=[file://{trainer}]"],
+                   f"verl {release} {variant} entry point {entry.name}")
+    return KeySet(
+        schema=SCHEMA,
+        release=release,
+        variant=variant,
+        config_name=config_name,
+        overrides=[],
+        keys=flatten_config(cfg),
+        entry=entry.name,
+    )
+
+
 def encode_keyset(keyset: KeySet) -> bytes:
     """Stable JSON: header fields, then one sorted key per line; newline at the end."""
     enc = msgspec.json.Encoder(order="deterministic")
     lines = ["{"]
-    for field in ("schema", "release", "variant", "config_name", "overrides"):
+    for field in ("schema", "release", "variant", "config_name", "overrides") + (("entry",) if keyset.entry != "ppo" else ()):
         lines.append(f"  {enc.encode(field).decode()}: {enc.encode(getattr(keyset, field)).decode()},")
     lines.append('  "keys": {')
     items = sorted(keyset.keys.items())
@@ -240,12 +269,20 @@ def fetch_wheel(release: str, cache: Path | None = None) -> Path:
 
 
 def extract_config(wheel: Path, dest: Path) -> Path:
-    """Extract ``verl/trainer/config/**`` from ``wheel`` under ``dest``; return the config dir."""
+    """Extract ``verl/trainer/config/**`` from ``wheel`` under ``dest``, with every known entry point's
+    module and config folder (:func:`wheel_entries` reads them there); return the trainer config dir."""
+    from tutorrl.compiler.release.entries import load_entries
+
     dest = Path(dest)
+    extra = [e for e in load_entries().values() if not e.default and e.source == "wheel"]
+    wanted = tuple(f"{e.config_dir}/" for e in extra)
+    modules = {e.module.replace(".", "/") + ".py" for e in extra}
     try:
         with zipfile.ZipFile(wheel) as zf:
             members = [m for m in zf.infolist() if m.filename.startswith(CONFIG_PREFIX) and not m.is_dir()]
-            for m in members:
+            others = [m for m in zf.infolist() if not m.is_dir() and not m.filename.startswith(CONFIG_PREFIX)
+                      and ((bool(wanted) and m.filename.startswith(wanted)) or m.filename in modules)]
+            for m in members + others:
                 parts = Path(m.filename).parts
                 if m.filename.startswith("/") or ".." in parts:
                     raise KeysetImportError(f"{wheel.name} has an unsafe member name {m.filename!r}")
@@ -260,6 +297,23 @@ def extract_config(wheel: Path, dest: Path) -> Path:
     return dest / CONFIG_PREFIX.rstrip("/")
 
 
+def wheel_entries(root: Path) -> list:
+    """The known entry points (other than ``ppo``) a wheel extracted at ``root`` ships: its module
+    and its config for every variant. (0.7.1's wheel has the configs without the modules: none there.)"""
+    from tutorrl.compiler.release.entries import load_entries
+
+    root = Path(root)
+    return [e for e in load_entries().values()
+            if not e.default and e.source == "wheel" and (root / (e.module.replace(".", "/") + ".py")).is_file()
+            and all((root / e.config_dir / f"{e.config_name(v)}.yaml").is_file() for v in VARIANTS)]
+
+
+def entry_keysets(root: Path, release: str) -> list[KeySet]:
+    """Every variant's key set of every entry point the wheel extracted at ``root`` ships."""
+    return [compose_entry_keyset(root, release, variant, entry)
+            for entry in wheel_entries(root) for variant in VARIANTS]
+
+
 def keysets_from_config_dir(config_dir: Path, release: str) -> list[KeySet]:
     """Every variant's key set of the config in ``config_dir``."""
     return [compose_keyset(config_dir, release, variant) for variant in VARIANTS]
@@ -268,7 +322,7 @@ def keysets_from_config_dir(config_dir: Path, release: str) -> list[KeySet]:
 def write_keysets(keysets: Sequence[KeySet], dest_dir: Path) -> list[Path]:
     written = []
     for ks in keysets:
-        path = Path(dest_dir) / f"verl-{ks.release}-{ks.variant}.json"
+        path = Path(dest_dir) / keyset_name(ks.release, ks.variant, ks.entry)
         _files.replace_atomic(path, encode_keyset(ks))
         written.append(path)
     return written
@@ -280,7 +334,7 @@ def import_release(release: str, dest_dir: Path, wheel_cache: Path | None = None
     wheel = fetch_wheel(release, wheel_cache)
     with tempfile.TemporaryDirectory(prefix="tutorrl-keys-") as tmp:
         config_dir = extract_config(wheel, Path(tmp))
-        keysets = keysets_from_config_dir(config_dir, release)
+        keysets = keysets_from_config_dir(config_dir, release) + entry_keysets(Path(tmp), release)
     return write_keysets(keysets, dest_dir)
 
 

@@ -61,6 +61,8 @@ class KeySet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     config_name: str
     overrides: list[str]
     keys: dict[str, KeyInfo]
+    # The entry point whose config this is (compiler/release/entries.py); main_ppo's files say nothing of it.
+    entry: str = "ppo"
 
     def has(self, key: str) -> bool:
         """Whether ``key`` (dotted) is a key of the composed config.
@@ -137,14 +139,19 @@ def decode_keyset(data: bytes) -> KeySet:
     return msgspec.json.decode(data, type=KeySet)
 
 
+def keyset_name(release: str, variant: str, entry: str = "ppo") -> str:
+    """``verl-0.9.1-fsdp.json``; another entry point's ``verl-0.9.1-fsdp@fully_async.json``."""
+    return f"verl-{release}-{variant}{'' if entry == 'ppo' else '@' + entry}.json"
+
+
 @functools.cache
-def load_keyset(release: str, variant: str) -> KeySet:
-    """The packaged key set of verl ``release`` for ``variant`` (cached)."""
+def load_keyset(release: str, variant: str, entry: str = "ppo") -> KeySet:
+    """The packaged key set of verl ``release`` for ``variant`` and entry point ``entry`` (cached)."""
     if variant not in VARIANTS:
         raise InputError(
             [Problem(f"unknown verl variant {variant!r}", hint=f"expected one of {', '.join(VARIANTS)}")]
         )
-    name = f"verl-{release}-{variant}.json"
+    name = keyset_name(release, variant, entry)
     path = _overlay.find(_data_dir(), "keysets", name, release, release in added.user_releases())
     try:
         if path is None:
@@ -152,6 +159,10 @@ def load_keyset(release: str, variant: str) -> KeySet:
         with open(path, "rb") as fh:
             data = fh.read()
     except (FileNotFoundError, IsADirectoryError):
+        if entry != "ppo":
+            raise InputError([Problem(f"tutorrl has no key set for entry point {entry!r} at verl {release} "
+                                      f"({variant})", hint="its releases are in compiler/release/keymap/entries.toml")]
+                             ) from None
         have = available_keysets()
         listing = ", ".join(f"{r} ({v})" for r, v in have) or "none"
         raise InputError(
@@ -163,7 +174,7 @@ def load_keyset(release: str, variant: str) -> KeySet:
             ]
         ) from None
     keyset = decode_keyset(data)
-    if keyset.schema != SCHEMA or keyset.release != release or keyset.variant != variant:
+    if keyset.schema != SCHEMA or keyset.release != release or keyset.variant != variant or keyset.entry != entry:
         raise InputError(
             [
                 Problem(

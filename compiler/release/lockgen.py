@@ -14,12 +14,19 @@ def expected_locks() -> dict:
     its locks in the data folder, written by that command, never here."""
     keymap = load_keymap()
     out, problems = {}, []
+    from tutorrl.compiler.release.entries import load_entries
+
+    entries = list(load_entries().values())
     for release in keymap.packaged():
         for variant in VARIANTS:
-            try:
-                out[lock_path(release, variant)] = encode_lock(build_lock(release, variant, keymap))
-            except LockError as exc:
-                problems += [Problem(line, file="keymap/verl.toml") for line in str(exc).splitlines()]
+            for entry in entries:
+                if not entry.exists_at(release):
+                    continue
+                try:
+                    out[lock_path(release, variant, entry.name)] = encode_lock(
+                        build_lock(release, variant, keymap, entry=entry.name))
+                except LockError as exc:
+                    problems += [Problem(line, file="keymap/verl.toml") for line in str(exc).splitlines()]
     if problems:
         raise InputError(problems, summary=f"{len(problems)} settings need a key-map entry")
     return out

@@ -17,7 +17,20 @@ def normalize(spec: Spec) -> Spec:
         spec = _apply_plugin(spec)
     env = Env(set=dict(sorted(spec.env.set.items())), passthrough=sorted(spec.env.passthrough),
               allow=sorted(spec.env.allow))
-    return _sorted_tables(msgspec.structs.replace(spec, env=env))
+    return _sorted_tables(msgspec.structs.replace(spec, env=env, experiment=_entry_named(spec.experiment)))
+
+
+def _entry_named(experiment):
+    """The entry point by its name (a module path of a known entry becomes the name), and main_ppo
+    unsaid: a spec that writes ``entry = "ppo"`` compiles to the bundle of one that does not."""
+    if experiment.entry is None:
+        return experiment
+    from tutorrl.compiler.release import find_entry
+
+    found = find_entry(experiment.entry)
+    if found is None:
+        return experiment  # refused where its lock is loaded
+    return msgspec.structs.replace(experiment, entry=None if found.default else found.name)
 
 
 def _apply_plugin(spec: Spec) -> Spec:

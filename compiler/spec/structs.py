@@ -82,6 +82,9 @@ class Experiment(Section):
     config_path: Text | None = None
     """Folder holding config_name (verl's --config-path), relative to where the job runs; ship it with the job. Keys
     are still checked against the release's own trainer config."""
+    entry: Annotated[str, Meta(pattern=_MODULE)] | None = None
+    """The verl entry point launch.sh starts: a known name ("fully_async", "one_step_off") or its module. Unset:
+    "ppo", verl.trainer.main_ppo. Keys are checked against that entry's own config at the target release."""
 
 
 class Data(Section):

@@ -79,8 +79,8 @@ _MOVED = {
 def fake_release(monkeypatch):
     real = keymap_module.load_lock
 
-    def load_lock(release, variant):
-        lock = real("0.9.1" if release == FAKE else release, variant)
+    def load_lock(release, variant, entry=None):
+        lock = real("0.9.1" if release == FAKE else release, variant, entry)
         if release != FAKE:
             return lock
         targets = dict(lock.targets)

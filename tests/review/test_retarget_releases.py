@@ -70,3 +70,19 @@ def _written(side) -> dict[str, set]:
 def test_unsupported_release_is_refused():
     with pytest.raises(SpecError, match="not supported"):
         side(with_(base(), experiment__verl="0.0.1"))
+
+
+def test_a_change_of_entry_point_is_said_with_its_module_and_config():
+    from tutorrl.review.render import render
+
+    ppo = side(with_(base(), experiment__verl="0.9.1"))
+    fa = side(base() | {"experiment": {**base()["experiment"], "verl": "0.9.1", "entry": "fully_async"}})
+    d = diff_sides(ppo, fa)
+    assert d.release is not None and d.release.old == d.release.new == "0.9.1"
+    assert (d.release.old_entry, d.release.new_entry) == ("", "verl.experimental.fully_async_policy.fully_async_main")
+    assert (d.release.old_config, d.release.new_config) == ("ppo_trainer", "fully_async_ppo_trainer")
+    text = render(d, "text")
+    assert ("entry point: python -m verl.trainer.main_ppo -> "
+            "python -m verl.experimental.fully_async_policy.fully_async_main") in text
+    # The same entry on both sides says nothing of it.
+    assert diff_sides(fa, fa).release is None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
 from tutorrl.compiler.pipeline.resolve import resolve
+from tutorrl.compiler.release.entries import find_entry
 from tutorrl.compiler.release.keymap import load_lock
 from tutorrl.compiler.spec.flat import variant_of
 from tutorrl.compiler.spec.load import parse_spec
@@ -94,13 +97,22 @@ def test_example_composes_with_the_intended_values(spec_path, tmp_path, standin_
     raw = spec_path.read_bytes()
     bundle = write_bundle(compile_bytes(raw, spec_path.name), tmp_path).path
     argv = standin_python.argv(bundle, env={"WANDB_API_KEY": "x"})
-    assert argv[:3] == ["-m", "verl.trainer.main_ppo", "--config-name"]
-    config = support.compose_verl(argv[3], argv[4:])
-
     spec = normalize(parse_spec(raw, spec_path.name)[0])
-    rmap = load_lock("0.9.1", variant_of(spec))
+    entry = find_entry(spec.experiment.entry)
+    assert argv[:3] == ["-m", entry.module, "--config-name"]
+    if entry.default:
+        config = support.compose_verl(argv[3], argv[4:])
+    else:
+        # The entry's own config folder in the installed verl; its search path (pkg://verl.trainer.config,
+        # the first override) names the same trainer config folder compose_verl reads.
+        site = Path(support.verl_config_dir()).parents[2]
+        assert argv[4] == "hydra.searchpath=[pkg://verl.trainer.config]"
+        config = support.compose_verl(argv[3], [f"hydra.searchpath=[file://{support.verl_config_dir()}]", *argv[5:]],
+                                      config_dir=str(site / entry.config_dir))
+
+    rmap = load_lock("0.9.1", variant_of(spec), spec.experiment.entry)
     resolved, _ = resolve(spec, rmap, None if not spec.verl.extra_overrides else __import__(
-        "tutorrl.compiler.release.keysets", fromlist=["load_keyset"]).load_keyset("0.9.1", rmap.variant))
+        "tutorrl.compiler.release.keysets", fromlist=["load_keyset"]).load_keyset("0.9.1", rmap.variant, rmap.entry))
     checked = 0
     for override in resolved.overrides:
         if override.raw is not None:

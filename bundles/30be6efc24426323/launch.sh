@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# tutorrl launch script: experiment "gsm8k-fully-async", verl 0.9.1 (fsdp).
+# Generated from spec.toml by tutorrl. Edit the spec and recompile rather than
+# this file: `tutorrl verify` refuses a bundle whose files were changed.
+# Arguments given to this script (e.g. `--cfg job`) are passed to verl first.
+set -euo pipefail
+
+bundle_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$bundle_dir/bundle.env"
+
+# Roots (the spec's [roots]): folders named by the job's environment.
+if [ -z "${CKPT_ROOT:-}" ]; then export CKPT_ROOT=checkpoints; fi
+if [ -z "${DATA_ROOT:-}" ]; then export DATA_ROOT=data; fi
+
+python_bin="${TUTORRL_PYTHON:-python}"
+installed="$("$python_bin" -c 'import importlib.metadata as m; print(m.version("verl"))' 2>/dev/null)" || installed="no verl"
+if [ "$installed" != "0.9.1" ]; then
+  echo "tutorrl: this bundle targets verl 0.9.1, but the job's Python ($python_bin) has ${installed}" >&2
+  exit 3
+fi
+
+# Paths under a root: the job's value is put in here, quoted for Hydra by the
+# compiler's own quoting code, so a value cannot add shell or Hydra syntax.
+roots_program='import json, math, os, re, sys
+_INTERPOLATION = re.compile('"'"'(\\\\*)\\$\\{'"'"')
+_BEFORE_QUOTE = re.compile('"'"'(\\\\*)(")'"'"')
+_TRAILING = re.compile('"'"'(\\\\+)$'"'"')
+def omegaconf_escape(text: str) -> str:
+    """Make ``${`` literal for OmegaConf (what Hydra'"'"'s parser hands back)."""
+    return _INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", text)
+
+def quote_string(text: str) -> str:
+    body = omegaconf_escape(text)
+    body = _BEFORE_QUOTE.sub(lambda m: m.group(1) * 2 + '"'"'\\"'"'"', body)
+    body = _TRAILING.sub(lambda m: m.group(1) * 2, body)
+    return f'"'"'"{body}"'"'"'
+
+def render_value(value) -> str:
+    """One typed value in override grammar."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value!r}")
+        return repr(value)
+    if isinstance(value, str):
+        return quote_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(render_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{render_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot render {type(value).__name__} as a Hydra value")
+
+def join(root_value: str, rest: str) -> str:
+    """The path a reference stands for once the root'"'"'s value is known."""
+    if not rest:
+        return root_value
+    return root_value.rstrip("/") + rest if root_value.rstrip("/") else rest
+
+key, raw = sys.argv[1:]
+def part(item):
+    if isinstance(item, str):
+        return item
+    value = os.environ.get(item['"'"'root'"'"'], '"'"''"'"')
+    if not value:
+        sys.exit('"'"'tutorrl: root %s (the spec\'"'"'s [roots]) is not set in the job environment; %s needs it'"'"' % (item['"'"'root'"'"'], key.lstrip('"'"'+'"'"')))
+    return join(value, item['"'"'path'"'"'])
+value = json.loads(raw)
+value = [part(v) for v in value] if isinstance(value, list) else part(value)
+print('"'"'%s=%s'"'"' % (key, render_value(value)))
+'
+
+rooted_0="$("$python_bin" -c "$roots_program" data.train_files '{"path": "/gsm8k/train.parquet", "root": "DATA_ROOT"}')" || exit 3
+rooted_1="$("$python_bin" -c "$roots_program" data.val_files '{"path": "/gsm8k/test.parquet", "root": "DATA_ROOT"}')" || exit 3
+rooted_2="$("$python_bin" -c "$roots_program" trainer.default_local_dir '{"path": "/gsm8k-fully-async", "root": "CKPT_ROOT"}')" || exit 3
+
+exec "$python_bin" -m verl.experimental.fully_async_policy.fully_async_main --config-name fully_async_ppo_trainer "$@" \
+  'hydra.searchpath=[pkg://verl.trainer.config]' \
+  'trainer.experiment_name="gsm8k-fully-async"' \
+  'trainer.project_name="math"' \
+  "$rooted_0" \
+  "$rooted_1" \
+  data.max_prompt_length=1024 \
+  data.max_response_length=2048 \
+  'actor_rollout_ref.model.path="Qwen/Qwen2.5-1.5B-Instruct"' \
+  'algorithm.adv_estimator="grpo"' \
+  algorithm.use_kl_in_reward=false \
+  'actor_rollout_ref.actor.strategy="fsdp2"' \
+  actor_rollout_ref.actor.ppo_mini_batch_size=32 \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \
+  actor_rollout_ref.actor.use_kl_loss=false \
+  'actor_rollout_ref.rollout.name="vllm"' \
+  actor_rollout_ref.rollout.n=8 \
+  trainer.total_training_steps=100 \
+  trainer.save_freq=20 \
+  trainer.test_freq=-1 \
+  "$rooted_2" \
+  'trainer.logger=["console"]' \
+  'trainer.resume_mode="disable"' \
+  trainer.nnodes=1 \
+  trainer.n_gpus_per_node=4 \
+  rollout.nnodes=1 \
+  rollout.n_gpus_per_node=4 \
+  rollout.total_rollout_steps=51200 \
+  async_training.staleness_threshold=0.5 \
+  async_training.trigger_parameter_sync_step=4 \
+  async_training.require_batches=4 \
+  async_training.partial_rollout=true
+

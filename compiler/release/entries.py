@@ -1,0 +1,85 @@
+"""verl's entry points: which module a launch starts, and where its Hydra config is.
+
+Data: ``keymap/entries.toml``. ``ppo`` (``verl.trainer.main_ppo``) is the
+default and takes its config from the key map's variant timeline; every other
+entry (``fully_async``, ``one_step_off``, ...) has, per release it exists at
+and per variant, its own key set composed from its own config
+(``keysets/verl-<release>-<variant>@<entry>.json``), its own dataclass fields
+(``built/``) and its own lock (``keymap/lock/``), so a spec of that entry is
+checked against what that entry's Hydra composes.
+
+On the compile path: standard library, msgspec and tutorrl's TOML reader only.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import msgspec
+
+from tutorrl import _toml
+
+DEFAULT = "ppo"
+SCHEMA = "tutorrl.entries/1"
+_FILE = os.path.join(os.path.dirname(__file__), "keymap", "entries.toml")
+
+
+class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One entry point (a table of ``entries.toml``)."""
+
+    module: str
+    source: str = "wheel"
+    # source = "recipe": where its code is, and the commit its key sets were composed from.
+    repository: str = ""
+    commit: str = ""
+    config_dir: str = ""
+    config: dict[str, str] = {}
+    searchpath: tuple[str, ...] = ()
+    releases: tuple[str, ...] = ()
+    name: str = ""
+
+    @property
+    def default(self) -> bool:
+        return self.name == DEFAULT
+
+    def exists_at(self, release: str) -> bool:
+        """Whether the release ships this entry (``ppo``: every release tutorrl supports)."""
+        return self.default or release in self.releases
+
+    def config_name(self, variant: str) -> str:
+        return self.config[variant]
+
+    def hydra_args(self) -> list[str]:
+        """What the launch adds for Hydra to find the config this entry's yaml names (empty for ``ppo``)."""
+        if not self.searchpath:
+            return []
+        return [f"hydra.searchpath=[{','.join(self.searchpath)}]"]
+
+
+class _Entries(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    schema: str
+    entry: dict[str, EntryPoint]
+
+
+@functools.cache
+def load_entries() -> dict[str, EntryPoint]:
+    """Every known entry point by name, ``ppo`` first."""
+    with open(_FILE, encoding="utf-8") as fh:
+        data = msgspec.convert(_toml.loads(fh.read()), _Entries)
+    return {name: msgspec.structs.replace(e, name=name) for name, e in data.entry.items()}
+
+
+def find_entry(text: str | None) -> EntryPoint | None:
+    """The entry ``text`` names (a name of ``entries.toml``, or its module); unset is ``ppo``."""
+    entries = load_entries()
+    if text is None:
+        return entries[DEFAULT]
+    if text in entries:
+        return entries[text]
+    return next((e for e in entries.values() if e.module == text), None)
+
+
+def suffix(entry: str) -> str:
+    """What an entry adds to a data file's name: ``""`` for ``ppo`` (its files keep their names), else ``@name``."""
+    return "" if entry == DEFAULT else f"@{entry}"

@@ -1,0 +1,278 @@
+"""Entry points other than main_ppo: each is checked against its own config, per release.
+
+Real key sets (composed from each release's wheel), real locks, the real compiler.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import zipfile
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import support
+from tutorrl.compiler import compile_spec
+from tutorrl.compiler.pipeline.compile import compile_bytes
+from tutorrl.compiler.release import keyset_import as ki, keysets as ks
+from tutorrl.compiler.release.entries import DEFAULT, find_entry, load_entries
+from tutorrl.compiler.release.keymap import LOCK_SCHEMA, Lock, entry_at, load_lock, lock_path, supported_releases
+from tutorrl.errors import SpecError
+
+KEYSET_DIR = Path(ks.__file__).parent / "keysets"
+FA = "verl.experimental.fully_async_policy.fully_async_main"
+OSO = "verl.experimental.one_step_off_policy.main_ppo"
+
+
+def spec(entry: str | None = None, verl: str = "0.9.1", extra: tuple[str, ...] = (), strategy: str | None = None) -> str:
+    lines = ["[experiment]", 'name = "e"', f'verl = "{verl}"']
+    if entry is not None:
+        lines.append(f'entry = "{entry}"')
+    lines += ["", "[data]", 'train = "t.parquet"', 'val = "v.parquet"', "", "[trainer]", 'loggers = ["console"]']
+    if strategy:
+        lines += ["", "[actor]", f'strategy = "{strategy}"']
+    if extra:
+        lines += ["", "[verl]", "extra_overrides = ["] + [f'  "{e}",' for e in extra] + ["]"]
+    return "\n".join(lines) + "\n"
+
+
+def compiled(text: str):
+    return compile_bytes(text.encode(), "s.toml")
+
+
+def refused(text: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        compiled(text)
+    return [p.render() for p in info.value.problems]
+
+
+# -- which entry a spec names ---------------------------------------------------------------------------------------
+
+
+def test_an_entry_is_named_by_its_name_or_its_module_and_unset_is_main_ppo():
+    assert find_entry(None).name == DEFAULT and find_entry(None).module == "verl.trainer.main_ppo"
+    assert find_entry("fully_async").module == FA
+    assert find_entry(FA).name == "fully_async" and find_entry(OSO).name == "one_step_off"
+    assert find_entry("verl.trainer.main_ppo").name == DEFAULT
+    assert find_entry("recipe.nothing.main") is None
+
+
+def test_the_module_path_and_the_name_compile_to_one_bundle_and_ppo_to_main_ppos():
+    by_name, by_module = compiled(spec("fully_async")), compiled(spec(FA))
+    assert by_name.files == by_module.files
+    # Saying main_ppo changes no byte: main_ppo's bundles are what they were.
+    assert compiled(spec("ppo")).files == compiled(spec(None)).files == compiled(spec("verl.trainer.main_ppo")).files
+    plain = compiled(spec(None))
+    assert b"entry" not in plain.files["manifest.json"] and b"entry" not in plain.files["spec.toml"]
+    assert b"tutorrl_entry" not in plain.files["ray-job.json"]
+
+
+def test_the_bundle_starts_the_entrys_module_with_its_own_config_and_says_so():
+    fa = compiled(spec("fully_async"))
+    launch = fa.files["launch.sh"].decode()
+    assert f'exec "$python_bin" -m {FA} --config-name fully_async_ppo_trainer "$@"' in launch
+    # The entry's yaml finds verl's trainer config from the installed wheel, and Hydra takes the
+    # search path only among the overrides (after "$@": `--cfg job`).
+    assert "\\\n  'hydra.searchpath=[pkg://verl.trainer.config]' \\\n" in launch
+    assert fa.manifest.entry == "fully_async" and b'"entry": "fully_async"' in fa.files["manifest.json"]
+    assert 'entry = "fully_async"' in fa.files["spec.toml"].decode()
+    assert b'"tutorrl_entry": "fully_async"' in fa.files["ray-job.json"]
+    mega = compiled(spec("one_step_off", strategy="megatron")).files["launch.sh"].decode()
+    assert f"-m {OSO} --config-name one_step_off_ppo_megatron_trainer " in mega
+    plain = compiled(spec(None)).files["launch.sh"].decode()
+    assert 'exec "$python_bin" -m verl.trainer.main_ppo --config-name ppo_trainer "$@"' in plain
+    assert "hydra.searchpath" not in plain
+
+
+def test_an_unknown_entry_is_located_and_names_the_known_ones():
+    (problem,) = refused(spec("recipe.nothing.main_nothing"))
+    assert problem.startswith("s.toml:4:1: experiment.entry: tutorrl knows no verl entry point 'recipe.nothing.main_nothing'")
+    for entry in load_entries().values():
+        assert f"{entry.name} ({entry.module})" in problem
+    assert "entries.toml" in problem
+
+
+def test_an_entry_a_release_lacks_is_located_and_names_the_releases_where_it_exists():
+    (problem,) = refused(spec("fully_async", verl="0.7.1"))
+    assert problem.startswith("s.toml:4:1: experiment.entry: entry point 'fully_async' "
+                              f"({FA}) exists from verl 0.8.0; this spec targets verl 0.7.1"), problem
+    assert "target one of those releases in experiment.verl" in problem
+    with pytest.raises(SpecError):
+        entry_at("one_step_off", "0.2.0.post2")
+    assert entry_at("one_step_off", "0.8.0").name == "one_step_off"
+
+
+# -- checked as strictly as main_ppo, against the entry's own config -------------------------------------------------
+
+
+def test_an_entry_only_key_is_read_with_its_entry_and_refused_without_it():
+    text = ("async_training.staleness_threshold=0.5", "rollout.nnodes=1", "rollout.n_gpus_per_node=4")
+    launch = compiled(spec("fully_async", extra=text)).files["launch.sh"].decode()
+    assert "async_training.staleness_threshold=0.5" in launch and "rollout.n_gpus_per_node=4" in launch
+    # one_step_off has rollout.nnodes but no async_training; main_ppo has neither.
+    problems = refused(spec("one_step_off", extra=text))
+    assert len(problems) == 1 and "verl 0.9.1's one_step_off (fsdp) has no key 'async_training.staleness_threshold'" \
+        in problems[0]
+    problems = refused(spec(None, extra=text))
+    assert len(problems) == 3 and all("verl 0.9.1 (fsdp) has no key" in p for p in problems)
+
+
+def test_an_unknown_key_in_a_fully_async_spec_is_located_with_did_you_mean():
+    (problem,) = refused(spec("fully_async", extra=("async_training.stalenes_threshold=0.5",)))
+    assert problem == ("s.toml:15:3: verl.extra_overrides.0: verl 0.9.1's fully_async (fsdp) has no key "
+                       "'async_training.stalenes_threshold' (did you mean 'async_training.staleness_threshold'?)"), problem
+
+
+@pytest.mark.parametrize("entry", ["fully_async", "one_step_off"])
+def test_keys_verl_takes_and_never_reads_are_refused_per_entry(entry):
+    # A key the release's facts say verl accepts and ignores (the entry's workers are main_ppo's).
+    (ignored,) = refused(spec(entry, extra=("actor_rollout_ref.actor.grad_clip=1.0",)))
+    assert "would be accepted and ignored by verl 0.9.1" in ignored
+    # A '+' key under a section verl builds into a dataclass stops verl: the entry's own built/ data.
+    (built,) = refused(spec(entry, extra=("+actor_rollout_ref.actor.my_new_knob=1",)))
+    assert f"verl 0.9.1's {entry} (fsdp) builds" in built and "would stop verl" in built
+    # A '+' key nothing reads, with no open table above it.
+    (unread,) = refused(spec(entry, extra=("+trainer.my_new_knob=1",)))
+    assert "verl would accept it and never read it" in unread
+
+
+def test_a_setting_keeps_the_entrys_own_default_in_the_bundle():
+    # one_step_off's config turns free_cache_engine off; the bundle states that entry's default.
+    assert load_lock("0.9.1", "fsdp", "one_step_off").targets["rollout.free_cache_engine"].default is False
+    assert load_lock("0.9.1", "fsdp").targets["rollout.free_cache_engine"].default is True
+    text = compiled(spec("one_step_off")).files["spec.toml"].decode()
+    assert "# rollout.free_cache_engine = false" in text
+
+
+def test_retargeting_an_entry_spec_across_releases():
+    for release in ("0.8.0", "0.9.0", "0.9.1"):
+        for strategy in (None, "megatron"):
+            assert compiled(spec("fully_async", verl=release, strategy=strategy,
+                                 extra=("async_training.require_batches=2",))).manifest.verl == release
+
+
+# -- the data: every entry, every release it exists at, every variant ------------------------------------------------
+
+
+def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_else():
+    entries = [e for e in load_entries().values() if not e.default]
+    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo"}
+    want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in ks.VARIANTS}
+    have = {p.name for p in KEYSET_DIR.glob("verl-*@*.json")}
+    assert have == want
+    locks = {p.name for p in lock_path("0.9.1", "fsdp").parent.glob("verl-*@*.json")}
+    assert locks == want
+    for e in entries:
+        assert set(e.releases) <= set(supported_releases())
+        for r in e.releases:
+            for v in ks.VARIANTS:
+                # Read from its file: a recipe entry's lock is not loaded for a compile yet (refused).
+                keyset, lock = ks.load_keyset(r, v, e.name), msgspec.json.decode(
+                    lock_path(r, v, e.name).read_bytes(), type=Lock)
+                assert (keyset.entry, keyset.config_name, keyset.overrides) == (e.name, e.config_name(v), [])
+                assert (lock.schema, lock.entry, lock.config_name, lock.select) == (LOCK_SCHEMA, e.name,
+                                                                                   e.config_name(v), ())
+                # The entry's config extends main_ppo's: every key of that release's main_ppo is there.
+                assert set(ks.load_keyset(r, v).keys) <= set(keyset.keys), (r, v, e.name)
+
+
+def test_main_ppos_locks_and_key_sets_do_not_name_an_entry():
+    for release in supported_releases():
+        for variant in ks.VARIANTS:
+            assert b'"entry"' not in lock_path(release, variant).read_bytes()
+            assert b'"entry"' not in (KEYSET_DIR / ks.keyset_name(release, variant)).read_bytes()
+
+
+# -- re-derived from the wheels ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("release", supported_releases())
+def test_entry_key_sets_are_rederived_from_the_wheel_and_exist_where_the_wheel_ships_the_module(release):
+    try:
+        wheel = ki.fetch_wheel(release)
+    except ki.KeysetImportError as exc:
+        pytest.fail(f"verl {release} wheel unavailable (needs the package index or a cached wheel): {exc}")
+    with tempfile.TemporaryDirectory() as tmp:
+        ki.extract_config(wheel, Path(tmp))
+        shipped = {e.name for e in ki.wheel_entries(Path(tmp))}
+        assert shipped == {e.name for e in load_entries().values()
+                           if e.source == "wheel" and not e.default and release in e.releases}
+        for keyset in ki.entry_keysets(Path(tmp), release):
+            committed = KEYSET_DIR / ks.keyset_name(release, keyset.variant, keyset.entry)
+            assert ki.encode_keyset(keyset) == committed.read_bytes(), f"{committed.name} is not what the wheel composes"
+    if release == "0.7.1":
+        # The configs are in 0.7.1's wheel, the modules are not: no entry there.
+        with zipfile.ZipFile(wheel) as zf:
+            names = set(zf.namelist())
+        assert "verl/experimental/fully_async_policy/config/fully_async_ppo_trainer.yaml" in names
+        assert "verl/experimental/fully_async_policy/fully_async_main.py" not in names
+
+
+def test_the_example_specs_of_each_entry_compile():
+    for name, entry in (("fully_async_example.toml", "fully_async"), ("one_step_off_example.toml", "one_step_off")):
+        assert compile_spec(support.SPECS / name).manifest.entry == entry
+
+
+def test_migrate_says_the_entry_and_that_a_release_without_it_stops_the_compile(tmp_path):
+    from tutorrl.compiler.pipeline.migrate import migrate_spec, render_text
+    from tutorrl.compiler.spec import normalize, parse_spec
+
+    as_written, locate = parse_spec(spec("fully_async", extra=("async_training.require_batches=2",)).encode(), "s.toml")
+    normal = normalize(as_written)
+    ok = migrate_spec(normal, "0.9.1", "0.8.0", as_written=as_written, locate=locate)
+    assert ok.compiles and ok.selection_after.config_name == "fully_async_ppo_trainer"
+    assert "entry point: fully_async (python -m " + FA + ")" in render_text(ok, "s.toml", normal.experiment.entry)
+    stopped = migrate_spec(normal, "0.9.1", "0.7.1", as_written=as_written, locate=locate)
+    assert not stopped.compiles
+    assert [b.spec_field for b in stopped.blockers] == ["experiment.entry"]
+    assert "exists from verl 0.8.0; this spec targets verl 0.7.1" in stopped.blockers[0].message
+
+
+# -- a recipe outside the wheel (DAPO) ------------------------------------------------------------------------------
+
+
+def test_a_recipe_entry_is_refused_until_its_code_can_be_pinned():
+    (problem,) = refused(spec("dapo", verl="0.9.0"))
+    assert problem.startswith("s.toml:4:1: experiment.entry: entry point 'dapo' (recipe.dapo.main_dapo) runs a "
+                              "recipe's code from outside verl's wheel (https://github.com/verl-project/verl-recipe at "
+                              "e7f889574b83)"), problem
+    assert "its key sets exist only in verl 0.9.0" in problem
+    # Its key sets are the recipe's own config: DAPO's reward kwargs exist only there.
+    assert ks.load_keyset("0.9.0", "fsdp", "dapo").has("reward.reward_kwargs.overlong_buffer_cfg.len")
+    assert not ks.load_keyset("0.9.0", "fsdp").has("reward.reward_kwargs.overlong_buffer_cfg.len")
+
+
+def _recipe(root: Path) -> Path:
+    """A small recipe of this test's own: a config extending verl's trainer config by one table."""
+    config = root / "dapo" / "config"
+    config.mkdir(parents=True)
+    for name in ("dapo_trainer", "dapo_megatron_trainer"):
+        base = "ppo_trainer" if name == "dapo_trainer" else "ppo_megatron_trainer"
+        (config / f"{name}.yaml").write_text(
+            f"hydra:\n  searchpath:\n    - file://verl/trainer/config\n\ndefaults:\n  - {base}\n  - _self_\n\n"
+            "my_recipe:\n  knob: 3\n  name: tiny\n")
+    return root
+
+
+@pytest.mark.needs_verl
+def test_a_recipe_config_composes_from_its_own_folder_over_the_releases_trainer_config(tmp_path):
+    site = Path(support.verl_config_dir()).parents[2]
+    recipe = _recipe(tmp_path / "recipe")
+    keyset = ki.compose_entry_keyset(site, "0.9.1", "fsdp", find_entry("dapo"), recipe)
+    assert (keyset.entry, keyset.config_name) == ("dapo", "dapo_trainer")
+    assert keyset.keys["my_recipe.knob"].default == 3 and keyset.keys["my_recipe.name"].default == "tiny"
+    assert set(ks.load_keyset("0.9.1", "fsdp").keys) | {"my_recipe.knob", "my_recipe.name"} == set(keyset.keys)
+
+
+def test_the_recipe_key_set_tool_refuses_to_run_without_the_recipes_source(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(support.REPO / "tools" / "recipe_keysets.py"), str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "has no dapo/config/dapo_trainer.yaml, dapo/config/dapo_megatron_trainer.yaml" in proc.stderr
+    assert "check out https://github.com/verl-project/verl-recipe at e7f889574b8301cc0f0fc1d57c6d67f31ffeb689" \
+        in proc.stderr

@@ -1,0 +1,73 @@
+"""Write (or check) the key sets of entry points whose code is a recipe outside verl's wheel (DAPO).
+
+    python tools/recipe_keysets.py RECIPE_CHECKOUT [--check] [--wheel-cache DIR] [--entry NAME ...]
+
+RECIPE_CHECKOUT is a folder holding the recipe repository's files at the commit
+``compiler/release/keymap/entries.toml`` names for the entry (e.g. ``git -C
+verl-recipe archive <commit> dapo | tar -x -C RECIPE_CHECKOUT``); when it is a
+git work tree its HEAD must be that commit. For each release the entry lists,
+the entry's config is composed from the checkout with that release's wheel's
+trainer config as its search path (``keyset_import.compose_entry_keyset``, the
+extraction main_ppo's key sets use), and ``keysets/verl-<release>-<variant>@<entry>.json``
+is written. Only the key sets are committed, never the recipe's files; without
+the checkout this tool refuses to run. Then ``tutorrl keys lock`` and
+``tools/built_sections.py`` derive the entry's locks and built files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tutorrl.compiler.release import keyset_import as ki, load_entries
+from tutorrl.compiler.release.keysets import VARIANTS, keyset_name
+
+
+def _head(checkout: Path) -> str | None:
+    proc = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkout", help="the recipe repository's files at the entry's commit")
+    parser.add_argument("--entry", action="append", help="entry names (default: every recipe entry)")
+    parser.add_argument("--check", action="store_true", help="compare with the committed files; write nothing")
+    parser.add_argument("--wheel-cache", help="where the wheels are (default: tutorrl's wheel cache)")
+    args = parser.parse_args(argv)
+    checkout = Path(args.checkout)
+    dest = ki.packaged_keyset_dir()
+    entries = [e for e in load_entries().values() if e.source == "recipe" and (not args.entry or e.name in args.entry)]
+    stale = []
+    for entry in entries:
+        missing = [entry.config_dir + f"/{entry.config_name(v)}.yaml" for v in VARIANTS
+                   if not (checkout / entry.config_dir / f"{entry.config_name(v)}.yaml").is_file()]
+        if missing:
+            print(f"{entry.name}: {checkout} has no {', '.join(missing)}: check out {entry.repository} at "
+                  f"{entry.commit}", file=sys.stderr)
+            return 2
+        head = _head(checkout)
+        if head is not None and head != entry.commit:
+            print(f"{entry.name}: {checkout} is at {head}, entries.toml pins {entry.commit}", file=sys.stderr)
+            return 2
+        for release in entry.releases:
+            wheel = ki.fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None)
+            with tempfile.TemporaryDirectory(prefix="tutorrl-recipe-") as tmp:
+                ki.extract_config(wheel, Path(tmp))
+                for variant in VARIANTS:
+                    data = ki.encode_keyset(ki.compose_entry_keyset(Path(tmp), release, variant, entry, checkout))
+                    path = dest / keyset_name(release, variant, entry.name)
+                    if path.is_file() and path.read_bytes() == data:
+                        continue
+                    stale.append(path.name)
+                    if not args.check:
+                        path.write_bytes(data)
+                    print(f"{'stale' if args.check else 'wrote'}  {path.name}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
