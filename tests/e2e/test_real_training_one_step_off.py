@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import math
+import os
 import re
 import uuid
 from pathlib import Path
@@ -82,7 +83,10 @@ class Trained:
         self.root, self.ckpt = root, root / "ckpt"
         state = root / "state"  # its own runs index and record-sealing key (see test_real_training.py)
         self.mark = uuid.uuid4().hex
-        self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": str(PLUGIN),
+        # The plug-in first, then the tutorrl under test where the suite runs with one on PYTHONPATH (a
+        # worktree): `tutorrl run` and the job read this bundle with the code that compiled it.
+        path = os.pathsep.join([str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])
+        self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": path,
                     "TUTORRL_PYTHON": python, "XDG_STATE_HOME": str(state), "TUTORRL_STATE_HOME": str(state / "tutorrl")}
         compiled = tutorrl("compile", str(SPEC), "--out", str(root / "bundles"), cwd=root)
         assert compiled.returncode == 0, compiled.stderr
