@@ -31,15 +31,16 @@ PLUGIN = support.REPO / "tools" / "cpu_training" / "verl091"
 PROGRAM = r"""
 import asyncio, hashlib, json, sys
 import torch
+import verl_cpu_checkpoint_engine as plugin
 from verl_cpu_checkpoint_engine import GlooCheckpointEngine
-from verl.checkpoint_engine import CheckpointEngineRegistry
 
 role, syncs = sys.argv[1], int(sys.argv[2])
 torch.manual_seed(0)
 weights = {"embed.weight": torch.randn(64, 40), "layer.0.bias": torch.randn(24),
            "layer.0.half": torch.randn(30, 6).to(torch.bfloat16), "big.weight": torch.randn(1000),
            "norm.weight": torch.ones(8)}
-assert CheckpointEngineRegistry.get("gloo") is GlooCheckpointEngine
+# What verl looks the backend up in (CheckpointEngineRegistry, as the plug-in imported it).
+assert plugin.CheckpointEngineRegistry.get("gloo") is GlooCheckpointEngine
 BUCKET = 2048  # bytes: big.weight (4000) spans buckets, the rest share them
 out = {}
 if role == "send":

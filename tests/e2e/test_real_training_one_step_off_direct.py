@@ -27,7 +27,8 @@ import pytest
 import support
 from training_helpers import ANSI, metrics, training_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_TRAIN091_PYTHON", "TUTORRL_TINY_DIR")]
+pytestmark = [pytest.mark.slow, pytest.mark.needs_ray,
+              pytest.mark.needs_train_env("TUTORRL_TRAIN091_PYTHON", "TUTORRL_TINY_DIR")]
 
 PLUGIN = support.REPO / "tools" / "cpu_training" / "verl091"
 SPEC = support.SPECS / "tiny_cpu_one_step_off.toml"
