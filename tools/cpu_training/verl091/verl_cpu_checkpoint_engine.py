@@ -68,7 +68,6 @@ class GlooCheckpointEngine(CheckpointEngine):
         self.rank: int | None = None
         self.store = None
         self.group = None
-        self._sync = 0
 
     def prepare(self) -> dict | None:
         if not self.is_master:
@@ -95,7 +94,6 @@ class GlooCheckpointEngine(CheckpointEngine):
         self.store = dist.TCPStore(master["host"], master["port"], world_size, is_master=rank == 0,
                                    timeout=_TIMEOUT)
         self.group = dist.ProcessGroupGloo(self.store, rank, world_size, _TIMEOUT)
-        self._sync += 1
 
     def finalize(self) -> None:
         self.group = None
