@@ -36,7 +36,10 @@ edited. What it patches, and why (each one stopped the run on its own):
 
 For verl 0.9.1 (read from its source; 0.9.0 has the same hook, not run).
 vLLM's side (its CPU backend's weight prepacking, and its distribution name)
-is in ``sitecustomize.py`` beside this file.
+is in ``sitecustomize.py`` beside this file; the checkpoint engine the
+separated-pool entry points (one-step-off) need on a CPU is in
+``verl_cpu_checkpoint_engine.py``, which a spec names in
+``checkpoint_engine.custom_backend_module``.
 
 What a run with it proves: verl 0.9.1's real v1 trainer, TaskRunner, Ray
 workers, FSDP2 actor update, agent loop, vLLM rollout server (vLLM's own
