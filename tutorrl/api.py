@@ -87,7 +87,7 @@ def load(bundle: str | os.PathLike, *, trust_digests: bool = False) -> LoadedBun
     """
     from tutorrl.compiler import verify_bundle
 
-    return verify_bundle(bundle, trust_digests=trust_digests or None)
+    return verify_bundle(bundle, trust_digests=trust_digests)
 
 
 class Verification(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,12 +154,15 @@ def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None 
                         lineage=list(evidence.lineage), unlinked=list(evidence.unlinked), not_on_disk=not_on_disk)
 
 
-def diff(old: str | os.PathLike, new: str | os.PathLike) -> Diff:
-    """What changes between two bundles or specs, in spec settings (what ``tutorrl diff`` renders)."""
+def diff(old: str | os.PathLike, new: str | os.PathLike, *, trust_digests: bool = False) -> Diff:
+    """What changes between two bundles or specs, in spec settings (what ``tutorrl diff`` renders).
+
+    ``trust_digests``: as for :func:`load`, for a bundle on either side."""
     from tutorrl.review import diff_sides
     from tutorrl.review import load_side
 
-    return diff_sides(load_side(str(old)), load_side(str(new)))
+    return diff_sides(load_side(str(old), trust_digests=trust_digests),
+                      load_side(str(new), trust_digests=trust_digests))
 
 
 class Run:

@@ -28,7 +28,7 @@ SURFACE = {
               "trust: 'list[str | os.PathLike] | tuple' = (), anchors: 'list[str] | tuple[str, ...]' = (), "
               "require_checkpoints: 'bool' = False, trust_digests: 'bool' = False, require_lineage: 'bool' = False) "
               "-> 'Verification'",
-    "diff": "(old: 'str | os.PathLike', new: 'str | os.PathLike') -> 'Diff'",
+    "diff": "(old: 'str | os.PathLike', new: 'str | os.PathLike', *, trust_digests: 'bool' = False) -> 'Diff'",
     "run": "(bundle: 'str | os.PathLike | RunOptions', *, jobs: 'Jobs | None' = None, progress: 'bool' = False, "
            "**options: 'Any') -> 'Run'",
 }
