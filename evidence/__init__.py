@@ -32,9 +32,9 @@ def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list
 
 # The package's face (tutorrl/_face.py): the names other packages may import,
 # each loaded on first use; the TYPE_CHECKING imports are for editors.
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING  # noqa: E402 - the face follows the wrappers above
 
-from tutorrl._face import attach
+from tutorrl._face import attach  # noqa: E402
 
 if TYPE_CHECKING:
     from tutorrl.evidence.anchor import parse_anchor

@@ -8,6 +8,11 @@ import each other."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
 # Words in the bundle's place that name an action; a folder of that name is `./keygen`.
 ACTIONS = ("keygen", "anchor")
 

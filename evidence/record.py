@@ -168,7 +168,7 @@ class Snapshot:
         self.jobs += [Job(j.path, j.ranges, fds.get(j.path)) for j in tensor_jobs]
 
     def _hold(self) -> None:
-        for rel, path, size in self.files:
+        for rel, path, _size in self.files:
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             except FileNotFoundError:
