@@ -87,7 +87,7 @@ _NAMES = (("verl.trainer.main_ppo", "verl (the job)"), ("launch.sh", "launch.sh 
           ("ray::JobSupervisor", "job supervisor (Ray worker)"), ("default_worker.py", "Ray worker (starting)"),
           ("ray-dashboard-", "dashboard module"), ("multiprocessing.forkserver", "dashboard forkserver"),
           ("multiprocessing.resource_tracker", "dashboard resource tracker"),
-          ("dashboard/dashboard.py", "dashboard head"), ("import os, signal, sys", "head (waiting on Ray's processes)"),
+          ("dashboard/dashboard.py", "dashboard head"), ("lean_ray.py watch", "head (waiting on Ray's processes)"),
           ("ray start", "ray start"), ("lean_ray.py start", "ray start"), ("log_monitor", "log monitor"),
           ("monitor.py", "autoscaler monitor"), ("ray::IDLE", "idle Ray worker"))
 

@@ -219,9 +219,8 @@ def _compile_many(args, done: dict | None = None) -> int:
             new_ids.add(launch.bundle.id)
             fresh.append((launch, spec_dir))
     if len(fresh) > 1:
-        # Creating a file waits on the disk without using the CPU (about 0.4 ms
-        # each on this ext4 virtual disk; a 100-point sweep creates 500): four
-        # writers overlap those waits. Each bundle is still written atomically,
+        # Creating a file waits on the disk without using the CPU (a 100-point
+        # sweep creates 500): four writers overlap those waits. Each bundle is still written atomically,
         # and every one was compiled, and every existing one compared, before
         # the first was written; the order new ones land in is no promise.
         from concurrent.futures import ThreadPoolExecutor

@@ -8,10 +8,14 @@ against it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from tutorrl.compiler import verify_bundle
+
+if TYPE_CHECKING:
+    from tutorrl.compiler import LoadedBundle
 
 
 class BundleInfo(msgspec.Struct, frozen=True):
@@ -36,15 +40,21 @@ class BundleInfo(msgspec.Struct, frozen=True):
 
 
 def load_bundle(path: Path) -> BundleInfo:
-    from tutorrl.compiler.pipeline import effective
-
     # Recording evidence (in the trainer, after a run, by hand) is not the gate
     # a launch passes: `run` and `verify` refuse a bundle they cannot re-derive
     # unless the user accepted it, and the records name the digest either way.
-    loaded = verify_bundle(path, trust_digests=True)
+    return bundle_info(verify_bundle(path, trust_digests=True))
+
+
+def bundle_info(loaded: LoadedBundle, path: Path | None = None) -> BundleInfo:
+    """What evidence needs of a bundle already verified (the runtime holds one for its run):
+    nothing is read or re-derived again. ``path``: the bundle's folder as the caller names
+    it (default: as it was verified)."""
+    from tutorrl.compiler.pipeline import effective
+
     value = effective(loaded.spec)
     return BundleInfo(
-        path=Path(loaded.path), digest=loaded.manifest.digest, verl=loaded.manifest.verl,
+        path=Path(loaded.path if path is None else path), digest=loaded.manifest.digest, verl=loaded.manifest.verl,
         output_dir=str(value("trainer.output_dir") or ""), model_path=str(value("model.path") or ""),
         publication_control=bool(loaded.spec.evidence.publication_control),
         on_failure=loaded.spec.evidence.on_failure or "record",

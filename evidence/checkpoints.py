@@ -138,7 +138,7 @@ def _fsdp(role: Path) -> tuple[RoleLayout, list[Check]]:
         if "model" not in shards:
             problems.append("no model_world_size_*_rank_*.pt shards")
         for kind, by_world in sorted(shards.items()):
-            for w, ranks in sorted(by_world.items()):
+            for w, _ranks in sorted(by_world.items()):
                 if w != world:
                     problems.append(f"{kind} shards for world size {w}, fsdp_config.json says {world}")
             missing = sorted(set(range(world)) - by_world.get(world, set()))

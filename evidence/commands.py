@@ -8,6 +8,11 @@ import each other."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
 # Words in the bundle's place that name an action; a folder of that name is `./keygen`.
 ACTIONS = ("keygen", "anchor")
 
@@ -106,7 +111,7 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--require-lineage", action="store_true",
                    help="a resumed run's link that cannot be checked (the bundle it resumed from is gone, or no "
                    "record covered the checkpoint) is a failure, not a note")
-    from tutorrl.compiler.pipeline import add_trust_digests_option
+    from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(p)
     p.set_defaults(handler=_verify)
@@ -131,10 +136,8 @@ def _verify(args) -> int:
     from tutorrl import api
     from tutorrl._files import display_path
     from tutorrl._text import printable
-    from tutorrl.compiler.pipeline import apply_trust_digests
     from tutorrl.errors import BundleError, TutorrlError
 
-    apply_trust_digests(args)
     if (args.jobs is not None or args.require_checkpoints) and not args.rehash:
         raise TutorrlError("--jobs and --require-checkpoints only apply with --rehash")
 
@@ -149,7 +152,8 @@ def _verify(args) -> int:
 
     try:
         found = api.verify(args.bundle, rehash=args.rehash, jobs=args.jobs, trust=args.trust, anchors=args.anchor,
-                           require_checkpoints=args.require_checkpoints, require_lineage=args.require_lineage)
+                           require_checkpoints=args.require_checkpoints, require_lineage=args.require_lineage,
+                           trust_digests=args.trust_digests)
     except BundleError as exc:
         report(None, [str(exc)])
         raise

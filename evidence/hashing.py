@@ -123,10 +123,9 @@ def _run(job: Job, progress: Progress | None) -> dict[str, str]:
 # the lowest priority. A nice-0 trainer thread sharing a core with one gets
 # 1024/(1024+15) of it from CFS; where nothing else runs the threads still get
 # every core. The cost: beside other busy processes too (a loaded host) the
-# hash waits for them, ~1.5% of a core per competitor -- on the shared 2-core
-# test box at load 8, 36 s for 1.25 GiB against 11 s at nice 10 and 3 s at 0,
-# while the trainer kept 92% of its rate against 72% and 33%
-# (benchmarks/bench_hash_beside.py). A record that slow makes the next save
+# hash waits for them, several times slower than at nice 0, while the trainer
+# keeps most of its rate (benchmarks/bench_hash_beside.py; the figures in
+# docs/architecture.md, "Measured"). A record that slow makes the next save
 # wait for a queue slot (the callback's MAX_WAITING): training slows, no record
 # is lost. Nice 10 (`nice`'s default) kept too little of the trainer's rate.
 BACKGROUND_NICE = 19
@@ -161,8 +160,8 @@ def hash_jobs(jobs: list[Job], *, workers: int | None = None, progress: Progress
     `background`: the hash runs beside other work in this process (the
     in-run callback beside verl's trainer). Its threads take the lowest
     priority (:func:`lower_this_thread`): on a small host they no longer take
-    the cores from a CPU-bound trainer (with both cores hashing, a trainer
-    thread kept 23% of its idle rate, issue 26), and where nothing else runs
+    the cores from a CPU-bound trainer (with both cores hashing at normal
+    priority, a trainer thread kept a fraction of its idle rate, issue 26), and where nothing else runs
     they still get every core, so an idle host hashes at full speed.
     """
     workers = workers or default_workers()

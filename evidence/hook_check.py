@@ -1,10 +1,10 @@
 """launch.sh's check that verl's trainer will load tutorrl's evidence callback.
 
 Importing ``tutorrl.evidence.callback`` pulls in verl's callback base and with
-it verl, tensordict, torch and transformers: about 4 s, in a process launch.sh
+it verl, tensordict, torch and transformers: seconds, in a process launch.sh
 would throw away, on every launch. The trainer imports the callback for real
 once, seconds later; what can go wrong there is found here without running
-verl's code (tens of milliseconds):
+verl's code:
 
 - this tutorrl has the callback module (an older tutorrl, or another package
   named tutorrl, has not);

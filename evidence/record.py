@@ -168,7 +168,7 @@ class Snapshot:
         self.jobs += [Job(j.path, j.ranges, fds.get(j.path)) for j in tensor_jobs]
 
     def _hold(self) -> None:
-        for rel, path, size in self.files:
+        for rel, path, _size in self.files:
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             except FileNotFoundError:
@@ -382,18 +382,20 @@ def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
     problem = directory_problem(Path(bundle_path) / EVIDENCE_DIR)
     if problem:
         raise ChainError(problem)
-    out = []
-    for _seq, path in sorted(record_files(Path(bundle_path) / EVIDENCE_DIR).items()):
-        try:
-            out.append((path, decode_record(read_record(path)).statement))
-        except (OSError, ReadError, RecordFormatError):  # shown as malformed; `verify` says why
-            out.append((path, None))
-    return out
+    return [read_entry(path) for _seq, path in sorted(record_files(Path(bundle_path) / EVIDENCE_DIR).items())]
 
 
-def _recorded(bundle_path: Path) -> set[tuple[str, int]]:
+def read_entry(path: Path) -> tuple[Path, Statement | None]:
+    """One record of the chain, as :func:`read_records` gives it (None: malformed; `verify` says why)."""
+    try:
+        return path, decode_record(read_record(path)).statement
+    except (OSError, ReadError, RecordFormatError):
+        return path, None
+
+
+def _recorded(chain: list[tuple[Path, Statement | None]], bundle_path: Path) -> set[tuple[str, int]]:
     return {(os.path.realpath(recorded_root(s.predicate.checkpoint.root, bundle_path)), s.predicate.checkpoint.step)
-            for _, s in read_records(bundle_path) if s}
+            for _, s in chain if s}
 
 
 def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, str] | None = None) -> Path | None:
@@ -410,9 +412,9 @@ def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, st
     return out if out.is_absolute() else (cwd or Path.cwd()) / out
 
 
-def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None = None,
+def record_run_checkpoints(bundle_path: Path | BundleInfo, run_id: str, finished: bool, cwd: Path | None = None,
                            roots: dict[str, str] | None = None, prior_steps=(), resumed_step: int | None = None,
-                           bundles=()) -> list[Path]:
+                           bundles=(), chain: list[tuple[Path, Statement | None]] | None = None) -> list[Path]:
     """Record every checkpoint under the bundle's output dir not yet recorded.
 
     Called by the runtime after every run, finished or not; `cwd` is where the
@@ -421,15 +423,21 @@ def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: 
     run started (an earlier run's, of this bundle or another: not claimed);
     `resumed_step` is the one it resumed from, whose record is looked for in
     `bundles` (and this bundle) for the lineage of the run's first record.
+
+    The runtime hands over what it holds: ``bundle_path`` as the ``BundleInfo`` of
+    the bundle it verified (else the folder, verified here) and ``chain``, the
+    bundle's records as it read them (else read here, once).
     """
-    bundle = load_bundle(Path(bundle_path))
+    bundle = bundle_path if isinstance(bundle_path, BundleInfo) else load_bundle(Path(bundle_path))
     root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None, roots)
     if root is None:
         return []
     root = Path(os.path.abspath(root))
-    done = _recorded(bundle.path)
+    if chain is None:
+        chain = read_records(bundle.path)
+    done = _recorded(chain, bundle.path)
     prior = set(prior_steps)
-    runs_records = any(s is not None and s.predicate.run.run_id == run_id for _, s in read_records(bundle.path))
+    runs_records = any(s is not None and s.predicate.run.run_id == run_id for _, s in chain)
     written = []
     for sd in find_step_dirs(root):
         if (os.path.realpath(root), sd.step) in done or sd.step in prior:
@@ -449,11 +457,12 @@ def _no_server(bundle: BundleInfo) -> str | None:
     return None
 
 
-def output_dir_before_run(bundle_path: Path, cwd: Path | None, roots: dict[str, str] | None = None):
-    """What the run will find in its output folder (evidence/lineage.py's `Before`)."""
+def output_dir_before_run(bundle_path: Path | BundleInfo, cwd: Path | None, roots: dict[str, str] | None = None):
+    """What the run will find in its output folder (evidence/lineage.py's `Before`); ``bundle_path``
+    may be the ``BundleInfo`` of a bundle the caller verified."""
     from tutorrl.evidence.lineage import before_run
 
-    bundle = load_bundle(Path(bundle_path))
+    bundle = bundle_path if isinstance(bundle_path, BundleInfo) else load_bundle(Path(bundle_path))
     root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None, roots)
     return before_run(Path(os.path.abspath(root)) if root is not None else None,
                       bundle.resume_mode or None, bundle.resume_from or None)

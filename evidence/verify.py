@@ -308,7 +308,7 @@ def rehash_evidence(bundle_path: Path, *, jobs: int | None = None, stream: TextI
     finally:
         bar.close()
     for label, folder, compare, bad in wanted:
-        for rel, recorded, p in compare:
+        for _rel, recorded, p in compare:
             key = str(p)
             if key in errors:
                 out.mismatches.append(f"{label}: {p}: unreadable now ({errors[key]})")

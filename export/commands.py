@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cpus-per-task", metavar="N", type=int, default=None,
                    help="slurm: CPUs of each node, given to Ray as --num-cpus (default: 64, as verl's recipe)")
     p.add_argument("--mem", metavar="SIZE", help="slurm: memory of each node, e.g. 200G (default: 200G, as verl's recipe)")
-    from tutorrl.compiler.pipeline import add_trust_digests_option
+    from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(p)
     p.set_defaults(handler=_export)
@@ -45,11 +45,8 @@ def _export(args) -> int:
     from tutorrl.export import common
     from tutorrl.export.options import check_options
 
-    from tutorrl.compiler.pipeline import apply_trust_digests
-
     check_options(args)
-    apply_trust_digests(args)
-    bundle = common.load(args.bundle)
+    bundle = common.load(args.bundle, trust_digests=args.trust_digests)
     from tutorrl.cli import printable
 
     for warning in bundle.warnings:

@@ -193,7 +193,7 @@ def _home(key: str, value: Any, by_key: dict, tables: list):
         if name == "actor.strategy" and value == "megatron":
             return None
         return name, name.split("."), value, ""
-    for base, name, target in tables:
+    for base, name, _target in tables:
         if key.startswith(base + "."):
             why = _expressible(value)
             sub = key[len(base) + 1:].split(".")

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="output format: text (coloured on a terminal; NO_COLOR respected), markdown for a "
                            "pull request, json (default: text)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
-    from tutorrl.compiler.pipeline import add_trust_digests_option
+    from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(p)
     p.set_defaults(handler=_diff)
@@ -59,10 +59,8 @@ def _diff(args) -> int:
     import os
     import sys
 
-    from tutorrl.compiler.pipeline import apply_trust_digests
     from tutorrl.errors import InputError, Problem
 
-    apply_trust_digests(args)
     from tutorrl.review.model import diff_sides
     from tutorrl.review.render import render, use_color
     from tutorrl.review.sides import load_side, spec_side
@@ -70,7 +68,7 @@ def _diff(args) -> int:
     if args.against is None and (len(args.new) > 1 or any(_is_set(w) for w in [args.old, *args.new])):
         from tutorrl.review.matrix import load_sides, matrix, render_matrix
 
-        sides = load_sides([args.old, *args.new])
+        sides = load_sides([args.old, *args.new], trust_digests=args.trust_digests)
         from tutorrl.cli import printable
 
         for warning in (w for side in sides for w in side.warnings):
@@ -95,7 +93,7 @@ def _diff(args) -> int:
         from tutorrl.errors import SpecError
 
         try:
-            old = load_side(args.old)
+            old = load_side(args.old, trust_digests=args.trust_digests)
         except SpecError:
             from tutorrl.review import layers
 
@@ -105,7 +103,7 @@ def _diff(args) -> int:
             result = layers.layer_diff(args.old, args.new[0])
             sys.stdout.write(layers.render_layers(result, args.format))
             return 1 if result.changes else 0
-        new = load_side(args.new[0])
+        new = load_side(args.new[0], trust_digests=args.trust_digests)
     from tutorrl.cli import printable
 
     for warning in (*old.warnings, *new.warnings):

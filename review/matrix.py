@@ -75,8 +75,9 @@ def render_matrix(m: Matrix, fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_sides(words: list[str]) -> list[Side]:
-    """The launches named: bundles, folders of bundles, specs (a sweep gives one side per point)."""
+def load_sides(words: list[str], *, trust_digests: bool = False) -> list[Side]:
+    """The launches named: bundles, folders of bundles, specs (a sweep gives one side per point);
+    ``trust_digests`` accepts a bundle that does not re-derive on its digests alone."""
     from pathlib import Path
 
     from tutorrl.compiler.pipeline import compile_family
@@ -89,14 +90,14 @@ def load_sides(words: list[str]) -> list[Side]:
         path = Path(word)
         if path.is_dir():
             if (path / MANIFEST).exists():
-                out.append(bundle_side(path, word))
+                out.append(bundle_side(path, word, trust_digests=trust_digests))
                 continue
             children = sorted(p for p in path.iterdir() if (p / MANIFEST).is_file() and not p.name.startswith("."))
             if not children:
                 raise SpecError([Problem("is neither a bundle nor a folder of bundles", file=word)])
             from tutorrl.compiler.spec import order_key
 
-            sides = [bundle_side(c, str(c)) for c in children]
+            sides = [bundle_side(c, str(c), trust_digests=trust_digests) for c in children]
             out += sorted(sides, key=lambda side: order_key(side.manifest.point, side.manifest.experiment))
         elif path.exists():
             for launch in compile_family(word):

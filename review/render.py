@@ -132,7 +132,7 @@ def _text(diff: Diff, color: bool) -> str:
         out.append("")
         out.append(paint(f"Only the files differ ({', '.join(diff.files)}): nothing above explains it, "
                          "so the bundles were likely written by different tutorrl releases.", "head"))
-        for name, text in diff.file_diffs.items():
+        for text in diff.file_diffs.values():
             out.append(text)
     return "\n".join(out) + "\n"
 

@@ -35,12 +35,12 @@ class Side:
         return self.manifest.digest
 
 
-def load_side(path: str | Path, label: str | None = None) -> Side:
+def load_side(path: str | Path, label: str | None = None, *, trust_digests: bool = False) -> Side:
     """A bundle folder or a spec file, whichever ``path`` is."""
     p = Path(path)
     label = label or str(path)
     if p.is_dir():
-        return bundle_side(p, label)
+        return bundle_side(p, label, trust_digests=trust_digests)
     if not p.exists():
         raise SpecError([Problem("no such spec file or bundle folder", file=label)])
     from tutorrl.compiler.pipeline import compile_family
@@ -53,10 +53,10 @@ def load_side(path: str | Path, label: str | None = None) -> Side:
     return compiled_side(family[0].bundle, label)
 
 
-def bundle_side(path: Path, label: str) -> Side:
+def bundle_side(path: Path, label: str, *, trust_digests: bool = False) -> Side:
     if not (path / MANIFEST).exists():
         raise BundleError(f"{label}: a folder without {MANIFEST} is neither a bundle nor a spec")
-    loaded = verify_bundle(path)
+    loaded = verify_bundle(path, trust_digests=trust_digests)
     # verify_bundle has just hashed these bytes against the manifest.
     files = {name: (path / name).read_bytes() for name in CONTENT_FILES}
     return Side(label, "bundle", loaded.manifest, loaded.spec, loaded.job, files, tuple(loaded.warnings))

@@ -7,9 +7,8 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.pipeline import apply_trust_digests, require_bundle_folder
+    from tutorrl.compiler.pipeline import require_bundle_folder
 
-    apply_trust_digests(args)
     if len(args.bundle) > 1 or args.max_parallel is not None or _is_folder_of_bundles(args.bundle[0]):
         from tutorrl.runtime.runset import run_set
 
@@ -158,7 +157,7 @@ def register(subparsers) -> None:
     run.add_argument("--no-progress", action="store_true",
                      help="no tutorrl progress lines; the job's log is still shown (what each run of a set writes "
                           "to its log)")
-    from tutorrl.compiler.pipeline import add_trust_digests_option
+    from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(run)
     run.add_argument("--detach", action="store_true",

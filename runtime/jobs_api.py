@@ -153,8 +153,8 @@ TAIL_POLL_S = 0.5
 class HttpJobClient(_Reads):
     """The Jobs API as a dry run on its own embedded head uses it, in tutorrl's bounded HTTP alone.
 
-    Ray's SDK costs tutorrl's process ~60 MiB and ~0.9 s of CPU to import (requests, aiohttp,
-    pydantic, Ray's core), on a machine whose cores the head is starting on at that moment. A dry
+    Ray's SDK is heavy to import (requests, aiohttp, pydantic, Ray's core: docs/architecture.md,
+    "Measured"), on a machine whose cores the head is starting on at that moment. A dry
     run needs none of what the SDK adds: no working_dir or py_modules to upload (the embedded head
     sees this machine's files; they are refused here), and its log -- a few lines of standard
     error -- is followed by asking for the whole log again (``TAIL_POLL_S``) instead of Ray's

@@ -31,10 +31,14 @@ import shutil
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tutorrl.errors import RefusedError, TutorrlError
 from tutorrl.runtime import records, trust
 from tutorrl.runtime.records import process_start_time
+
+if TYPE_CHECKING:
+    from tutorrl.compiler import LoadedBundle
 
 # The exit codes and the errors live in tutorrl.errors; these names are kept for the modules that read them here.
 from tutorrl.errors import EXIT_EVIDENCE_FAILED, EXIT_EVIDENCE_STOPPED, EXIT_INTERRUPTED  # noqa: E402,F401
@@ -78,7 +82,8 @@ def alive(proc: records.Process | None) -> bool | None:
 
 
 # -- closing a record -------------------------------------------------------
-def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -> EvidenceFailed | None:
+def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None,
+                  loaded: LoadedBundle | None = None) -> EvidenceFailed | None:
     """The post-run evidence scan: every checkpoint of the run not yet recorded,
     then the verdict on this run's evidence.
 
@@ -88,28 +93,44 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None) -
     records nothing twice. Returns what failed -- each of this run's records
     whose verdict is "fail" (from the in-run callback or this scan), or the
     error that kept the scan from recording -- and whether the bundle's
-    evidence.on_failure = "stop" is what ended a failed job."""
+    evidence.on_failure = "stop" is what ended a failed job.
+
+    ``loaded``: the bundle the run verified, handed to evidence as it is (a
+    later command that closes the record has none: the bundle is verified
+    here). The chain is read once; the records this scan writes are read
+    back one by one."""
     if record.dry_run or record.status not in ("succeeded", "failed", "stopped") or not record.submitted:
         return None
-    from tutorrl.evidence import record_run_checkpoints
+    from tutorrl.evidence import bundle_info
     from tutorrl.evidence import load_bundle
+    from tutorrl.evidence import read_entry
     from tutorrl.evidence import read_records
+    from tutorrl.evidence import record_run_checkpoints
 
     # Relative output dirs are relative to where the job ran; with an upload
     # that is on the cluster, where no scan from here can look.
     cwd = None if record.working_dir_upload else (Path(record.cwd) if record.cwd else None)
     problems = []
+    info = chain = written = None
     try:
-        record_run_checkpoints(bundle_path, record.run_id, record.status == "succeeded", cwd=cwd,
-                               roots=record.roots, prior_steps=record.prior_steps, resumed_step=record.resumed_step,
-                               bundles=known_bundles() if record.resumed_step is not None else ())
+        info = bundle_info(loaded, Path(bundle_path)) if loaded is not None else load_bundle(Path(bundle_path))
+        chain = read_records(info.path)
+        written = record_run_checkpoints(info, record.run_id, record.status == "succeeded", cwd=cwd,
+                                         roots=record.roots, prior_steps=record.prior_steps,
+                                         resumed_step=record.resumed_step, chain=chain,
+                                         bundles=known_bundles() if record.resumed_step is not None else ())
     except TutorrlError as exc:
         problems.append(f"could not record this run's checkpoints: {exc}")
     policy = "record"
     try:
-        policy = load_bundle(bundle_path).on_failure
-        mine = [(path, s) for path, s in read_records(bundle_path)
-                if s is not None and s.predicate.run.run_id == record.run_id]
+        if info is None:
+            info = load_bundle(Path(bundle_path))  # raises again: said above, not twice
+        policy = info.on_failure
+        # The chain as it now stands: as read, plus what this scan wrote (read back in the
+        # rare case a recording failed part-way, where what it wrote is not known).
+        now = chain + [read_entry(path) for path in written] if chain is not None and written is not None \
+            else read_records(info.path)
+        mine = [(path, s) for path, s in now if s is not None and s.predicate.run.run_id == record.run_id]
         if progress is not None and mine:
             from tutorrl.evidence import recorded_line
 

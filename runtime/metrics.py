@@ -30,7 +30,7 @@ from pathlib import Path
 
 import msgspec
 
-from tutorrl.contract import METRICS as METRICS_FILE
+from tutorrl.contract import METRICS as METRICS_FILE  # noqa: F401 - read here as metrics.METRICS_FILE
 
 # Where tutorrl asks verl's file logger to write (when the job sees this machine's files).
 VERL_FILE = "verl-metrics.jsonl"

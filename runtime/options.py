@@ -76,7 +76,7 @@ class Jobs(Protocol):
 class _Ray:
     """Ray's own: the dashboard's state API for resources, its Jobs API for the job."""
 
-    def resources(self, url: str, headers: dict[str, str]):
+    def resources(self, url: str, headers: dict[str, str]) -> Any:
         from tutorrl.runtime import cluster
 
         return cluster.cluster_resources(url, headers)
@@ -84,7 +84,8 @@ class _Ray:
     def client(self, url: str, headers: dict[str, str]) -> JobClient:
         from tutorrl.runtime import jobs_api
 
-        return jobs_api.client(url, headers)
+        client: JobClient = jobs_api.client(url, headers)
+        return client
 
     def __repr__(self) -> str:
         return "RAY"

@@ -23,6 +23,9 @@ from tutorrl.compiler.pipeline import expand, reference
 from tutorrl.contract import PYTHON_ENV, STACK_CHECK_ENV
 from tutorrl.errors import PreflightRefused, RefusedError
 
+# Run in the job's Python, by its path (it may have no tutorrl): its reward and verl-version roles.
+_PROBE = Path(__file__).with_name("job_probe.py")
+
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # `org/name` that does not exist locally is a Hugging Face Hub id, which verl
 # downloads itself; anything explicitly local (/, ~, ./, ../) is checked.
@@ -195,7 +198,7 @@ def installed_verl(python: str | None = None) -> str | None:
         except metadata.PackageNotFoundError:
             return None
     try:
-        proc = subprocess.run([python, "-c", 'import importlib.metadata as m; print(m.version("verl"))'],
+        proc = subprocess.run([python, str(_PROBE), "verl-version"],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -216,39 +219,6 @@ def check_verl(target: str, findings: PreflightReport, python: str) -> None:
         )
 
 
-# Run in the job's Python: imports the reward module with its stdout moved to
-# stderr (a module may print on import), then reports on the saved stdout.
-_REWARD_PROBE = r"""
-import importlib, json, os, sys
-out = os.dup(1)
-os.dup2(2, 1)
-module, function = sys.argv[1:3]
-def done(**result):
-    sys.stdout.flush()
-    os.write(out, json.dumps(result).encode())
-    os._exit(0)
-try:
-    mod = importlib.import_module(module)
-except ModuleNotFoundError as exc:
-    name = exc.name or ""
-    if name and (module == name or module.startswith(name + ".")):
-        done(kind="missing", name=name)
-    done(kind="dependency", name=name, error="%s: %s" % (type(exc).__name__, exc))
-except BaseException as exc:
-    import traceback
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = "%s:%s" % (frames[-1].filename, frames[-1].lineno) if frames else ""
-    done(kind="error", error="%s: %s" % (type(exc).__name__, exc), where=where)
-where = getattr(mod, "__file__", None) or module
-fn = getattr(mod, function, None)
-if fn is None:
-    names = sorted(n for n in vars(mod) if not n.startswith("_") and callable(vars(mod)[n])
-                   and getattr(vars(mod)[n], "__module__", None) == mod.__name__)
-    done(kind="no-function", file=where, names=names[:12])
-if not callable(fn):
-    done(kind="not-callable", file=where, type=type(fn).__name__)
-done(kind="ok", file=where)
-"""
 
 # Where verl's reward workers import from, and how to put a module there.
 REWARD_HOW = (
@@ -292,13 +262,13 @@ def reward_import_problems(python: str, module: str, function: str, *, env: dict
     """Import ``module`` with ``python`` (in ``env``, from ``cwd``) and find
     ``function`` in it; each problem says what is missing and how to fix it.
 
-    ``cwd`` is the folder the job starts in: ``python -c`` puts it first on
+    ``cwd`` is the folder the job starts in: the probe puts it first on
     ``sys.path``, as ``python -m verl...`` does for the driver, and Ray adds the
     driver's folder to its workers' path.
     """
     label = f"reward function {module}.{function}"
     try:
-        proc = subprocess.run([python, "-c", _REWARD_PROBE, module, function], env=env, cwd=cwd,
+        proc = subprocess.run([python, str(_PROBE), "reward", module, function], env=env, cwd=cwd,
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
     except FileNotFoundError:
         return [f"{label}: the job's Python {python} does not exist"]
@@ -466,7 +436,7 @@ def check_stack(spec, job: dict, findings: PreflightReport, *, cwd: Path, cluste
         findings.notes.append(stacks.unresolvable_note(wanted))
     if dry_run:
         # A dry run composes the config and imports none of the stack; the
-        # probe (verl's trainer modules, torch with them) costs 15-30 s.
+        # probe imports verl's trainer modules, and torch with them.
         findings.notes.append(f"verl {release}'s training stack: checked on a real run, not a dry run "
                               f"(the job's Python must import verl's trainer start modules"
                               + (f" and the {wanted.engine} rollout server" if wanted.engine else "") + ")")

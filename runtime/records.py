@@ -24,6 +24,7 @@ import os
 import re
 import threading
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Literal
 
 import msgspec
@@ -33,9 +34,12 @@ from tutorrl._read import ReadError, decode_json, read_file
 from tutorrl.errors import BundleError
 from tutorrl.runtime import trust
 
-from tutorrl.contract import JOB_LOG as LOG_FILE  # noqa: E402
+from tutorrl.contract import JOB_LOG  # noqa: E402
 from tutorrl.contract import RUN_RECORD as RECORD_FILE  # noqa: E402
 from tutorrl.contract import RUNS_DIR  # noqa: E402
+
+# The job's log in a run's folder, as other modules read it (records.LOG_FILE).
+LOG_FILE = JOB_LOG
 LOCK_FILE = ".lock"
 SCHEMA = 1
 # A record is a few KB; the evidence verdict it may carry stays far below this.
@@ -192,7 +196,7 @@ def update_record(run_dir: Path, record: RunRecord) -> None:
 
 
 @contextlib.contextmanager
-def locked(run_dir: Path):
+def locked(run_dir: Path) -> Iterator[None]:
     """An exclusive lock on one run (``flock`` on ``runs/<run-id>/.lock``), held
     by whoever closes its record, so two observers never both close it."""
     try:

@@ -155,7 +155,7 @@ class RunSession:
         from tutorrl.compiler import verify_bundle
 
         args = self.args
-        bundle = verify_bundle(Path(args.bundle), trust_digests=getattr(args, "trust_digests", False) or None)
+        bundle = verify_bundle(Path(args.bundle), trust_digests=bool(getattr(args, "trust_digests", False)))
         for warning in bundle.warnings:
             # A bundle this tutorrl could not re-derive (another release, or resealed) runs
             # on its digests alone: say so before it runs.
@@ -220,10 +220,10 @@ class RunSession:
         self.secrets = [v for v in passthrough.values() if v]
         self.roots = preflight.root_values(spec)
         if not args.dry_run and not self.upload:
-            from tutorrl.evidence import output_dir_before_run
+            from tutorrl.evidence import bundle_info, output_dir_before_run
 
             # Before the job: what is already in the output folder is not this run's to claim.
-            self.before = output_dir_before_run(bundle_path, self.cwd, self.roots)
+            self.before = output_dir_before_run(bundle_info(bundle, bundle_path), self.cwd, self.roots)
         cluster.drop_hijack_vars()
         token = cluster.token_from_environment() if self.cluster_url else None
 
@@ -393,7 +393,8 @@ class RunSession:
             for line in self.summary:
                 progress.note(line)
             if self.record is not None and self.record.status in records.TERMINAL:
-                self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress)
+                self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress,
+                                                                  loaded=getattr(self, "bundle", None))
 
     def _head_resources(self):
         """A lean head's node table, written by its program (it runs no State API); None: ask the API."""

@@ -198,7 +198,7 @@ def _verified(bundles: list[Path], trust: bool) -> list:
     loaded, problems = [], []
     for b in bundles:
         try:
-            loaded.append(verify_bundle(b, trust_digests=trust or None))
+            loaded.append(verify_bundle(b, trust_digests=trust))
         except BundleError as exc:
             problems.append(exc.render().removeprefix("error: "))
     if problems:

@@ -20,47 +20,8 @@ from pathlib import Path
 
 STACKS = Path(__file__).with_name("stacks")
 
-# Run in the job's Python: installed versions of the named distributions,
-# then each module imported (one failure does not hide the next), then the
-# release's replica loader called with the engine's name. Module output goes
-# to stderr; the JSON answer is written to the saved stdout.
-PROBE = r"""
-import importlib, json, os, sys, traceback
-out = os.dup(1)
-os.dup2(2, 1)
-ask = json.loads(sys.argv[1])
-from importlib import metadata
-def failure(exc):
-    if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return {"kind": "missing", "name": exc.name}
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = "%s:%s" % (frames[-1].filename, frames[-1].lineno) if frames else ""
-    return {"kind": "error", "error": "%s: %s" % (type(exc).__name__, exc), "where": where}
-versions = {}
-for name in ask["packages"]:
-    try:
-        versions[name] = metadata.version(name)
-    except metadata.PackageNotFoundError:
-        versions[name] = None
-modules = {}
-for name in ask["modules"]:
-    try:
-        importlib.import_module(name)
-        modules[name] = None
-    except BaseException as exc:
-        modules[name] = failure(exc)
-replica = None
-if ask.get("replica") and ask.get("engine"):
-    where, _, attr = ask["replica"].partition(":")
-    try:
-        getattr(importlib.import_module(where), attr)(ask["engine"])
-    except BaseException as exc:
-        replica = failure(exc)
-sys.stdout.flush()
-os.write(out, json.dumps({"python": "%d.%d" % sys.version_info[:2], "versions": versions,
-                          "modules": modules, "replica": replica}).encode())
-os._exit(0)
-"""
+# Run in the job's Python, by its path (it may have no tutorrl): runtime/job_probe.py's stack role.
+PROBE = Path(__file__).with_name("job_probe.py")
 
 
 @dataclass(frozen=True)
@@ -188,7 +149,7 @@ def probe(python: str, stack: Stack, *, env: dict[str, str] | None = None, cwd=N
     ask = {"packages": list(stack.key), "modules": list(stack.modules), "replica": stack.replica,
            "engine": stack.engine}
     try:
-        proc = subprocess.run([python, "-c", PROBE, json.dumps(ask)], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+        proc = subprocess.run([python, str(PROBE), "stack", json.dumps(ask)], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=timeout)
     except FileNotFoundError:
         return {"failed": f"the job's Python {python} does not exist"}

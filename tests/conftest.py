@@ -147,7 +147,7 @@ def example_specs() -> list[Path]:
 @pytest.fixture(autouse=True)
 def _environment_restored():
     """Each test ends with the environment it began with. Commands run in-process (`cli.main`)
-    may set variables for the processes they start (`--trust-digests` sets TUTORRL_TRUST_DIGESTS
+    may set variables for the processes they start (`--trust-digests` once set TUTORRL_TRUST_DIGESTS
     for a detached supervisor); left set, one made the next test's bundle check pass or fail by order."""
     saved = dict(os.environ)
     yield

@@ -51,3 +51,19 @@ class Parser(argparse.ArgumentParser):
             self.exit(2, f"error: {self.prog} {printable(value)}: not a {self.prog} command; {hint} "
                          f"(`{self.prog} --help` says what each does)\n")
         super()._check_value(action, value)
+
+
+TRUST_DIGESTS_HELP = ("accept a bundle this tutorrl cannot re-derive from its spec (built by another tutorrl release, "
+                      "or resealed by hand) on its digests alone, with a warning; default: refuse it "
+                      "(TUTORRL_TRUST_DIGESTS=1 sets this default)")
+
+
+def add_trust_digests_option(parser: argparse.ArgumentParser) -> None:
+    """``--trust-digests`` of verify, run, diff and export. The documented
+    ``TUTORRL_TRUST_DIGESTS=1`` is read here, at the command line, as the
+    flag's default; from here on it is the handler's typed argument (the
+    library and a detached supervisor are handed it, never read it)."""
+    from tutorrl.contract import TRUST_DIGESTS_ENV
+
+    parser.add_argument("--trust-digests", action="store_true", default=os.environ.get(TRUST_DIGESTS_ENV) == "1",
+                        help=TRUST_DIGESTS_HELP)

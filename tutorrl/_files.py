@@ -11,7 +11,7 @@ import errno
 import os
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the compile path writes with os alone: pathlib costs a cold start ~3 ms
+if TYPE_CHECKING:  # the compile path writes with os alone: pathlib's import is a cold start's cost
     from pathlib import Path
 
 

@@ -13,8 +13,8 @@ the same documents and the same errors.
 Writing. Every bundle holds its normalised spec as TOML, and its bytes are
 hashed: they must be exactly what ``tomli_w.dumps`` writes, the writer every
 committed bundle was made with. tomli_w builds them a character at a time
-in Python (its string escaper walks each string char by char), ~0.22 ms of
-a ~1.6 ms compile of the chess tutor's spec. :func:`dumps` writes the shapes
+in Python (its string escaper walks each string char by char), a large
+part of a compile. :func:`dumps` writes the shapes
 a spec has -- tables of strings, booleans, numbers and arrays of them -- by
 tomli_w's own layout rules, and hands any other document (arrays of tables,
 inline tables, dates, decimals, keys that are not strings) to tomli_w

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Run", "Verification", "compile", "compile_family", "diff", "load", "run", "verify", "write"]
 
 
-def compile(spec: str | os.PathLike | bytes, *, name: str | None = None) -> CompiledBundle:  # noqa: A001
+def compile(spec: str | os.PathLike[str] | bytes, *, name: str | None = None) -> CompiledBundle:  # noqa: A001
     """A spec (a path, or its TOML bytes) compiled to a bundle in memory; nothing is written.
 
     ``name`` labels error messages for bytes (default ``<spec>``); it is never hashed.
@@ -53,7 +53,7 @@ def compile(spec: str | os.PathLike | bytes, *, name: str | None = None) -> Comp
     return compile_spec(spec, display_name=name)
 
 
-def compile_family(spec: str | os.PathLike, *, sets: list[str] | tuple[str, ...] = ()) -> list[CompiledPoint]:
+def compile_family(spec: str | os.PathLike[str], *, sets: list[str] | tuple[str, ...] = ()) -> list[CompiledPoint]:
     """A spec file with its bases (``extends``) and its ``[sweep]``: one compiled bundle per point.
 
     Each :class:`~tutorrl.compiler.pipeline.family.CompiledPoint` has ``bundle`` and
@@ -67,8 +67,8 @@ def compile_family(spec: str | os.PathLike, *, sets: list[str] | tuple[str, ...]
     return family(str(spec), sets=tuple(sets))
 
 
-def write(compiled: CompiledBundle, out: str | os.PathLike = "bundles", *,
-          spec_dir: str | os.PathLike | None = None) -> WriteResult:
+def write(compiled: CompiledBundle, out: str | os.PathLike[str] = "bundles", *,
+          spec_dir: str | os.PathLike[str] | None = None) -> WriteResult:
     """Store a compiled bundle as ``<out>/<id>/`` (atomically; an identical one already there is kept).
 
     ``spec_dir``, the folder of the spec it was compiled from, lets the provenance of a
@@ -76,10 +76,10 @@ def write(compiled: CompiledBundle, out: str | os.PathLike = "bundles", *,
     hold; without it a recorded provenance is kept (docs/sweeps.md)."""
     from tutorrl.compiler import write_bundle
 
-    return write_bundle(compiled, out, spec_dir=None if spec_dir is None else os.fspath(spec_dir))
+    return write_bundle(compiled, os.fspath(out), spec_dir=None if spec_dir is None else os.fspath(spec_dir))
 
 
-def load(bundle: str | os.PathLike, *, trust_digests: bool = False) -> LoadedBundle:
+def load(bundle: str | os.PathLike[str], *, trust_digests: bool = False) -> LoadedBundle:
     """A bundle read and proven: every file matches its manifest and re-derives from its spec.toml.
 
     ``trust_digests`` accepts one this tutorrl cannot re-derive on its digests
@@ -87,7 +87,7 @@ def load(bundle: str | os.PathLike, *, trust_digests: bool = False) -> LoadedBun
     """
     from tutorrl.compiler import verify_bundle
 
-    return verify_bundle(bundle, trust_digests=trust_digests or None)
+    return verify_bundle(os.fspath(bundle), trust_digests=trust_digests)
 
 
 class Verification(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,8 +115,8 @@ class Verification(msgspec.Struct, frozen=True, kw_only=True):
     not_on_disk: list[str]
 
 
-def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None = None,
-           trust: list[str | os.PathLike] | tuple = (), anchors: list[str] | tuple[str, ...] = (),
+def verify(bundle: str | os.PathLike[str], *, rehash: bool = False, jobs: int | None = None,
+           trust: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...] = (), anchors: list[str] | tuple[str, ...] = (),
            require_checkpoints: bool = False, trust_digests: bool = False,
            require_lineage: bool = False) -> Verification:
     """The bundle and its evidence chain checked; with ``rehash`` every recorded checkpoint still on disk re-hashed.
@@ -154,12 +154,15 @@ def verify(bundle: str | os.PathLike, *, rehash: bool = False, jobs: int | None 
                         lineage=list(evidence.lineage), unlinked=list(evidence.unlinked), not_on_disk=not_on_disk)
 
 
-def diff(old: str | os.PathLike, new: str | os.PathLike) -> Diff:
-    """What changes between two bundles or specs, in spec settings (what ``tutorrl diff`` renders)."""
+def diff(old: str | os.PathLike[str], new: str | os.PathLike[str], *, trust_digests: bool = False) -> Diff:
+    """What changes between two bundles or specs, in spec settings (what ``tutorrl diff`` renders).
+
+    ``trust_digests``: as for :func:`load`, for a bundle on either side."""
     from tutorrl.review import diff_sides
     from tutorrl.review import load_side
 
-    return diff_sides(load_side(str(old)), load_side(str(new)))
+    return diff_sides(load_side(str(old), trust_digests=trust_digests),
+                      load_side(str(new), trust_digests=trust_digests))
 
 
 class Run:
@@ -194,7 +197,8 @@ class Run:
             with open_regular(self.path / LOG_FILE) as fh:
                 if last is not None:
                     fh.seek(max(0, os.fstat(fh.fileno()).st_size - last))
-                return fh.read().decode("utf-8", errors="replace")
+                data: bytes = fh.read()
+                return data.decode("utf-8", errors="replace")
         except FileNotFoundError:
             return ""
 
@@ -212,7 +216,7 @@ class Run:
         return [s for _, s in read_records(bundle) if s is not None and s.predicate.run.run_id == self.run_id]
 
 
-def run(bundle: str | os.PathLike | RunOptions, *, jobs: Jobs | None = None, progress: bool = False,
+def run(bundle: str | os.PathLike[str] | RunOptions, *, jobs: Jobs | None = None, progress: bool = False,
         **options: Any) -> Run:
     """Run a bundle as a Ray job, as ``tutorrl run`` does, and return its :class:`Run`.
 

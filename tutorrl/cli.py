@@ -5,8 +5,8 @@ function; it must import nothing heavy at module level, so that ``tutorrl
 compile`` stays a fast interpreter start (no ray, torch, hydra or verl).
 
 A module may also offer ``parse_<command>(argv)``: that command's plain
-forms parsed without argparse (whose import and parser building were ~2.5 ms
-of a cold compile), or ``None`` for anything else -- which argparse then
+forms parsed without argparse (whose import and parser building are a
+part of a cold compile worth skipping), or ``None`` for anything else -- which argparse then
 parses and explains. Its tests hold it to argparse's answers.
 """
 
@@ -108,8 +108,8 @@ def _debug() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Here, not at module level: it imports msgspec, which entry() lets load
-    # with the collector paused.
+    # Here, not at module level: it imports msgspec, which entry() loads first
+    # (tutorrl/_startup.py).
     from tutorrl.errors import EXIT_FAILED, EXIT_INTERRUPTED, TutorrlError
 
     argv = sys.argv[1:] if argv is None else argv
@@ -132,86 +132,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-# Short commands: they allocate for a few tens of milliseconds what lives
-# until exit (modules, types, one spec of at most 1 MiB), close everything
-# they write, and make next to no cyclic garbage. See entry(). `import` loads
-# Hydra, OmegaConf and Antlr (~120 collections that free nothing, ~50 ms of a
-# ~250 ms warm import); the ~1.5 MiB of OmegaConf cycles each launch leaves are
-# freed between launches by the command itself.
-_SHORT = frozenset({"compile", "import"})
-
-
-def _load_msgspec_without_typing_extensions() -> None:
-    """Import msgspec with ``typing_extensions`` held off, then let it go.
-
-    Where typing_extensions is installed (every venv with the extras) msgspec
-    takes ``get_type_hints``/``Required``/``NotRequired`` from it, and
-    typing_extensions imports ``inspect``: ~9 ms of a ~42 ms cold compile
-    (4.7x a bare start instead of 4.0x, issue 26). On Python 3.11+ typing has
-    all three, and msgspec falls back to them when the import fails. Only in
-    the ``tutorrl`` process, which no other msgspec user shares; a library
-    import (the callback inside verl's trainer, beside vLLM's msgspec structs)
-    leaves msgspec as it finds it. The ``None`` entry is removed again, so
-    anything later (ray, hydra) imports typing_extensions as usual.
-    """
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # an import of it fails at once
-    try:
-        import msgspec  # noqa: F401
-    finally:
-        if sys.modules.get("typing_extensions", False) is None:
-            del sys.modules["typing_extensions"]
-
-
 def entry() -> None:
     """The ``tutorrl`` program (console script and ``python -m tutorrl``): :func:`main`, then exit.
 
-    A short command runs without the cyclic garbage collector, and exits with
-    everything frozen out of its reach: its ~20 passes during the imports and
-    the interpreter's last collection at exit walked every object of typing,
-    msgspec and the compiler to free nothing -- ~6 ms of a ~35 ms cold
-    compile (benchmarks/bench_compile.py). It then ends without the
-    interpreter's teardown (:func:`_end`). Long-lived commands (``run``) keep
-    the collector. Only here, where the process ends next -- never in
-    :func:`main`, which tests and tools call in a process that goes on.
+    Only here, where the process ends next, is it tuned for start-up
+    (tutorrl/_startup.py); never in :func:`main`.
     """
-    import gc
+    from tutorrl import _startup
 
-    short = sys.argv[1:2] != [] and sys.argv[1] in _SHORT
-    if short:
-        gc.disable()
-    _load_msgspec_without_typing_extensions()
+    short = _startup.begin(sys.argv[1:])
     code = main()
-    if short:
-        gc.freeze()
-        _end(code)
+    _startup.finish(code, short)
     sys.exit(code)
-
-
-def _end(code: int) -> None:
-    """Exit now, as the interpreter would but for freeing every module and object one by one.
-
-    That teardown is all a short command has left once it has closed what it
-    wrote: ~8 ms of a warm ``tutorrl import`` (Hydra, OmegaConf and Antlr
-    loaded), ~1 ms of a compile. What an exit owes is done first: the exit
-    handlers (``weakref.finalize``'s among them: temporary folders) and the
-    standard streams' buffers. A thread still running keeps the usual exit,
-    which waits for it.
-    """
-    import os
-
-    threading = sys.modules.get("threading")
-    if threading is not None and threading.active_count() > 1:
-        return
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        if stream is None:  # started with the fd closed
-            continue
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: what the interpreter's exit would report as 120
-            code = code or 120
-    os._exit(code)

@@ -79,7 +79,7 @@ class Problem(msgspec.Struct, frozen=True):
             text += f" ({self.hint})"
         return text
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.file or "", self.line or 0, self.column or 0, self.key or "", self.message)
 
 

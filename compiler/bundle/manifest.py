@@ -120,7 +120,7 @@ def seal(files: dict[str, bytes], job: dict, *, experiment: str, verl: str, vari
     files = dict(files)
     job = {**job, "metadata": {k: v for k, v in job["metadata"].items() if k != DIGEST_FIELD}}
     # Each launch file hashed once, for the digest and the manifest both (CPython's
-    # own sha256, see tutorrl._sha256: hashing twice was ~3% of a compile).
+    # own sha256, see tutorrl._sha256: a second hash of each would be a share of every compile).
     hashed = {name: sha256(files[name]) for name in CONTENT_FILES if name != "ray-job.json"}
     digest = compute_digest(files, job, hashed=hashed)
     job["metadata"][DIGEST_FIELD] = digest

@@ -44,7 +44,7 @@ def write_bundle(compiled: CompiledBundle, out_root: str | Path, *, spec_dir: st
     sources an existing manifest records are read back (:func:`_refresh_provenance`).
     ``rerecord``: an existing manifest records this compile's provenance even
     where its record cannot be proved false here (``compile --rerecord``).
-    Written with os alone: pathlib's import is ~3 ms of a cold compile.
+    Written with os alone: pathlib's import would be part of a cold compile.
     """
     root = os.fspath(out_root)
     final = os.path.join(root, compiled.id)

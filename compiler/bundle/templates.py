@@ -4,9 +4,9 @@ Templates are data: text with ``%%{name}`` slots (``%%`` because a bash
 script is full of ``$``), filled in one pass (a value is never read for
 slots). Repeated parts (one line per override, per passthrough name) are
 rendered by the compiler and slotted in whole, so a template never needs a
-loop -- and the compile path needs no template engine (jinja2 cost ~15 ms of
-every ``tutorrl compile``; :class:`string.Template`, which fills the same
-slots, compiles a pattern for each subclass: ~0.2 ms of each).
+loop -- and the compile path needs no template engine (jinja2's import would
+be part of every ``tutorrl compile``; :class:`string.Template`, which fills
+the same slots, compiles a pattern for each subclass).
 """
 
 from __future__ import annotations

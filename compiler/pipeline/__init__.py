@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from tutorrl.compiler.pipeline.rules import RESERVED_ENV_PREFIX, bash_changes, looks_secret, takes_over
     from tutorrl.compiler.pipeline.verify import (
         LoadedBundle,
-        add_trust_digests_option,
-        apply_trust_digests,
         require_bundle_folder,
         verify_bundle,
     )
@@ -60,8 +58,6 @@ _EXPORTS = {
     "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over"),
     "verify": (
         "LoadedBundle",
-        "add_trust_digests_option",
-        "apply_trust_digests",
         "require_bundle_folder",
         "verify_bundle",
     ),
@@ -73,8 +69,6 @@ __all__ = [
     "Effective",
     "LoadedBundle",
     "RESERVED_ENV_PREFIX",
-    "add_trust_digests_option",
-    "apply_trust_digests",
     "bases_of",
     "bash_changes",
     "check_extra",

@@ -209,7 +209,7 @@ def _fields(cls) -> tuple[tuple[str, type | None], ...]:
 
 def _toml_values(values: list) -> list[str]:
     """Each value on one line (a comment cannot span lines), its scalars written
-    by TOML's writer in one call for all (a call each was ~0.3 ms of a compile)."""
+    by TOML's writer in one call for all (not one call each: each call has a fixed cost)."""
     scalars: list = []
 
     def collect(value) -> None:
@@ -247,8 +247,8 @@ def spec_settings() -> list[str]:
 
 @functools.cache
 def _spec_settings(cls, prefix: str = "") -> list[str]:
-    # The annotations are evaluated objects (spec.py does not defer them), so
-    # reading them needs no typing.get_type_hints (~4 ms on every compile).
+    # The annotations are evaluated objects (spec/structs.py does not defer them),
+    # so reading them needs no typing.get_type_hints, which every compile would pay.
     from tutorrl.compiler.spec import struct_in
 
     out = []

@@ -36,7 +36,7 @@ class _once:
     """A value computed on first read and kept in the instance's ``__dict__``.
 
     functools.cached_property does the same under a lock taken on every first
-    read before Python 3.12: ~40 ms of a 1,000-spec ``tutorrl check``. An
+    read before Python 3.12, which a 1,000-spec ``tutorrl check`` feels. An
     Override is built and read by one thread."""
 
     def __init__(self, compute):

@@ -92,38 +92,20 @@ def require_bundle_folder(path: str | Path) -> Path:
 
 
 # Accepting a bundle this tutorrl cannot re-derive, on its digests alone: the
-# `--trust-digests` of verify, run and export, for processes without that flag.
+# Named in the refusal: the command line's way to accept such a bundle (tutorrl/_argparse.py).
 from tutorrl.contract import TRUST_DIGESTS_ENV  # noqa: E402
 
 
-def trust_digests_from_env() -> bool:
-    return os.environ.get(TRUST_DIGESTS_ENV) == "1"
-
-
-TRUST_DIGESTS_HELP = ("accept a bundle this tutorrl cannot re-derive from its spec (built by another tutorrl release, "
-                      "or resealed by hand) on its digests alone, with a warning; default: refuse it")
-
-
-def add_trust_digests_option(parser) -> None:
-    parser.add_argument("--trust-digests", action="store_true", help=TRUST_DIGESTS_HELP)
-
-
-def apply_trust_digests(args) -> None:
-    """The flag, for every bundle this process (and a detached supervisor it starts) reads."""
-    if getattr(args, "trust_digests", False):
-        os.environ[TRUST_DIGESTS_ENV] = "1"
-
-
-def verify_bundle(path: str | Path, *, trust_digests: bool | None = None) -> LoadedBundle:
+def verify_bundle(path: str | Path, *, trust_digests: bool = False) -> LoadedBundle:
     """Read ``path`` and prove it is the bundle its manifest describes.
 
     Raises :class:`BundleError` naming every file that does not match, and for a
     bundle whose launch does not follow from its spec.toml -- unless
-    ``trust_digests`` (default: ``TUTORRL_TRUST_DIGESTS=1``) accepts one that
-    another tutorrl release built on its digests alone, with a warning.
+    ``trust_digests`` accepts one that another tutorrl release built on its
+    digests alone, with a warning. Nothing here reads the environment: the
+    command line turns ``--trust-digests`` (or ``TUTORRL_TRUST_DIGESTS=1``)
+    into this argument.
     """
-    if trust_digests is None:
-        trust_digests = trust_digests_from_env()
     path = require_bundle_folder(path)
     try:
         # The bounded reader: a manifest that is a folder, a FIFO or a link to

@@ -82,8 +82,8 @@ def launch_prelude(*functions) -> list[str]:
 def function_source(function) -> str:
     """A top-level, undecorated ``def``'s source, as ``inspect.getsource`` gives it: its
     first line and every line after it up to the next one at column 0, less trailing
-    blank lines. Not ``inspect`` itself: importing it (ast, dis, tokenize) cost a spec
-    with roots ~4 ms of a ~40 ms cold compile (issue 26); a test holds the two equal."""
+    blank lines. Not ``inspect`` itself: importing it (ast, dis, tokenize) would be a
+    large part of a cold compile of a spec with roots (issue 26); a test holds the two equal."""
     code = function.__code__
     with open(code.co_filename, encoding="utf-8") as fh:
         lines = fh.read().splitlines(keepends=True)[code.co_firstlineno - 1:]

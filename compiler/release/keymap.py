@@ -43,7 +43,7 @@ Kind = Literal["value", "table"]
 Engine = Literal["vllm", "sglang", "hf"]
 
 # A str, not a pathlib.Path: the compile path reads one lock and imports no
-# pathlib (~3 ms of a cold start).
+# pathlib.
 _HERE = os.path.dirname(__file__)
 _LOCKS = os.path.join(_HERE, "keymap", "lock")
 LOCK_SCHEMA = "tutorrl.lock/1"
@@ -313,7 +313,7 @@ class Lock(msgspec.Struct, frozen=True, omit_defaults=True, dict=True):
 
     def digest(self) -> str:
         # Computed once per lock: load_lock hands out one lock per release, and
-        # encoding all of it (~3,000 targets) was ~6% of every compile.
+        # encoding all of it (thousands of targets) on every call would show in every compile.
         held = self.__dict__.get("_digest")
         if held is None:
             held = self.__dict__["_digest"] = \

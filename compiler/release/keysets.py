@@ -99,8 +99,8 @@ class KeySet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def _data_dir() -> str:
-    # The folder beside this module, as templates are found: importlib.resources
-    # (~5-12 ms to import) cost every compile of a spec with extra_overrides (issue 26).
+    # The folder beside this module, as templates are found: importlib.resources'
+    # import would cost every compile of a spec with extra_overrides (issue 26).
     return os.path.join(os.path.dirname(__file__), "keysets")
 
 

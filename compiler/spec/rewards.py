@@ -52,7 +52,7 @@ class RewardPlugin(Protocol):
 
 # The plug-ins this distribution registers (pyproject.toml, group
 # tutorrl.rewards), resolved without scanning every installed distribution's
-# metadata -- importlib.metadata costs ~10 ms of each compile. A test keeps
+# metadata -- importlib.metadata would cost every compile. A test keeps
 # this equal to the registered entry points; any other name is looked up there.
 BUILTIN = {
     "chess-simulator": "tutorrl.plugins.chess:SIMULATOR",

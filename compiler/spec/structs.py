@@ -622,13 +622,13 @@ class Spec(Section):
 _SCALARS = frozenset((str, int, float, bool))
 
 
-def to_builtins(spec: Struct) -> dict:
+def to_builtins(spec: Struct) -> dict[str, Any]:
     """The spec as plain data: unset (``None``) fields and sections with nothing set left out.
 
     Tables keep every entry, empty ones included: an empty table entry is a
     value verl receives (``+key={}``), so the bundle's spec.toml must say it.
     """
-    out = {}
+    out: dict[str, Any] = {}
     for name in spec.__struct_fields__:
         value = getattr(spec, name)
         if value is None:
@@ -646,7 +646,7 @@ def to_builtins(spec: Struct) -> dict:
     return out
 
 
-def get_field(spec: Struct, path: str):
+def get_field(spec: Struct, path: str) -> Any:
     """The value at a dotted field path, or ``None`` where a section is unset."""
     value: Any = spec
     for part in path.split("."):

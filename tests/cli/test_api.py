@@ -19,17 +19,17 @@ import support
 import tutorrl
 
 SURFACE = {
-    "compile": "(spec: 'str | os.PathLike | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
-    "compile_family": "(spec: 'str | os.PathLike', *, sets: 'list[str] | tuple[str, ...]' = ()) -> 'list[CompiledPoint]'",
-    "write": "(compiled: 'CompiledBundle', out: 'str | os.PathLike' = 'bundles', *, "
-             "spec_dir: 'str | os.PathLike | None' = None) -> 'WriteResult'",
-    "load": "(bundle: 'str | os.PathLike', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
-    "verify": "(bundle: 'str | os.PathLike', *, rehash: 'bool' = False, jobs: 'int | None' = None, "
-              "trust: 'list[str | os.PathLike] | tuple' = (), anchors: 'list[str] | tuple[str, ...]' = (), "
+    "compile": "(spec: 'str | os.PathLike[str] | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
+    "compile_family": "(spec: 'str | os.PathLike[str]', *, sets: 'list[str] | tuple[str, ...]' = ()) -> 'list[CompiledPoint]'",
+    "write": "(compiled: 'CompiledBundle', out: 'str | os.PathLike[str]' = 'bundles', *, "
+             "spec_dir: 'str | os.PathLike[str] | None' = None) -> 'WriteResult'",
+    "load": "(bundle: 'str | os.PathLike[str]', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
+    "verify": "(bundle: 'str | os.PathLike[str]', *, rehash: 'bool' = False, jobs: 'int | None' = None, "
+              "trust: 'list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]' = (), anchors: 'list[str] | tuple[str, ...]' = (), "
               "require_checkpoints: 'bool' = False, trust_digests: 'bool' = False, require_lineage: 'bool' = False) "
               "-> 'Verification'",
-    "diff": "(old: 'str | os.PathLike', new: 'str | os.PathLike') -> 'Diff'",
-    "run": "(bundle: 'str | os.PathLike | RunOptions', *, jobs: 'Jobs | None' = None, progress: 'bool' = False, "
+    "diff": "(old: 'str | os.PathLike[str]', new: 'str | os.PathLike[str]', *, trust_digests: 'bool' = False) -> 'Diff'",
+    "run": "(bundle: 'str | os.PathLike[str] | RunOptions', *, jobs: 'Jobs | None' = None, progress: 'bool' = False, "
            "**options: 'Any') -> 'Run'",
 }
 

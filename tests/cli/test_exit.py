@@ -1,4 +1,4 @@
-"""How the ``tutorrl`` program ends a short command (tutorrl.cli._end): by ``os._exit``,
+"""How the ``tutorrl`` program ends a short command (tutorrl._startup.end_now): by ``os._exit``,
 after what an exit owes (exit handlers, the standard streams), and never while
 a thread is still running."""
 

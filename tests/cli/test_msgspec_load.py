@@ -10,7 +10,7 @@ import sys
 
 import support
 
-# A short command ends the process itself (tutorrl.cli._end), after the exit
+# A short command ends the process itself (tutorrl._startup.end_now), after the exit
 # handlers: the probe looks at the process from one.
 PROBE = """
 import atexit, json, sys

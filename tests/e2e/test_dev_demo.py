@@ -39,7 +39,7 @@ def test_demo_trains_records_evidence_verifies_and_says_what_next(tmp_path):
     # verl trained: its two steps, with a loss and a gradient norm, as verl logged them.
     steps = [line for line in out if re.match(r"^   step:[12]  actor/pg_loss:\S+  actor/grad_norm:\S+  ", line)]
     assert len(steps) == 2, proc.stdout
-    assert any(f"SUCCEEDED (exit code 0)" in line for line in out)
+    assert any("SUCCEEDED (exit code 0)" in line for line in out)
     # One evidence record per checkpoint verl wrote, then every file re-hashed.
     assert sum(bool(re.match(r"^00000[12]\.json  step [12] ", line)) for line in out) == 2, proc.stdout
     assert any(line.startswith("ok: ") and "2 evidence record(s)" in line and "re-hashed and matches" in line

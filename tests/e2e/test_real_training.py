@@ -24,15 +24,13 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import support
-from training_helpers import ANSI, metrics, training_env, tutorrl
+from training_helpers import metrics, training_env, tutorrl
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON", "TUTORRL_TINY_DIR")]
 

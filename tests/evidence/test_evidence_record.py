@@ -96,3 +96,58 @@ def test_hand_made_or_tampered_bundle_is_refused_before_recording(tmp_path):
     with pytest.raises(BundleError, match="launch.sh was modified"):
         record_run_checkpoints(bundle, "r", True)
     assert not (bundle / "evidence").exists()
+
+
+def test_the_post_run_scan_takes_the_runs_bundle_and_reads_the_chain_once(tmp_path, monkeypatch):
+    """After a run the runtime hands evidence the bundle it verified: no re-derivation
+    (a recompile of spec.toml), and the chain is read once for the whole scan."""
+    import msgspec
+
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.compiler.pipeline import verify as verify_module
+    from tutorrl.evidence import record as record_module
+    from tutorrl.runtime import lifecycle
+    from tutorrl.runtime.records import RunRecord
+
+    work = tmp_path / "work"
+    bundle = make_bundle(tmp_path / "bundles", output_dir="ckpts")
+    make_fsdp_step(work / "ckpts", 2)
+    make_fsdp_step(work / "ckpts", 4)
+    record_run_checkpoints(bundle, "run-a", True, cwd=work)  # an earlier run's record of step 2 and 4
+    make_fsdp_step(work / "ckpts", 6)
+    loaded = verify_bundle(bundle)
+    calls = {"rederive": 0, "chain": 0}
+    rederive, read = verify_module._rederive, record_module.read_records
+
+    def counted_rederive(*args, **kwargs):
+        calls["rederive"] += 1
+        return rederive(*args, **kwargs)
+
+    def counted_read(*args, **kwargs):
+        calls["chain"] += 1
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "_rederive", counted_rederive)
+    monkeypatch.setattr(record_module, "read_records", counted_read)
+    record = msgspec.convert({
+        "schema": 1, "run_id": "run-b", "bundle": str(bundle), "submission_id": "s", "attempt": 1,
+        "address_kind": "embedded", "address": "http://127.0.0.1:1", "dry_run": False,
+        "versions": {"tutorrl": "0", "ray": None, "python": "3"}, "started": "t", "status": "failed",
+        "submitted": True, "cwd": str(work), "prior_steps": [2, 4]}, RunRecord)
+    notes = []
+
+    class Progress:
+        def note(self, line):
+            notes.append(line)
+
+    lifecycle.scan_evidence(bundle, record, Progress(), loaded=loaded)
+    assert calls == {"rederive": 0, "chain": 1}
+    # This run's one record (step 6) is what the scan reports, read back from the file it wrote.
+    assert [s.predicate.checkpoint.step for _, s in read(bundle)] == [2, 4, 6]
+    assert len([n for n in notes if "000003.json" in n]) == 1 and not [n for n in notes if "000001" in n], notes
+    # A later command closing the record has no bundle in hand: it verifies it, once.
+    make_fsdp_step(work / "ckpts", 8)
+    record.run_id = "run-c"
+    record.prior_steps = [2, 4, 6]
+    lifecycle.scan_evidence(bundle, record, Progress())
+    assert calls == {"rederive": 1, "chain": 2}

@@ -31,7 +31,6 @@ tools/cpu_training/sglang_cpu/sglang_cpu_patches.py for the patches):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil

@@ -3,7 +3,6 @@ are bounded on their own, and one engine's whole reading by its budget. Real HTT
 
 from __future__ import annotations
 
-import json
 import threading
 
 import pytest

@@ -28,7 +28,6 @@ import urllib.error
 import urllib.request
 import zipfile
 from functools import cache
-from pathlib import Path
 
 import pytest
 

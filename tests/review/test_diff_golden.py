@@ -107,12 +107,11 @@ def test_golden_retargeted(fake_release, fmt):
     check_golden(f"retargeted.{FORMATS[fmt]}", render(diff, fmt))
 
 
-def test_golden_compiler_changed(tmp_path, monkeypatch):
+def test_golden_compiler_changed(tmp_path):
     """Only launch.sh differs (a new compiler): the raw file diff is the last resort.
     This tutorrl cannot re-derive the other release's bundle: the reviewer accepts it on its digests."""
     import shutil
 
-    monkeypatch.setenv("TUTORRL_TRUST_DIGESTS", "1")
     from tutorrl.compiler import compile_bytes, write_bundle
     from tutorrl.compiler.bundle.manifest import reseal
     from tutorrl.review.sides import bundle_side
@@ -123,7 +122,7 @@ def test_golden_compiler_changed(tmp_path, monkeypatch):
     # What a later tutorrl might write for the same spec: one more comment line.
     launch = compiled.files["launch.sh"].replace(b"set -euo pipefail\n", b"set -euo pipefail\n# new\n")
     new = write_bundle(reseal(compiled, launch_sh=launch), tmp_path / "b").path
-    diff = diff_sides(bundle_side(old, "a"), bundle_side(new, "b"))
+    diff = diff_sides(bundle_side(old, "a", trust_digests=True), bundle_side(new, "b", trust_digests=True))
     assert not diff.same and not diff.explained
     assert diff.files == ["launch.sh", "ray-job.json"]
     assert "+# new" in diff.file_diffs["launch.sh"]

@@ -93,7 +93,7 @@ def test_a_lean_head_starts_only_what_the_jobs_api_needs_and_runs_a_job(tmp_path
                          "ray::IDLE", "lean_ray.py start", "StateHead"):
             assert not [c for c in tree if left_out in c], left_out
         # `ray start` is gone once the head is up: its pid waits on the Ray processes, with none of Ray loaded.
-        assert tree[0].split()[1:4] == ["-I", "-S", "-c"] and "import os, signal, sys" in tree[0], tree[0]
+        assert tree[0].split()[1:5] == ["-I", "-S", str(head.run_dir / "lean_ray.py"), "watch"], tree[0]
         # The raylet starts Python workers (a job's supervisor) through the program's worker role, not
         # Ray's setup_worker.py alone: the role sets up a worker with only variables in its runtime env
         # in one interpreter (tests/runtime/test_lean_worker.py holds what it does).

@@ -4,6 +4,7 @@ env is environment variables alone, and Ray's own setup_worker.py for anything e
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -30,7 +31,7 @@ def _worker(tmp_path, context: dict | None, language: str = "PYTHON", extra: tup
         args.append("--serialized-runtime-env-context=" + json.dumps(context))
     args.append(f"--language={language}")
     program = tmp_path / "lean_ray.py"
-    program.write_text(head._LEAN_RAY)
+    shutil.copyfile(head._LEAN_SOURCE, program)
     out = tmp_path / "out.json"
     env = {"OUT": str(out), "HOME": "/home/someone", "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, str(program), "worker", str(setup), *args], env=env, check=True, timeout=60)

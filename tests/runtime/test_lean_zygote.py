@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -55,7 +56,7 @@ def _handoff(tmp_path, mode: str, check: str = "1", hold: str = "") -> tuple[dic
     setup.write_text(_SCRIPT)
     default.write_text(_SCRIPT)
     program = tmp_path / "lean_ray.py"
-    program.write_text(head._LEAN_RAY)
+    shutil.copyfile(head._LEAN_SOURCE, program)
     driver = tmp_path / "driver.py"
     driver.write_text(_DRIVER)
     out = tmp_path / "out.json"
@@ -112,7 +113,7 @@ def test_a_zygote_no_process_is_asked_of_is_ended(tmp_path):
     # Ray starting a process from a command line the program did not rewrite (or the full head):
     # its zygote is ended at once, not left importing and waiting for a stand-in that never comes.
     program = tmp_path / "lean_ray.py"
-    program.write_text(head._LEAN_RAY)
+    shutil.copyfile(head._LEAN_SOURCE, program)
     driver = ("import os, runpy, signal, sys\n"
               "lean = runpy.run_path(sys.argv[1], run_name='lean_under_test')\n"
               "assert lean['fork_zygote']('probe', ['json'])\n"

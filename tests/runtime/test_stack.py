@@ -175,7 +175,7 @@ def test_start_modules_are_what_the_releases_trainer_imports(release):
         if module.startswith("verl."):
             assert _imports(_source(release, "verl.trainer.main_ppo"), module), module
     workers = [m for m in modules if m.endswith("_workers")]
-    for engine, spec in rel["engine"].items():
+    for spec in rel["engine"].values():
         for module in spec.get("modules", []):
             assert not rel.get("replica")
             assert _source(release, module) is not None, module

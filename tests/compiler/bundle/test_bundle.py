@@ -206,6 +206,31 @@ def test_reseal_is_the_compilers_own_sealing(tmp_path):
     assert loaded.warnings and "accepted on its digests alone" in loaded.warnings[0]
 
 
+def test_trust_digests_is_an_argument_the_library_never_reads_from_the_environment(tmp_path, monkeypatch):
+    """TUTORRL_TRUST_DIGESTS=1 is the command line's default for --trust-digests; the
+    library (verify_bundle, tutorrl.load) is handed the flag and never reads it itself."""
+    import tutorrl
+    from tutorrl._argparse import Parser, add_trust_digests_option
+    from tutorrl.compiler import verify_bundle
+    from tutorrl.compiler.bundle.manifest import reseal
+
+    compiled = compile_bytes(GRPO.read_bytes(), "g.toml")
+    path = write_bundle(reseal(compiled, launch_sh=b"#!/usr/bin/env bash\necho stand-in\n"), tmp_path).path
+    monkeypatch.setenv("TUTORRL_TRUST_DIGESTS", "1")
+    with pytest.raises(BundleError, match="does not follow from spec.toml"):
+        verify_bundle(path)
+    with pytest.raises(BundleError, match="does not follow from spec.toml"):
+        tutorrl.load(path)
+    assert tutorrl.load(path, trust_digests=True).warnings
+    parser = Parser(prog="t")
+    add_trust_digests_option(parser)
+    assert parser.parse_args([]).trust_digests is True
+    monkeypatch.delenv("TUTORRL_TRUST_DIGESTS")
+    parser = Parser(prog="t")
+    add_trust_digests_option(parser)
+    assert parser.parse_args([]).trust_digests is False and parser.parse_args(["--trust-digests"]).trust_digests
+
+
 def test_verify_re_derives_and_refuses_a_resealed_launch_posing_as_compiled(tmp_path):
     """A launch.sh with a command injected and every digest recomputed -- manifest
     included, claiming this compiler -- is caught: it does not follow from its spec."""

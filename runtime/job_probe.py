@@ -1,0 +1,112 @@
+"""Questions asked of the job's Python before a run: a standalone program.
+
+The job's Python (TUTORRL_PYTHON) may be another environment, with verl and
+no tutorrl, so this file imports nothing of tutorrl and is run by its path::
+
+    python job_probe.py stack ASK_JSON          what runtime/stack.py's probe asks (see there)
+    python job_probe.py reward MODULE FUNCTION  whether verl's reward workers can import MODULE.FUNCTION
+    python job_probe.py verl-version            verl's installed release (nothing printed without one)
+
+Each answer is one JSON object (or a line, for verl-version) on the standard
+output as it was when the program started; what the imported modules print
+goes to the standard error. The folder the program is started in is first on
+the path, as ``python -c`` and ``python -m verl...`` put it (not this file's
+folder, which holds tutorrl's own modules). It runs on whatever Python the job
+has: no syntax newer than the oldest Python verl supports.
+"""
+import sys
+
+if __name__ == "__main__":  # run, not imported (a test): the job's folder first, not this file's
+    sys.path[0] = ""  # what python -c puts there; python SCRIPT puts the script's folder
+
+import importlib  # noqa: E402 - after the path is the job's
+import json  # noqa: E402
+import os  # noqa: E402
+
+
+def _failure(exc):
+    import traceback
+
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return {"kind": "missing", "name": exc.name}
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = "%s:%s" % (frames[-1].filename, frames[-1].lineno) if frames else ""
+    return {"kind": "error", "error": "%s: %s" % (type(exc).__name__, exc), "where": where}
+
+
+def stack(ask, answer):
+    """Installed versions of the named distributions, then each module imported (one failure does
+    not hide the next), then the release's replica loader called with the engine's name."""
+    from importlib import metadata
+
+    versions = {}
+    for name in ask["packages"]:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    modules = {}
+    for name in ask["modules"]:
+        try:
+            importlib.import_module(name)
+            modules[name] = None
+        except BaseException as exc:  # noqa: BLE001 - each module's failure is an answer
+            modules[name] = _failure(exc)
+    replica = None
+    if ask.get("replica") and ask.get("engine"):
+        where, _, attr = ask["replica"].partition(":")
+        try:
+            getattr(importlib.import_module(where), attr)(ask["engine"])
+        except BaseException as exc:  # noqa: BLE001
+            replica = _failure(exc)
+    answer({"python": "%d.%d" % sys.version_info[:2], "versions": versions, "modules": modules,
+            "replica": replica})
+
+
+def reward(module, function, answer):
+    """Import ``module`` (a module may print on import) and find ``function`` in it."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        name = exc.name or ""
+        if name and (module == name or module.startswith(name + ".")):
+            return answer({"kind": "missing", "name": name})
+        return answer({"kind": "dependency", "name": name, "error": "%s: %s" % (type(exc).__name__, exc)})
+    except BaseException as exc:  # noqa: BLE001 - whatever the import raises is the answer
+        return answer(_failure(exc))  # not ModuleNotFoundError (above): kind "error"
+    where = getattr(mod, "__file__", None) or module
+    fn = getattr(mod, function, None)
+    if fn is None:
+        names = sorted(n for n in vars(mod) if not n.startswith("_") and callable(vars(mod)[n])
+                       and getattr(vars(mod)[n], "__module__", None) == mod.__name__)
+        return answer({"kind": "no-function", "file": where, "names": names[:12]})
+    if not callable(fn):
+        return answer({"kind": "not-callable", "file": where, "type": type(fn).__name__})
+    return answer({"kind": "ok", "file": where})
+
+
+def main():
+    role, args = sys.argv[1], sys.argv[2:]
+    if role == "verl-version":
+        from importlib import metadata
+
+        print(metadata.version("verl"))
+        return
+    out = os.dup(1)
+    os.dup2(2, 1)
+
+    def answer(result):
+        sys.stdout.flush()
+        os.write(out, json.dumps(result).encode())
+        os._exit(0)
+
+    if role == "stack":
+        stack(json.loads(args[0]), answer)
+    elif role == "reward":
+        reward(args[0], args[1], answer)
+    else:
+        raise SystemExit("job_probe.py: no role %r" % role)
+
+
+if __name__ == "__main__":
+    main()

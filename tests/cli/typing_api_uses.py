@@ -1,0 +1,66 @@
+"""Typed uses of tutorrl's public API, checked by ``mypy --strict`` (tests/cli/test_lint.py), never run.
+
+As msgspec checks its stubs: each line is what a user writes, and the types it
+binds are spelled out, so an API whose annotations loosen (to ``Any``) or
+change shape fails the check. The lines marked ``type: ignore[...]`` are
+misuses the checker must refuse: with ``warn_unused_ignores`` (part of
+--strict), one it stops refusing is an error too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tutorrl
+from tutorrl.errors import TutorrlError
+
+
+def compile_and_write(spec: Path) -> str:
+    compiled = tutorrl.compile(spec)
+    also = tutorrl.compile(b"[experiment]\nname = 'x'\n", name="inline.toml")
+    points = tutorrl.compile_family(str(spec), sets=["actor.lr=1e-6"])
+    first_id: str = points[0].bundle.id
+    written = tutorrl.write(compiled, "bundles", spec_dir=spec.parent)
+    created: bool = written.created
+    folder: Path = written.path
+    return compiled.id + also.id + first_id + str(folder) + str(created)
+
+
+def verify_and_diff(bundle: Path) -> bool:
+    loaded = tutorrl.load(bundle, trust_digests=True)
+    warnings: list[str] = list(loaded.warnings)
+    found = tutorrl.verify(bundle, rehash=True, jobs=2, require_checkpoints=True)
+    ok: bool = found.ok
+    records: int = found.records
+    problems: list[str] = found.problems
+    changes = tutorrl.diff(bundle, "specs/other.toml", trust_digests=False)
+    same: bool = changes.same
+    return ok and same and not problems and records >= 0 and not warnings
+
+
+def run_one(bundle: Path) -> int | None:
+    run = tutorrl.run(bundle, dry_run=True)
+    again = tutorrl.run(tutorrl.RunOptions(bundle=str(bundle), dry_run=True, trust_digests=True))
+    run_id: str = run.run_id
+    log: str = again.logs(last=1024)
+    status: str = run.state().status
+    exit_code: int | None = run.exit_code
+    return exit_code if run_id and log and status else None
+
+
+def refused(spec: Path) -> str:
+    try:
+        tutorrl.compile(spec)
+    except TutorrlError as exc:
+        message: str = exc.render()
+        code: int = exc.exit_code
+        return f"{message} ({code})"
+    return ""
+
+
+def misuses(bundle: Path) -> None:
+    tutorrl.load(bundle, trust_digests="yes")  # type: ignore[arg-type]
+    tutorrl.verify(bundle, jobs="2")  # type: ignore[arg-type]
+    tutorrl.compile(42)  # type: ignore[arg-type]
+    flag: str = tutorrl.verify(bundle).ok  # type: ignore[assignment]
+    del flag
