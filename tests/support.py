@@ -589,7 +589,7 @@ def renamed_wheel(wheel: Path, new_version: str, dest: Path) -> Path:
     out = dest / wheel.name.replace(f"-{old_version}-", f"-{new_version}-", 1)
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         members = {m.filename: src.read(m.filename) for m in src.infolist()}
-        metadata = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), members[old_info + "METADATA"], 1)
+        metadata = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), members[old_info + "METADATA"], count=1)
         members[old_info + "METADATA"] = metadata
         digest = base64.urlsafe_b64encode(hashlib.sha256(metadata).digest()).rstrip(b"=").decode()
         record = []
