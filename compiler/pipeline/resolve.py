@@ -61,6 +61,8 @@ class Override(msgspec.Struct, frozen=True, dict=True):
     # Raw user text (extra_overrides, config-group choices) is passed as written.
     raw: str | None = None
     spelling: str = "plain"
+    # ``++``: an entry of a table that interpolates another (Target.forced says why).
+    force: bool = False
 
     @property
     def runtime(self) -> bool:
@@ -68,8 +70,8 @@ class Override(msgspec.Struct, frozen=True, dict=True):
 
     @property
     def spelled(self) -> str:
-        """The override's left side: ``+key`` for an append, else ``key``."""
-        return ("+" if self.append else "") + self.key
+        """The override's left side: ``++key`` forced, ``+key`` for an append, else ``key``."""
+        return ("++" if self.force else "+" if self.append else "") + self.key
 
     @_once
     def text(self) -> str:
@@ -117,7 +119,7 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
                     findings.append(Finding(f"{setting}.{sub}", f"'{key}' is also set by the spec's {emitted[key]}", None))
                     continue
                 emitted[key] = setting
-                overrides.append(Override(setting, key, item, plus))
+                overrides.append(Override(setting, key, item, plus, force=target.forced(sub)))
             continue
         value = spell(value, target.spelling)
         if skipped(value):
