@@ -267,3 +267,23 @@ def test_a_spoiled_compose_cache_entry_is_composed_again_and_said(tmp_path):
     assert second.returncode == 0, second.stderr
     assert f"note: the compose cache entry {entry} does not match its digest; composed again" in second.stdout
     assert "round trip: exact" in second.stdout
+
+
+def test_a_megatron_launch_with_actor_and_ref_transformer_overrides_imports_exactly(tmp_path):
+    # verl's own examples write these '++' (the ref's table interpolates the actor's); the spec's
+    # compiled launch was refused by Hydra until the compiler wrote the ref's entries '++' too (issue 40, D1).
+    actor = "actor_rollout_ref.actor.megatron.override_transformer_config"
+    ref = "actor_rollout_ref.ref.megatron.override_transformer_config"
+    proc = _import("--verl", "0.9.1", "--format", "json", "-o", str(tmp_path / "s.toml"), "--",
+                   "model_engine=megatron", "actor_rollout_ref.actor.use_kl_loss=True",
+                   f"++{actor}.gradient_accumulation_fusion=False", f"++{ref}.gradient_accumulation_fusion=False",
+                   f"++{ref}.recompute_method=uniform")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["exact"] is True, proc.stdout + proc.stderr
+    assert report["does_not_compile"] == []
+    spec = (tmp_path / "s.toml").read_text()
+    assert "[ref.megatron.transformer_overrides]" in spec and "[actor.megatron.transformer_overrides]" in spec
+    compiled = support.cli("compile", str(tmp_path / "s.toml"), "--out", str(tmp_path / "b"))
+    assert compiled.returncode == 0, compiled.stderr
+    launch = next((tmp_path / "b").glob("*/launch.sh")).read_text()
+    assert f"'++{ref}.recompute_method=\"uniform\"'" in launch
