@@ -93,11 +93,20 @@ def test_wrapper_commands_are_recorded_not_run(tmp_path):
 @pytest.mark.parametrize("script,words", [
     ("two_launches", "2 launches of verl.trainer.main_ppo (#1: 1 overrides; #2: 1 overrides); give -o DIR/"),
     ("no_launch", "no launch of verl.trainer.main_ppo found (the script ran: huggingface-cli download"),
+    # The module it did start is named, and how another entry point is chosen (issue 40, D3).
+    ("recipe_dapo", "no launch of verl.trainer.main_ppo found: the script started python3 -m recipe.dapo.main_dapo "
+                    "(verl's entry point 'dapo')"),
+    ("fully_async", "the script started python3 -m verl.experimental.fully_async_policy.fully_async_main "
+                    "(verl's entry point 'fully_async') and python -m my_lab.trainers.main_grpo"),
 ])
 def test_scripts_with_several_launches_or_none_are_refused(script, words, tmp_path):
     proc = _import(str(SCRIPTS / f"{script}.sh"), "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"))
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "s.toml").exists()
+    if script in ("recipe_dapo", "fully_async"):
+        # Where the choice is made, and what a module tutorrl does not know needs.
+        assert "[experiment] entry" in proc.stderr and "fully_async, one_step_off, dapo" in proc.stderr
+        assert "a module tutorrl does not know" in proc.stderr
 
 
 def test_override_list_keys_verl_ignores_are_kept_as_written_and_named(tmp_path):
