@@ -296,3 +296,28 @@ def test_a_megatron_launch_with_actor_and_ref_transformer_overrides_imports_exac
     assert compiled.returncode == 0, compiled.stderr
     launch = next((tmp_path / "b").glob("*/launch.sh")).read_text()
     assert f"'++{ref}.recompute_method=\"uniform\"'" in launch
+
+
+def test_keys_the_release_never_reads_stay_as_written_wherever_their_spec_home_is(tmp_path):
+    # verl 0.9.0 never reads the legacy reward_model block (its main_ppo stopped migrating it), so a DAPO
+    # launch's reward_manager and reward_kwargs both run ignored. Moving the kwargs into [reward.manager_kwargs]
+    # (read at 0.9.0) while keeping the manager unread switched the overlong penalty on under the default
+    # manager: neither the launch nor what it meant. Both stay as written; both homes are offered (issue 40, D2).
+    kwargs = ["+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True",
+              "+reward_model.reward_kwargs.max_resp_len=2048"]
+    proc = _import("--verl", "0.9.0", "--format", "json", "-o", str(tmp_path / "s.toml"), "--",
+                   "algorithm.adv_estimator=grpo", "reward_model.reward_manager=dapo", *kwargs)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["exact"] is True, proc.stdout + proc.stderr
+    how = {m["override"]: m["how"] for m in report["mapped"]}
+    assert [how[k] for k in kwargs] == ["unread", "unread"]
+    spec = (tmp_path / "s.toml").read_text()
+    import tomllib
+
+    parsed = tomllib.loads(spec)
+    assert "manager_kwargs" not in parsed.get("reward", {})
+    assert parsed["verl"]["unread_overrides"] == ["reward_model.reward_manager=dapo", *kwargs]
+    # What they meant, offered where 0.9.0 reads it (a comment: the spec is the launch as verl runs it).
+    assert '#   [reward] manager = "dapo"' in spec
+    assert "#   [reward] manager_kwargs.max_resp_len = 2048    (for +reward_model.reward_kwargs.max_resp_len=2048)" \
+        in spec
