@@ -27,6 +27,7 @@ from tutorrl.compiler.release import (
 )
 from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE as _EXTRA
 from tutorrl.compiler.pipeline.raw_overrides import screen_override
+from tutorrl.compiler.pipeline.value_types import type_refusal
 from tutorrl.compiler.spec import Spec, flatten_table, settings
 from tutorrl.errors import Finding
 
@@ -166,6 +167,9 @@ def never_read(problem: tuple[str, str | None] | None) -> bool:
     """Is ``problem`` (check_extra's) "the release accepts this and never reads it", and nothing worse?"""
     return problem is not None and any(mark in problem[0] for mark in NEVER_READ)
 
+
+# An import's stand-in for a variable the script never set: refused by the placeholder screen, in its own words.
+_PLACEHOLDER = re.compile(r"__UNSET_[A-Za-z0-9_]+__")
 
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 
@@ -469,4 +473,9 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
             return None, (f"verl {lock.release} declares no '{key}' and no open table or pass-through dict above it: "
                           "verl would accept it and never read it" + _elsewhere(key, lock, engine),
                           moved_key(key, lock))
+        if exists and prefix != "~":
+            info = keyset.keys[key]
+            wrong = type_refusal(key, text.partition("=")[2], info.type, info.default, lock.release)
+            if wrong is not None and not _PLACEHOLDER.search(text):
+                return None, wrong
     return Override("verl.extra_overrides", key, None, prefix in ("+", "++"), raw=text), None

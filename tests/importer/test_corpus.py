@@ -319,8 +319,11 @@ def test_target_is_the_newest_release_reading_every_key_as_written():
                                       "reward_model.reward_manager=dapo"], {}, [])
     assert corpus.newest_composing(dapo, releases, _default_config) == (
         "0.8.0", "the newest that composes it and reads every key it sets", "")
+    # At 0.9.0 both run ignored, and the spec keeps both as written (unread_overrides): exact, and what they
+    # meant offered in reward.manager and reward.manager_kwargs (issue 40, D2: the kwargs alone used to move).
     _, report = import_launch(dapo, "0.9.0")
-    assert corpus.trip_reason(report) == "differs: settings the release reads under another name (the spec writes that name)"
+    assert corpus.trip_reason(report) == "exact"
+    assert sorted(m.how for m in report.mapped) == ["field", "unread", "unread"]
     for release in ("0.7.0", "0.8.0"):
         _, report = import_launch(dapo, release)
         assert corpus.trip_reason(report) == "exact", release
