@@ -305,13 +305,16 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
             "exact": trips["exact"],
             "percent_exact": round(100.0 * trips["exact"] / sum(trips.values()), 1) if trips else 0.0,
             "exact_spec_refused": sum(refusing.values()),
-            "exact_spec_refused_by_reason": [{"reason": r, "launches": n} for r, n in
-                                             sorted(refusing.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "exact_spec_refused_by_reason": [{"reason": r, "launches": n, "scripts": sorted(
+                l.script for l in launches if l.composes and l.round_trip == "exact" and l.refused == r)}
+                for r, n in sorted(refusing.items(), key=lambda kv: (-kv[1], kv[0]))],
             "differs": sum(n for r, n in trips.items() if r.startswith("differs")),
             "not_checked": sorted(((r, n) for r, n in trips.items() if r.startswith("not checked")),
                                   key=lambda kv: (-kv[1], kv[0])),
-            "not_exact_by_reason": [{"reason": r, "launches": n} for r, n in
-                                    sorted(not_exact.items(), key=lambda kv: (-kv[1], kv[0]))],
+            # Each launch not exact, by script: its cause is the reason it is listed under.
+            "not_exact_by_reason": [{"reason": r, "launches": n, "scripts": sorted(
+                l.script for l in launches if l.composes and l.round_trip == r)}
+                for r, n in sorted(not_exact.items(), key=lambda kv: (-kv[1], kv[0]))],
             "differing_keys": [{"key": k, "launches": len(v)} for k, v in
                                sorted(differing.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
         },
@@ -1069,6 +1072,7 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
                       "| launches | reason |", "|---|---|"]
             lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |" for r in trip["not_exact_by_reason"]]
             lines.append("")
+            lines += _scripts_by_reason(trip["not_exact_by_reason"])
             if trip.get("differing_keys"):
                 lines.append("- keys that differ after import (launches): " + ", ".join(
                     f"`{d['key']}` {d['launches']}" for d in trip["differing_keys"][:20]))
@@ -1080,6 +1084,7 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |"
                       for r in trip["exact_spec_refused_by_reason"]]
             lines.append("")
+            lines += _scripts_by_reason(trip["exact_spec_refused_by_reason"])
         default = s.get("default_release")
         if default and default["launches"]:
             lines += ["Without `--verl` (launches of verl's own config folder): the release chosen (the newest "
@@ -1095,6 +1100,13 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
                   + ", ".join(f"`{k['key']}` {k['scripts']}" for k in top) + ".", ""]
     lines += ["## Regenerate", "", "```", *commands, "```", ""]
     return "\n".join(lines)
+
+
+def _scripts_by_reason(rows: Sequence[dict]) -> list[str]:
+    """The scripts under each reason (tags measured since the numbers kept them), one line per reason."""
+    lines = [f"- {r['reason'].replace('|', '/')}: " + ", ".join(f"`{p}`" for p in r["scripts"])
+             for r in rows if r.get("scripts")]
+    return lines + [""] if lines else []
 
 
 def _default_cell(default: dict | None) -> str:
