@@ -19,10 +19,14 @@ What verl then does with it is where a wrong type shows:
   a flag is always true -- a silent misreading.
 
 So a value is refused here only where no reading of verl's takes it: a string
-that OmegaConf's conversion to the declared int, float or bool refuses (and
-that a plain node would hand on as a string), a list or table for a scalar, a
-number or bool for a list. What OmegaConf converts (``"1"`` for an int,
-``"false"`` for a bool) verl takes in its typed sections, and is left alone;
+that OmegaConf's conversion to the declared int or bool refuses (and that a
+plain node would hand on as a string), a list or table for a scalar, a number
+or bool for a list. A string for a float is left alone: the key set's type is
+its yaml default's, and verl 0.8 and 0.9 declare
+``rollout_correction.rollout_is_threshold: str | float = 2.0`` (its own DAPO
+examples pass ``0.5_4.0``, a lower_upper pair) -- the only unions with ``str``
+among verl's config dataclasses 0.6-0.9, all on floats. What OmegaConf converts
+(``"1"`` for an int, ``"false"`` for a bool) verl takes in its typed sections, and is left alone;
 so is a float for an int (verl's yaml declares ``rollout.top_p: 1``, an int,
 and reads 0.9 as meant), a string for a list (verl wraps a single logger or
 file name itself), null (verl's "unset"), and what Hydra resolves later
@@ -105,7 +109,7 @@ def type_refusal(key: str, value: str, declared: str, default, release: str) -> 
         if kind in ("list", "str"):
             return None
     elif kind == "str":
-        if _converts(text, declared):
+        if declared == "float" or _converts(text, declared):
             return None
     elif kind in ("int", "float", "bool"):
         return None  # a number or bool for a scalar: OmegaConf or Python reads it as a number
