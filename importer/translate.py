@@ -311,9 +311,18 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     keep, unread = [], list(spec["verl"].get("unread_overrides", []))
     # A key another value of the launch interpolates is read through it.
     referenced = interpolated([m.override for m in mapped])
+    other_engine = _other_model_engine(extra)
     for text in extra:
         _, problem = check_extra(text, lock, keyset, {}, engine, referenced)
-        if never_read(problem):
+        if other_engine and problem is not None and STOPS_VERL in problem[0]:
+            # The dataclass named is the FSDP config's; the launch's engine builds its own (MindSpeed's
+            # declares mcore_kwargs): kept as written, and the compiler says what it cannot check.
+            index = next(i for i, m in enumerate(mapped) if m.override == text)
+            mapped[index] = msgspec.structs.replace(
+                mapped[index], note=f"the launch selects verl's {other_engine} engine (model_engine={other_engine}), "
+                                    "which tutorrl has no key set for (fsdp and megatron only); kept as written")
+            keep.append(text)
+        elif never_read(problem):
             index = next(i for i, m in enumerate(mapped) if m.override == text)
             mapped[index] = msgspec.structs.replace(mapped[index], how="unread", note=problem[0])
             unread.append(text)
@@ -337,6 +346,20 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     if not spec["verl"]:
         spec.pop("verl")
     return spec, mapped
+
+
+#: verl's model engines (the ``model_engine`` config group) tutorrl has key sets for: its fsdp and megatron variants.
+KNOWN_ENGINES = ("dp", "megatron")
+
+
+def _other_model_engine(overrides: list[str]) -> str | None:
+    """The model engine a launch selects that tutorrl has no key set for (verl 0.9's veomni, mindspeed,
+    torchtitan), or None."""
+    for text in overrides:
+        head, _, value = text.lstrip("+").partition("=")
+        if head == "model_engine" and value not in KNOWN_ENGINES:
+            return value
+    return None
 
 
 def _owner(mapped: list[Mapped], key: str) -> int | None:

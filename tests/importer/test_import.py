@@ -321,3 +321,18 @@ def test_keys_the_release_never_reads_stay_as_written_wherever_their_spec_home_i
     assert '#   [reward] manager = "dapo"' in spec
     assert "#   [reward] manager_kwargs.max_resp_len = 2048    (for +reward_model.reward_kwargs.max_resp_len=2048)" \
         in spec
+
+
+def test_a_launch_of_an_engine_tutorrl_has_no_key_set_for_is_kept_as_written(tmp_path):
+    # verl 0.9's MindSpeed engine (model_engine=mindspeed) builds its own actor config, which declares
+    # mcore_kwargs; the FSDP config's dataclass does not, and the import used to leave the '+' keys out as
+    # "would stop verl": a false reason and a spec that was not the launch. Kept as written now, the round
+    # trip is exact and the compiler says what it cannot check (issue 40).
+    proc = _import("--verl", "0.9.0", "--format", "json", "-o", str(tmp_path / "s.toml"), "--",
+                   "model_engine=mindspeed", "+actor_rollout_ref.actor.mindspeed.mcore_kwargs.num_query_groups=8")
+    report = json.loads(proc.stdout)
+    # Exit 1: exact, and a spec the compiler refuses until changed (the command's contract).
+    assert proc.returncode == 1 and report["exact"] is True, proc.stdout + proc.stderr
+    (kept,) = [m for m in report["mapped"] if "mcore_kwargs" in m["override"]]
+    assert kept["how"] == "extra" and "selects verl's mindspeed engine (model_engine=mindspeed)" in kept["note"]
+    assert report["does_not_compile"]  # tutorrl's fsdp key set has no such key: said, not hidden
