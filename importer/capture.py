@@ -274,6 +274,23 @@ def is_ppo_launch(call: PythonCall) -> bool:
     return False
 
 
+def python_started(commands: Sequence[Invocation]) -> list[str]:
+    """What each recorded python command started, in order, once each: ``python3 -m mod``,
+    ``python3 path/x.py``, ``python3 -c <code>`` (the code left out: only where it ran)."""
+    out: list[str] = []
+    for c in commands:
+        start = 0 if c.kind == "python" else _python_in(c.argv) if c.kind == "command" else None
+        if start is None:
+            continue
+        call = parse_python(c.argv[start:])
+        interpreter = call.interpreter.rsplit("/", 1)[-1]
+        said = {"module": f"{interpreter} -m {call.entry}", "script": f"{interpreter} {call.entry}",
+                "code": f"{interpreter} -c <code>", "stdin": f"{interpreter} - (code on stdin)"}.get(call.entry_kind)
+        if said and said not in out:
+            out.append(said)
+    return out
+
+
 _HYDRA_VALUE_FLAGS = {"--config-name": "name", "-cn": "name", "--config-path": "path", "-cp": "path",
                       "--config-dir": None, "-cd": None, "--cfg": None, "-c": None, "--package": None,
                       "-p": None, "--experimental-rerun": None}

@@ -113,13 +113,39 @@ def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
         raise RefusedError(f"{args.script}: the script ran past {timeout:g} s and was stopped "
                            "(raise --timeout if it is only slow)")
     if not cap.launches:
-        found = ", ".join(sorted({" ".join(c.argv[:2]) for c in cap.commands})[:8]) or "nothing"
-        raise RefusedError(f"{args.script}: no launch of verl.trainer.main_ppo found (the script ran: {found})")
+        raise RefusedError(f"{args.script}: {no_launch(cap.commands)}")
     if len(cap.launches) > 1 and not _is_folder(args.output):
         lines = "; ".join(f"#{i + 1}: {len(l.overrides)} overrides" for i, l in enumerate(cap.launches))
         raise RefusedError(f"{args.script}: {len(cap.launches)} launches of verl.trainer.main_ppo ({lines}); "
                            "give -o DIR/ to import each launch as its own spec there")
     return prepare(cap, args.script, Path(args.script).resolve().parent), cap
+
+
+#: verl's entry points other than main_ppo, by module: the names a spec's ``[experiment] entry`` knows them by.
+KNOWN_ENTRIES = {
+    "verl.experimental.fully_async_policy.fully_async_main": "fully_async",
+    "verl.experimental.one_step_off_policy.main_ppo": "one_step_off",
+    "recipe.dapo.main_dapo": "dapo",
+}
+
+
+def no_launch(commands) -> str:
+    """Why a script gave nothing to import: the python modules it did start, by name, and where another
+    entry point is chosen (the refusal says what was found, not only what was not)."""
+    from tutorrl.importer.capture import python_started
+
+    modules = [p for p in python_started(commands) if " -m " in p]
+    if not modules:
+        found = ", ".join(sorted({" ".join(c.argv[:2]) for c in commands})[:8]) or "nothing"
+        return f"no launch of verl.trainer.main_ppo found (the script ran: {found})"
+    said = [m + (f" (verl's entry point '{KNOWN_ENTRIES[m.split(' -m ', 1)[1]]}')"
+                 if m.split(" -m ", 1)[1] in KNOWN_ENTRIES else "") for m in modules[:6]]
+    started = ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]
+    return (f"no launch of verl.trainer.main_ppo found: the script started {started}. `tutorrl import` reads "
+            "launches of verl.trainer.main_ppo; a spec starts another verl entry point with the field "
+            f"[experiment] entry (known: {', '.join(KNOWN_ENTRIES.values())}); "
+            "a module tutorrl does not know needs key sets from its own Hydra config first (an entry of "
+            "compiler/release/keymap/entries.toml, then `tutorrl keys import`)")
 
 
 def _is_folder(output: str | None) -> bool:

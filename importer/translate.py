@@ -64,8 +64,11 @@ def variant_of(config_name: str | None, overrides) -> str:
 
 
 def translate(overrides: list[str], release: str, *, config_name: str | None = None,
-              config_path: str | None = None, variant: str | None = None) -> Translation:
-    """The spec for a launch of ``release`` (raises SpecError for an unsupported release)."""
+              config_path: str | None = None, variant: str | None = None, moves: bool = False) -> Translation:
+    """The spec for a launch of ``release`` (raises SpecError for an unsupported release).
+
+    ``moves``: a key the release lacks goes to its setting's key here even when the release would take it as
+    written and never read it (what :func:`meant_settings` offers; never the spec itself)."""
     variant = variant or variant_of(config_name, overrides)
     lock = load_lock(release, variant)
     from tutorrl.compiler.release import load_keyset
@@ -117,10 +120,16 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         value = parsed.value()
         home = _home(key, value, by_key, tables)
         moved = ""
-        if home is None and not keyset.has(key) and not _reads_as_written(key, lock):
+        if (home is None and not keyset.has(key) and not _reads_as_written(key, lock)
+                and (moves or not _accepted_unread(text, lock, keyset, referenced))):
             # Only a key this release lacks is a moved one: a key it declares
             # under another setting's old name is its own key, and so is one it
             # reads undeclared (0.7.1 migrates reward_model.reward_kwargs itself).
+            # And one the release takes as written and never reads is the launch's
+            # own, ignored: moved, the spec would switch on under the new name what
+            # the launch ran without (0.9.0's +reward_model.reward_kwargs.* beside an
+            # equally unread reward_model.reward_manager). It stays as written
+            # (unread_overrides, with its warning); meant_settings offers the home.
             home, moved = _moved_home(key, value, lock, by_key, tables)
         if home is None:
             extra.append(text)
@@ -201,6 +210,14 @@ def _home(key: str, value: Any, by_key: dict, tables: list):
                 return name, name.split(".") + sub, None, why
             return name, name.split(".") + sub, value, ""
     return None
+
+
+def _accepted_unread(text: str, lock: Lock, keyset, referenced) -> bool:
+    """Whether the release takes ``text`` as written and never reads it (the compiler's own judgement)."""
+    from tutorrl.compiler.pipeline import check_extra, never_read
+
+    _, problem = check_extra(text, lock, keyset, {}, None, referenced)
+    return never_read(problem)
 
 
 def _reads_as_written(key: str, lock: Lock) -> bool:
@@ -294,9 +311,18 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     keep, unread = [], list(spec["verl"].get("unread_overrides", []))
     # A key another value of the launch interpolates is read through it.
     referenced = interpolated([m.override for m in mapped])
+    other_engine = _other_model_engine(extra)
     for text in extra:
         _, problem = check_extra(text, lock, keyset, {}, engine, referenced)
-        if never_read(problem):
+        if other_engine and problem is not None and STOPS_VERL in problem[0]:
+            # The dataclass named is the FSDP config's; the launch's engine builds its own (MindSpeed's
+            # declares mcore_kwargs): kept as written, and the compiler says what it cannot check.
+            index = next(i for i, m in enumerate(mapped) if m.override == text)
+            mapped[index] = msgspec.structs.replace(
+                mapped[index], note=f"the launch selects verl's {other_engine} engine (model_engine={other_engine}), "
+                                    "which tutorrl has no key set for (fsdp and megatron only); kept as written")
+            keep.append(text)
+        elif never_read(problem):
             index = next(i for i, m in enumerate(mapped) if m.override == text)
             mapped[index] = msgspec.structs.replace(mapped[index], how="unread", note=problem[0])
             unread.append(text)
@@ -320,6 +346,20 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     if not spec["verl"]:
         spec.pop("verl")
     return spec, mapped
+
+
+#: verl's model engines (the ``model_engine`` config group) tutorrl has key sets for: its fsdp and megatron variants.
+KNOWN_ENGINES = ("dp", "megatron")
+
+
+def _other_model_engine(overrides: list[str]) -> str | None:
+    """The model engine a launch selects that tutorrl has no key set for (verl 0.9's veomni, mindspeed,
+    torchtitan), or None."""
+    for text in overrides:
+        head, _, value = text.lstrip("+").partition("=")
+        if head == "model_engine" and value not in KNOWN_ENGINES:
+            return value
+    return None
 
 
 def _owner(mapped: list[Mapped], key: str) -> int | None:
@@ -423,10 +463,15 @@ def meant_settings(translation: Translation) -> list[tuple[str, str, str]]:
         ignored = lock.ignored_by(key)
         new = next((n + key[len(o):] for o, n in (ignored.instead.items() if ignored else ()) if key.startswith(o)),
                    None)
-        if not sep or new is None:
+        if not sep:
             continue
-        there = translate([f"{head[:len(head) - len(key)]}{new}={value}"], translation.release,
-                          variant=translation.variant)
+        if new is None:
+            # A key this release lacks, where another release's key map has the setting (the same
+            # move translate makes for a key Hydra would refuse as written).
+            there = translate([m.override], translation.release, variant=translation.variant, moves=True)
+        else:
+            there = translate([f"{head[:len(head) - len(key)]}{new}={value}"], translation.release,
+                              variant=translation.variant)
         home = there.mapped[-1]
         if home.how == "field":
             shown = tomli_w.dumps({"v": _get(there.spec, home.field)})[4:].strip()

@@ -3,7 +3,12 @@
     python tools/corpus.py tags --verl-git GITDIR
     python tools/corpus.py run --verl-git GITDIR --tag v0.7.0 --tag v0.5.0 [--target 0.7.1]
                            [--cache DIR] [--out docs/corpus] [--wheel-cache DIR]
+    python tools/corpus.py summary --tag v0.9.0 [--cache DIR] [--out docs/corpus]
     python tools/corpus.py thirdparty --mirror-root DIR [--sources docs/corpus/thirdparty-sources.json]
+
+``summary`` derives a tag's numbers again from its full results in the cache
+(and the release, target and config source its numbers already name), without
+capturing or composing anything: for a change in how results are grouped.
 
 ``thirdparty`` measures launch scripts of public repositories that use verl
 (the sources list names repository, commit and paths; ``DIR`` holds their bare
@@ -218,6 +223,24 @@ class LaunchResult(msgspec.Struct):
     refused: str = ""
 
 
+#: verl's model engines tutorrl has key sets for (its fsdp and megatron variants); verl 0.9 also has
+#: veomni, mindspeed and torchtitan, each selecting its own actor, ref and critic configs.
+KNOWN_ENGINES = ("dp", "fsdp", "megatron")
+
+
+def engine_cause(launch: "LaunchResult", reason: str) -> str:
+    """``reason``, led by its cause where the launch selects a model engine tutorrl has no key set for:
+    the import reads such a launch against the FSDP config, so what it refuses or drops is that
+    config's verdict, not the engine's."""
+    engines = {o.text.lstrip("+").split("=", 1)[1] for o in launch.overrides
+               if o.text.lstrip("+").startswith("model_engine=")}
+    other = sorted(e for e in engines if e not in KNOWN_ENGINES)
+    if not other:
+        return reason
+    return (f"the launch selects verl's {other[0]} engine (model_engine={other[0]}), which tutorrl has no key set "
+            f"for (fsdp and megatron only): {reason}")
+
+
 class ScriptResult(msgspec.Struct):
     script: str
     launches: int
@@ -237,8 +260,10 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
                 key_scripts[o.key].add(l.script)
     by_class = collections.Counter(o.cls for o in occurrences)
     trips = collections.Counter(l.round_trip for l in launches if l.composes)
-    refusing = collections.Counter(l.refused for l in launches if l.composes and l.round_trip == "exact" and l.refused)
-    not_exact = collections.Counter(l.round_trip for l in launches if l.composes and l.round_trip != "exact")
+    refusing = collections.Counter(engine_cause(l, l.refused) for l in launches
+                                   if l.composes and l.round_trip == "exact" and l.refused)
+    not_exact = collections.Counter(engine_cause(l, l.round_trip) for l in launches
+                                    if l.composes and l.round_trip != "exact")
     differing: dict[str, set[str]] = collections.defaultdict(set)
     for l in launches:
         for k in l.differing_keys:
@@ -305,13 +330,18 @@ def aggregate(tag: str, release: str, target: str, target_why: str, scripts_foun
             "exact": trips["exact"],
             "percent_exact": round(100.0 * trips["exact"] / sum(trips.values()), 1) if trips else 0.0,
             "exact_spec_refused": sum(refusing.values()),
-            "exact_spec_refused_by_reason": [{"reason": r, "launches": n} for r, n in
-                                             sorted(refusing.items(), key=lambda kv: (-kv[1], kv[0]))],
+            "exact_spec_refused_by_reason": [{"reason": r, "launches": n, "scripts": sorted(
+                l.script for l in launches if l.composes and l.round_trip == "exact" and l.refused
+                and engine_cause(l, l.refused) == r)}
+                for r, n in sorted(refusing.items(), key=lambda kv: (-kv[1], kv[0]))],
             "differs": sum(n for r, n in trips.items() if r.startswith("differs")),
             "not_checked": sorted(((r, n) for r, n in trips.items() if r.startswith("not checked")),
                                   key=lambda kv: (-kv[1], kv[0])),
-            "not_exact_by_reason": [{"reason": r, "launches": n} for r, n in
-                                    sorted(not_exact.items(), key=lambda kv: (-kv[1], kv[0]))],
+            # Each launch not exact, by script: its cause is the reason it is listed under.
+            "not_exact_by_reason": [{"reason": r, "launches": n, "scripts": sorted(
+                l.script for l in launches if l.composes and l.round_trip != "exact"
+                and engine_cause(l, l.round_trip) == r)}
+                for r, n in sorted(not_exact.items(), key=lambda kv: (-kv[1], kv[0]))],
             "differing_keys": [{"key": k, "launches": len(v)} for k, v in
                                sorted(differing.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
         },
@@ -1069,6 +1099,7 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
                       "| launches | reason |", "|---|---|"]
             lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |" for r in trip["not_exact_by_reason"]]
             lines.append("")
+            lines += _scripts_by_reason(trip["not_exact_by_reason"])
             if trip.get("differing_keys"):
                 lines.append("- keys that differ after import (launches): " + ", ".join(
                     f"`{d['key']}` {d['launches']}" for d in trip["differing_keys"][:20]))
@@ -1080,6 +1111,7 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
             lines += [f"| {r['launches']} | {r['reason'].replace('|', '/')} |"
                       for r in trip["exact_spec_refused_by_reason"]]
             lines.append("")
+            lines += _scripts_by_reason(trip["exact_spec_refused_by_reason"])
         default = s.get("default_release")
         if default and default["launches"]:
             lines += ["Without `--verl` (launches of verl's own config folder): the release chosen (the newest "
@@ -1095,6 +1127,13 @@ def render_readme(summaries: Sequence[dict], commands: Sequence[str]) -> str:
                   + ", ".join(f"`{k['key']}` {k['scripts']}" for k in top) + ".", ""]
     lines += ["## Regenerate", "", "```", *commands, "```", ""]
     return "\n".join(lines)
+
+
+def _scripts_by_reason(rows: Sequence[dict]) -> list[str]:
+    """The scripts under each reason (tags measured since the numbers kept them), one line per reason."""
+    lines = [f"- {r['reason'].replace('|', '/')}: " + ", ".join(f"`{p}`" for p in r["scripts"])
+             for r in rows if r.get("scripts")]
+    return lines + [""] if lines else []
 
 
 def _default_cell(default: dict | None) -> str:
@@ -1127,6 +1166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_run.add_argument("--out", type=Path, default=DOCS)
     p_run.add_argument("--wheel-cache", type=Path, default=None)
     p_run.add_argument("--timeout", type=float, default=30.0, help="seconds per script capture")
+    p_sum = sub.add_parser("summary", help="derive a tag's numbers again from its cached full results")
+    p_sum.add_argument("--tag", required=True)
+    p_sum.add_argument("--cache", type=Path, default=None, help="full results (default ~/.cache/tutorrl/corpus)")
+    p_sum.add_argument("--out", type=Path, default=DOCS)
     p_tp = sub.add_parser("thirdparty", help="measure the third-party launch scripts of a sources list")
     p_tp.add_argument("--sources", type=Path, default=DOCS / "thirdparty-sources.json")
     p_tp.add_argument("--mirror-root", type=Path, required=True,
@@ -1140,6 +1183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.cmd == "thirdparty":
         return main_thirdparty(args)
+    if args.cmd == "summary":
+        return main_summary(args)
     known = set(list_tags(args.verl_git))
     for tag in args.tag:
         if tag not in known:
@@ -1156,6 +1201,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{tag}: {summary['scripts_launching_main_ppo']}/{summary['scripts_found']} scripts launch, "
               f"{summary['overrides']} overrides, {summary['compose_at_own_release']['ok']}/{summary['launches']} "
               f"compose; detail in {cache / (tag + '.json')}", file=sys.stderr)
+    write_readme(args.out)
+    return 0
+
+
+def resummarize(detail: dict, previous: dict) -> dict:
+    """A tag's numbers from its full results (``run``'s cache file) and its previous numbers (release, target,
+    config source): what ``aggregate`` derives, with no capture or composition."""
+    scripts, launches = [], []
+    for record in detail["scripts"]:
+        scripts.append(ScriptResult(record["script"], len(record["launches"]), sorted(record["unset"]),
+                                    record["timed_out"], record["exit_code"]))
+        launches += [msgspec.convert(l, LaunchResult) for l in record["launches"]]
+    return aggregate(previous["tag"], previous["release"], previous["target"], previous["target_why"],
+                     previous["scripts_found"], scripts, launches, previous["config_source"])
+
+
+def main_summary(args) -> int:
+    cache = args.cache or default_cache()
+    detail_path, summary_path = cache / f"{args.tag}.json", args.out / f"{args.tag}.json"
+    for path in (detail_path, summary_path):
+        if not path.is_file():
+            print(f"error: {path}: no such file (run `tools/corpus.py run --tag {args.tag}` first)", file=sys.stderr)
+            return 2
+    write_json(summary_path, resummarize(json.loads(detail_path.read_text()), json.loads(summary_path.read_text())))
     write_readme(args.out)
     return 0
 

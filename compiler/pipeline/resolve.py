@@ -27,6 +27,7 @@ from tutorrl.compiler.release import (
 )
 from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE as _EXTRA
 from tutorrl.compiler.pipeline.raw_overrides import screen_override
+from tutorrl.compiler.pipeline.value_types import type_refusal
 from tutorrl.compiler.spec import Spec, flatten_table, settings
 from tutorrl.errors import Finding
 
@@ -61,6 +62,8 @@ class Override(msgspec.Struct, frozen=True, dict=True):
     # Raw user text (extra_overrides, config-group choices) is passed as written.
     raw: str | None = None
     spelling: str = "plain"
+    # ``++``: an entry of a table that interpolates another (Target.forced says why).
+    force: bool = False
 
     @property
     def runtime(self) -> bool:
@@ -68,8 +71,8 @@ class Override(msgspec.Struct, frozen=True, dict=True):
 
     @property
     def spelled(self) -> str:
-        """The override's left side: ``+key`` for an append, else ``key``."""
-        return ("+" if self.append else "") + self.key
+        """The override's left side: ``++key`` forced, ``+key`` for an append, else ``key``."""
+        return ("++" if self.force else "+" if self.append else "") + self.key
 
     @_once
     def text(self) -> str:
@@ -117,7 +120,7 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
                     findings.append(Finding(f"{setting}.{sub}", f"'{key}' is also set by the spec's {emitted[key]}", None))
                     continue
                 emitted[key] = setting
-                overrides.append(Override(setting, key, item, plus))
+                overrides.append(Override(setting, key, item, plus, force=target.forced(sub)))
             continue
         value = spell(value, target.spelling)
         if skipped(value):
@@ -164,6 +167,9 @@ def never_read(problem: tuple[str, str | None] | None) -> bool:
     """Is ``problem`` (check_extra's) "the release accepts this and never reads it", and nothing worse?"""
     return problem is not None and any(mark in problem[0] for mark in NEVER_READ)
 
+
+# An import's stand-in for a variable the script never set: refused by the placeholder screen, in its own words.
+_PLACEHOLDER = re.compile(r"__UNSET_[A-Za-z0-9_]+__")
 
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 
@@ -483,4 +489,9 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
             return None, (f"verl {lock.release} declares no '{key}' and no open table or pass-through dict above it: "
                           "verl would accept it and never read it" + _elsewhere(key, lock, engine),
                           moved_key(key, lock))
+        if exists and prefix != "~":
+            info = keyset.keys[key]
+            wrong = type_refusal(key, text.partition("=")[2], info.type, info.default, lock.release)
+            if wrong is not None and not _PLACEHOLDER.search(text):
+                return None, wrong
     return Override("verl.extra_overrides", key, None, prefix in ("+", "++"), raw=text), None

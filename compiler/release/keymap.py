@@ -259,7 +259,7 @@ class Target(msgspec.Struct, frozen=True, omit_defaults=True):
     spelling: Spelling = "plain"
     kind: Kind = "value"
     # verl's default for the key (value kinds), as composed; `interpolation`
-    # holds the raw ${...} when the default is one.
+    # holds the raw ${...} when the default is one (tables too: see written()).
     default: Any = None
     interpolation: str = ""
     # Table kinds: sub-keys the release declares, sub-tables that are open
@@ -281,10 +281,21 @@ class Target(msgspec.Struct, frozen=True, omit_defaults=True):
             return self.key, self.plus
         return f"{self.key}.{entry}", entry not in self.declared
 
+    def forced(self, entry: str | None = None) -> bool:
+        """Whether an ``entry`` of this table is written ``++`` (add, or set when present).
+
+        A table whose default interpolates another (the ref's Megatron
+        ``override_transformer_config`` is the actor's) has, to Hydra, every
+        key of that other table: ``+`` fails on one the actor's table declares
+        or the spec wrote there first ("Could not append ... An item is already
+        at"), a bare key fails on one it lacks. ``++`` is right in both cases
+        (verl's own scripts write these entries so)."""
+        return entry is not None and self.kind == "table" and bool(self.interpolation)
+
     def spelled(self, entry: str | None = None) -> str:
-        """:meth:`written` as an override's left side: ``+key.entry`` or ``key``."""
+        """:meth:`written` as an override's left side: ``+key.entry``, ``++key.entry`` or ``key``."""
         key, append = self.written(entry)
-        return ("+" if append else "") + key
+        return ("++" if self.forced(entry) else "+" if append else "") + key
 
 
 # dict=True: a __dict__ beside the fields, where digest() keeps what it
@@ -482,7 +493,8 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                                    kind="table", declared=tuple(c for c in children
                                                                  if not keyset.keys[f"{key}.{c}"].open),
                                    open=tuple(opened),
-                                   passthrough=reads_whole or bool(entry.undeclared) or key in undeclared)
+                                   passthrough=reads_whole or bool(entry.undeclared) or key in undeclared,
+                                   interpolation=getattr(keyset.keys.get(key), "interpolation", None) or "")
             continue
         info = keyset.keys.get(key)
         if info is not None and not info.open:

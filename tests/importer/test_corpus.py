@@ -319,8 +319,11 @@ def test_target_is_the_newest_release_reading_every_key_as_written():
                                       "reward_model.reward_manager=dapo"], {}, [])
     assert corpus.newest_composing(dapo, releases, _default_config) == (
         "0.8.0", "the newest that composes it and reads every key it sets", "")
+    # At 0.9.0 both run ignored, and the spec keeps both as written (unread_overrides): exact, and what they
+    # meant offered in reward.manager and reward.manager_kwargs (issue 40, D2: the kwargs alone used to move).
     _, report = import_launch(dapo, "0.9.0")
-    assert corpus.trip_reason(report) == "differs: settings the release reads under another name (the spec writes that name)"
+    assert corpus.trip_reason(report) == "exact"
+    assert sorted(m.how for m in report.mapped) == ["field", "unread", "unread"]
     for release in ("0.7.0", "0.8.0"):
         _, report = import_launch(dapo, release)
         assert corpus.trip_reason(report) == "exact", release
@@ -342,3 +345,25 @@ def test_a_plus_key_verl_stops_on_is_its_own_reason_and_not_a_target():
                                           "has no such field)")
     # As a target, the newest release where verl does not stop on it (0.5.0 takes it and never reads it).
     assert corpus.newest_composing(typo, corpus.supported_releases(), _default_config)[0] == "0.5.0"
+
+
+def test_a_launch_of_an_engine_without_key_sets_is_listed_under_that_cause():
+    # verl 0.9's VeOmni and MindSpeed engines (model_engine=veomni) select their own actor configs; tutorrl's
+    # key sets are the fsdp and megatron ones, so what the import refuses there is named by that cause.
+    O = corpus.OverrideResult
+    L = corpus.LaunchResult
+    veomni = [O("model_engine=veomni", "model_engine", None, "extra", ""), O("x=1", "x", None, "spec", "s")]
+    launches = [
+        L("v.sh", "m", "ppo_trainer", None, "fsdp", True, None, veomni, "exact", [], "", "", "no key '…'"),
+        L("m.sh", "m", "ppo_trainer", None, "fsdp", True, None,
+          [O("model_engine=mindspeed", "model_engine", None, "extra", "")], "differs: '+' keys verl stops on"),
+        L("f.sh", "m", "ppo_trainer", None, "fsdp", True, None,
+          [O("model_engine=megatron", "model_engine", None, "extra", "")], "differs: x"),
+    ]
+    s = corpus.aggregate("v9", "9", "0.9.1", "why", 3, [], launches, "wheel w")
+    trip = s["round_trip"]
+    assert trip["exact_spec_refused_by_reason"] == [{
+        "reason": "the launch selects verl's veomni engine (model_engine=veomni), which tutorrl has no key set for "
+                  "(fsdp and megatron only): no key '…'", "launches": 1, "scripts": ["v.sh"]}]
+    assert [(r["reason"][:45], r["scripts"]) for r in trip["not_exact_by_reason"]] == [
+        ("differs: x", ["f.sh"]), ("the launch selects verl's mindspeed engine (m", ["m.sh"])]

@@ -93,11 +93,20 @@ def test_wrapper_commands_are_recorded_not_run(tmp_path):
 @pytest.mark.parametrize("script,words", [
     ("two_launches", "2 launches of verl.trainer.main_ppo (#1: 1 overrides; #2: 1 overrides); give -o DIR/"),
     ("no_launch", "no launch of verl.trainer.main_ppo found (the script ran: huggingface-cli download"),
+    # The module it did start is named, and how another entry point is chosen (issue 40, D3).
+    ("recipe_dapo", "no launch of verl.trainer.main_ppo found: the script started python3 -m recipe.dapo.main_dapo "
+                    "(verl's entry point 'dapo')"),
+    ("fully_async", "the script started python3 -m verl.experimental.fully_async_policy.fully_async_main "
+                    "(verl's entry point 'fully_async') and python -m my_lab.trainers.main_grpo"),
 ])
 def test_scripts_with_several_launches_or_none_are_refused(script, words, tmp_path):
     proc = _import(str(SCRIPTS / f"{script}.sh"), "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"))
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "s.toml").exists()
+    if script in ("recipe_dapo", "fully_async"):
+        # Where the choice is made, and what a module tutorrl does not know needs.
+        assert "[experiment] entry" in proc.stderr and "fully_async, one_step_off, dapo" in proc.stderr
+        assert "a module tutorrl does not know" in proc.stderr
 
 
 def test_override_list_keys_verl_ignores_are_kept_as_written_and_named(tmp_path):
@@ -267,3 +276,63 @@ def test_a_spoiled_compose_cache_entry_is_composed_again_and_said(tmp_path):
     assert second.returncode == 0, second.stderr
     assert f"note: the compose cache entry {entry} does not match its digest; composed again" in second.stdout
     assert "round trip: exact" in second.stdout
+
+
+def test_a_megatron_launch_with_actor_and_ref_transformer_overrides_imports_exactly(tmp_path):
+    # verl's own examples write these '++' (the ref's table interpolates the actor's); the spec's
+    # compiled launch was refused by Hydra until the compiler wrote the ref's entries '++' too (issue 40, D1).
+    actor = "actor_rollout_ref.actor.megatron.override_transformer_config"
+    ref = "actor_rollout_ref.ref.megatron.override_transformer_config"
+    proc = _import("--verl", "0.9.1", "--format", "json", "-o", str(tmp_path / "s.toml"), "--",
+                   "model_engine=megatron", "actor_rollout_ref.actor.use_kl_loss=True",
+                   f"++{actor}.gradient_accumulation_fusion=False", f"++{ref}.gradient_accumulation_fusion=False",
+                   f"++{ref}.recompute_method=uniform")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["exact"] is True, proc.stdout + proc.stderr
+    assert report["does_not_compile"] == []
+    spec = (tmp_path / "s.toml").read_text()
+    assert "[ref.megatron.transformer_overrides]" in spec and "[actor.megatron.transformer_overrides]" in spec
+    compiled = support.cli("compile", str(tmp_path / "s.toml"), "--out", str(tmp_path / "b"))
+    assert compiled.returncode == 0, compiled.stderr
+    launch = next((tmp_path / "b").glob("*/launch.sh")).read_text()
+    assert f"'++{ref}.recompute_method=\"uniform\"'" in launch
+
+
+def test_keys_the_release_never_reads_stay_as_written_wherever_their_spec_home_is(tmp_path):
+    # verl 0.9.0 never reads the legacy reward_model block (its main_ppo stopped migrating it), so a DAPO
+    # launch's reward_manager and reward_kwargs both run ignored. Moving the kwargs into [reward.manager_kwargs]
+    # (read at 0.9.0) while keeping the manager unread switched the overlong penalty on under the default
+    # manager: neither the launch nor what it meant. Both stay as written; both homes are offered (issue 40, D2).
+    kwargs = ["+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True",
+              "+reward_model.reward_kwargs.max_resp_len=2048"]
+    proc = _import("--verl", "0.9.0", "--format", "json", "-o", str(tmp_path / "s.toml"), "--",
+                   "algorithm.adv_estimator=grpo", "reward_model.reward_manager=dapo", *kwargs)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["exact"] is True, proc.stdout + proc.stderr
+    how = {m["override"]: m["how"] for m in report["mapped"]}
+    assert [how[k] for k in kwargs] == ["unread", "unread"]
+    spec = (tmp_path / "s.toml").read_text()
+    import tomllib
+
+    parsed = tomllib.loads(spec)
+    assert "manager_kwargs" not in parsed.get("reward", {})
+    assert parsed["verl"]["unread_overrides"] == ["reward_model.reward_manager=dapo", *kwargs]
+    # What they meant, offered where 0.9.0 reads it (a comment: the spec is the launch as verl runs it).
+    assert '#   [reward] manager = "dapo"' in spec
+    assert "#   [reward] manager_kwargs.max_resp_len = 2048    (for +reward_model.reward_kwargs.max_resp_len=2048)" \
+        in spec
+
+
+def test_a_launch_of_an_engine_tutorrl_has_no_key_set_for_is_kept_as_written(tmp_path):
+    # verl 0.9's MindSpeed engine (model_engine=mindspeed) builds its own actor config, which declares
+    # mcore_kwargs; the FSDP config's dataclass does not, and the import used to leave the '+' keys out as
+    # "would stop verl": a false reason and a spec that was not the launch. Kept as written now, the round
+    # trip is exact and the compiler says what it cannot check (issue 40).
+    proc = _import("--verl", "0.9.0", "--format", "json", "-o", str(tmp_path / "s.toml"), "--",
+                   "model_engine=mindspeed", "+actor_rollout_ref.actor.mindspeed.mcore_kwargs.num_query_groups=8")
+    report = json.loads(proc.stdout)
+    # Exit 1: exact, and a spec the compiler refuses until changed (the command's contract).
+    assert proc.returncode == 1 and report["exact"] is True, proc.stdout + proc.stderr
+    (kept,) = [m for m in report["mapped"] if "mcore_kwargs" in m["override"]]
+    assert kept["how"] == "extra" and "selects verl's mindspeed engine (model_engine=mindspeed)" in kept["note"]
+    assert report["does_not_compile"]  # tutorrl's fsdp key set has no such key: said, not hidden

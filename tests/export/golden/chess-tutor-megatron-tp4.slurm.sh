@@ -19,7 +19,7 @@ bundle=bundles/892823ae30015ab7
 if ! (cd "$bundle" && sha256sum --check --strict --quiet >&2) <<'TUTORRL_SHA256'
 ae68b2d3548c4f4a4d82385f8b7582d8abef03afb3f74a7d74b85234ddde1aab  bundle.env
 64cefae1944a2ce9d3b1b7db4b927b768c529c3e0ce2eac5904e3b40b1912e6f  launch.sh
-a291f89440717ec98b8196eeb54b9c309ffa10a81185a380325d5ad76e4836fd  manifest.json
+eaec07741f248c09fd950a55ea0bbe960e30fb4c7aa06c8252ba177ed5b69e78  manifest.json
 96590729aee86ab3a8b79e3e82b0e8dc338a86987b042cc586cb511ce56444be  ray-job.json
 194d03e7c166f9e9d8e899b99ad369d1c0f10b08fdfabb0fcb9d27c9117976d3  spec.toml
 TUTORRL_SHA256
