@@ -24,7 +24,7 @@ def release_order(release: str) -> tuple[int, ...]:
 
 def lock_pairs(folder: str) -> set[tuple[str, str]]:
     """(release, variant) of every ``verl-<release>-<variant>.json`` in ``folder``."""
-    pairs = set()
+    pairs: set[tuple[str, str]] = set()
     try:
         names = os.listdir(folder)
     except FileNotFoundError:

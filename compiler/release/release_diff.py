@@ -10,12 +10,12 @@ Pure: key sets and built sections in, lines out.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from tutorrl.compiler.release.built import Built
-from tutorrl.compiler.release.keymap import Entry, KeyMap, LockError, build_lock
+from tutorrl.compiler.release.keymap import Entry, KeyMap, LockError, Variant, build_lock
 from tutorrl.compiler.release.keysets import KeySet
 
 
@@ -63,11 +63,11 @@ def built_diff(before: Built, after: Built) -> list[str]:
     out = []
     for section in sorted(set(before.sections) | set(after.sections)):
         a, b = before.sections.get(section), after.sections.get(section)
-        if a is None:
+        if a is None and b is not None:
             out.append(f"{section}: now built into {b.name} ({len(b.fields)} fields)")
-        elif b is None:
+        elif b is None and a is not None:
             out.append(f"{section}: no longer built into {a.name}")
-        elif a.fields != b.fields or a.cls != b.cls:
+        elif a is not None and b is not None and (a.fields != b.fields or a.cls != b.cls):
             gained, lost = sorted(set(b.fields) - set(a.fields)), sorted(set(a.fields) - set(b.fields))
             out.append(f"{section} ({b.name}): " + "; ".join(
                 ([f"fields added: {', '.join(gained)}"] if gained else [])
@@ -91,7 +91,7 @@ class Unplaced(msgspec.Struct, frozen=True):
                 f"checkout; until then a spec that sets it does not compile for {release}")
 
 
-def _without(items, variant: str) -> list[Entry]:
+def _without(items, variant: Variant) -> list[Entry]:
     """A release's timeline entries with ``variant`` taken out of each (those left with none dropped)."""
     out = []
     for item in items if isinstance(items, list) else [items]:
@@ -102,9 +102,10 @@ def _without(items, variant: str) -> list[Entry]:
     return out
 
 
-def place(release: str, variant: str, keymap: KeyMap, keyset: KeySet, moved: dict[str, str]):
+def place(release: str, variant_name: str, keymap: KeyMap, keyset: KeySet, moved: dict[str, str]):
     """(the lock, the settings the map cannot place): a setting whose key the release lacks is
     made absent in this release, with the reason and the entry that would place it."""
+    variant = cast(Variant, variant_name)  # one of keysets.VARIANTS
     unplaced: list[Unplaced] = []
     for _ in range(3):
         try:
@@ -115,7 +116,7 @@ def place(release: str, variant: str, keymap: KeyMap, keyset: KeySet, moved: dic
             for name in names:
                 setting = settings.get(name)
                 entry = setting.at(release, variant) if setting is not None else None
-                if entry is None or any(u.setting == name for u in unplaced):
+                if setting is None or entry is None or any(u.setting == name for u in unplaced):
                     raise
                 gone = Unplaced(name, variant, entry.key or "", moved.get(entry.key or "", ""))
                 unplaced.append(gone)
