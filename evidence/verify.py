@@ -45,6 +45,9 @@ def _record_problems(name: str, s: Statement, bundle_digest: str | None) -> list
     expected = [(f"{p.checkpoint.directory}/{r.name}", r.digest) for r in files.resources]
     if [(d.name, d.digest.get("sha256")) for d in s.subject] != expected or any(len(d.digest) != 1 for d in s.subject):
         problems.append(f"{name}: subject does not list exactly the manifest's files and digests")
+    from tutorrl.evidence.merged import shape_problems
+
+    problems.extend(shape_problems(name, s))
     return problems
 
 
@@ -180,7 +183,8 @@ def _chain_problems(evdir: Path, bundle_path: Path, bundle_digest: str | None, r
         if s.predicate.lineage is not None:
             from tutorrl.evidence.lineage import verify_link
 
-            wrong, said, unlinked = verify_link(name, s.predicate.lineage, Path(bundle_path), rehash=rehash)
+            how = "merged from" if s.predicate.model is not None else "resumed from"
+            wrong, said, unlinked = verify_link(name, s.predicate.lineage, Path(bundle_path), rehash=rehash, how=how)
             problems.extend(wrong)
             report.lineage.extend(said)
             report.unlinked.extend(unlinked)
@@ -268,7 +272,8 @@ def rehash_evidence(bundle_path: Path, *, jobs: int | None = None, stream: TextI
         if s is None:
             continue  # malformed: verify_evidence names it
         ck = s.predicate.checkpoint
-        checkpoints.append((f"{path.name} (step {ck.step})", Path(bundle_path), ck))
+        what = f"model of step {ck.step}" if s.predicate.model is not None else f"step {ck.step}"
+        checkpoints.append((f"{path.name} ({what})", Path(bundle_path), ck))
     for path, s in records:
         lineage = s.predicate.lineage if s is not None else None
         hit = linked_checkpoint(Path(bundle_path), lineage) if lineage is not None else None
