@@ -17,7 +17,7 @@ verl 0.5.0's worker saved beside the actor shards (``actor/lora_adapter/``)
 or from verl 0.9's ``actor/lora_train_meta.json``. ``--merge-lora`` merges
 the adapter into the weights with peft in the job's Python. No LoRA run fits
 this project's CPU test machine: that path is tested against the layouts
-those releases document (tests/runtime/test_model_command.py), not on a
+those releases document (tests/evidence/test_model_command.py), not on a
 trained LoRA checkpoint.
 """
 
@@ -55,7 +55,7 @@ import sys
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 src, dst = sys.argv[1], sys.argv[2]
-model = AutoModelForCausalLM.from_pretrained(src, torch_dtype="auto")
+model = AutoModelForCausalLM.from_pretrained(src)
 model = PeftModel.from_pretrained(model, src + "/lora_adapter").merge_and_unload()
 model.save_pretrained(dst, safe_serialization=True)
 AutoTokenizer.from_pretrained(src).save_pretrained(dst)
