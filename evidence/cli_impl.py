@@ -49,7 +49,7 @@ def recorded_line(name: str, s: Statement) -> str:
             f"{p.verdict.status.upper()} ({'; '.join(said)})")
     lineage = p.lineage
     if lineage is not None and p.model is not None:
-        line += f"; model {p.checkpoint.directory} merged from {lineage.directory}, recorded as {lineage.record}"
+        line += f"; a model ({p.checkpoint.directory}/) merged from {lineage.directory}, recorded as {lineage.record}"
     elif lineage is not None:
         check = next((c.status for c in p.verdict.checks if c.id == "lineage.resumed_from"), "?")
         if lineage.record is not None:

@@ -336,7 +336,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
 model = AutoModelForCausalLM.from_pretrained(sys.argv[1])
 prompt = "What is 2 + 3?"
-ids = model.generate(**tokenizer(prompt, return_tensors="pt"), max_new_tokens=12, do_sample=False,
+enc = tokenizer(prompt, return_tensors="pt")
+ids = model.generate(input_ids=enc.input_ids, attention_mask=enc.attention_mask, max_new_tokens=12, do_sample=False,
                      pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
 print(f"   {prompt!r} -> {tokenizer.decode(ids[0], skip_special_tokens=True)[len(prompt):]!r}")
 PY
