@@ -28,14 +28,15 @@ import msgspec
 
 from tutorrl.errors import CheckpointError
 from tutorrl.evidence.schema import (
-    BundleRef, ChainLink, Check, CheckpointInfo, Lineage, Merge, Predicate, ResourceDescriptor, RunInfo,
+    MODEL_LINK_CHECK, MODEL_SOURCE, BundleRef, ChainLink, Check, CheckpointInfo, Lineage, Merge, Predicate,
+    ResourceDescriptor, RunInfo,
     SafetensorsDigests, Statement, TensorDigest, Tracker, make_verdict,
 )
 
 from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
 
-SOURCE = "model-merger"
-LINK_CHECK = "lineage.merged_from"
+SOURCE = MODEL_SOURCE
+LINK_CHECK = MODEL_LINK_CHECK
 
 
 def is_model_record(s: Statement) -> bool:
@@ -211,22 +212,6 @@ def record_model(source: Source, folder: Path, merge: Merge, *, hashed=None, sig
             publication=None, verdict=verdict, lineage=lineage, model=merge))
 
     return append(bundle / EVIDENCE_DIR, build, signers=[signer] if signer else [])
-
-
-def shape_problems(name: str, s: Statement) -> list[str]:
-    """What `verify` requires of a model record beyond any record's checks: it says how it was made and
-    links the checkpoint it came from; and no other record claims to be one."""
-    p = s.predicate
-    if not is_model_record(s):
-        return [f"{name}: has a model section but is not a model-merger record"] if p.model is not None else []
-    problems = []
-    if p.model is None:
-        problems.append(f"{name}: a model-merger record without its model section")
-    if p.lineage is None or p.lineage.record is None:
-        problems.append(f"{name}: a model-merger record that links no checkpoint record")
-    if not any(c.id == LINK_CHECK for c in p.verdict.checks):
-        problems.append(f"{name}: a model-merger record without its {LINK_CHECK} check")
-    return problems
 
 
 def model_dir_problem(out: Path) -> str | None:

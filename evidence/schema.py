@@ -23,6 +23,9 @@ Status = Literal["pass", "fail", "skipped"]
 OverallStatus = Literal["pass", "fail", "partial"]
 # "model-merger": a Hugging Face folder `tutorrl model` made from a recorded checkpoint (evidence/merged.py).
 Source = Literal["callback", "post-run-scan", "manual", "model-merger"]
+MODEL_SOURCE = "model-merger"
+# The check a model record passes: the checkpoint re-hashed before the merge matched the record it links.
+MODEL_LINK_CHECK = "lineage.merged_from"
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -24,7 +24,9 @@ from tutorrl.evidence.chain import (
     record_files, record_name,
 )
 from tutorrl.evidence.hashing import manifest_root
-from tutorrl.evidence.schema import PREDICATE_TYPE, STATEMENT_TYPE, Statement, overall_status
+from tutorrl.evidence.schema import (
+    MODEL_LINK_CHECK, MODEL_SOURCE, PREDICATE_TYPE, STATEMENT_TYPE, Statement, overall_status,
+)
 from tutorrl.evidence.statement import Record, RecordFormatError, decode_head, decode_record, digest
 
 from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
@@ -45,9 +47,23 @@ def _record_problems(name: str, s: Statement, bundle_digest: str | None) -> list
     expected = [(f"{p.checkpoint.directory}/{r.name}", r.digest) for r in files.resources]
     if [(d.name, d.digest.get("sha256")) for d in s.subject] != expected or any(len(d.digest) != 1 for d in s.subject):
         problems.append(f"{name}: subject does not list exactly the manifest's files and digests")
-    from tutorrl.evidence.merged import shape_problems
+    problems.extend(model_problems(name, s))
+    return problems
 
-    problems.extend(shape_problems(name, s))
+
+def model_problems(name: str, s: Statement) -> list[str]:
+    """What `verify` requires of a model record beyond any record's checks: it says how it was made and
+    links the checkpoint it came from; and no other record claims to be one."""
+    p = s.predicate
+    if p.run.source != MODEL_SOURCE:
+        return [f"{name}: has a model section but is not a model-merger record"] if p.model is not None else []
+    problems = []
+    if p.model is None:
+        problems.append(f"{name}: a model-merger record without its model section")
+    if p.lineage is None or p.lineage.record is None:
+        problems.append(f"{name}: a model-merger record that links no checkpoint record")
+    if not any(c.id == MODEL_LINK_CHECK for c in p.verdict.checks):
+        problems.append(f"{name}: a model-merger record without its {MODEL_LINK_CHECK} check")
     return problems
 
 

@@ -21,9 +21,8 @@ from tutorrl import api
 from tutorrl.errors import CheckpointError
 from tutorrl.evidence import record_run_checkpoints
 from tutorrl.evidence.lineage import find_record
-from tutorrl.evidence.merged import (
-    Merge, inspect_model, model_dir_problem, record_model, shape_problems, source_checkpoint,
-)
+from tutorrl.evidence.merged import Merge, inspect_model, model_dir_problem, record_model, source_checkpoint
+from tutorrl.evidence.verify import model_problems
 from tutorrl.evidence.record import read_records
 
 MERGE = Merge(merger="verl.model_merger", backend="fsdp", verl="0.9.1")
@@ -207,10 +206,10 @@ def test_a_model_record_must_say_how_it_was_made_and_link_its_checkpoint(tmp_pat
     import msgspec
 
     unlinked = msgspec.structs.replace(statement.predicate, lineage=None)
-    assert "000003.json: a model-merger record that links no checkpoint record" in shape_problems(
+    assert "000003.json: a model-merger record that links no checkpoint record" in model_problems(
         "000003.json", msgspec.structs.replace(statement, predicate=unlinked))
     no_model = msgspec.structs.replace(statement.predicate, model=None)
-    assert "000003.json: a model-merger record without its model section" in shape_problems(
+    assert "000003.json: a model-merger record without its model section" in model_problems(
         "000003.json", msgspec.structs.replace(statement, predicate=no_model))
 
 
