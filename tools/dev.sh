@@ -322,14 +322,12 @@ case "$command" in
     "$tutorrl" evidence "$bundle"
     echo "== verify --rehash: the records chain, and every recorded checkpoint file still matches"
     "$tutorrl" verify "$bundle" --rehash 2>/dev/null
-    echo "== model: verl's model merger, in the job's Python, on the newest recorded checkpoint (re-hashed first);"
-    echo "   the merged folder's files are recorded, linked to that checkpoint's record"
+    echo "== model: verl's merger on the newest recorded checkpoint (re-hashed first), in the job's Python; the merged files are recorded, linked to that checkpoint's record"
     train_python="$(absolute "$train_venv")/bin/python"
     TUTORRL_PYTHON="$train_python" "$tutorrl" model "$bundle" --out "$out/model" 2>"$out/model.err" >/dev/null \
       || { cat "$out/model.err" >&2; exit 1; }
-    grep -E '^(model: (verl|load)|evidence:)' "$out/model.err" | sed 's/^/   /'
-    echo "== load it with transformers (in $train_venv) and generate one line (the tiny model has 115K random"
-    echo "   weights trained 2 steps at lr 1e-6: what it writes is gibberish, by design; that it loads and generates is the point)"
+    grep -E '^(model: verl|evidence:)' "$out/model.err" | sed 's/^/   /'
+    echo "== load it with transformers and generate one line (115K parameters trained 2 steps at lr 1e-6 write gibberish; that it loads and generates is the point)"
     "$train_python" - "$out/model" <<'PY'
 import sys
 from transformers import AutoModelForCausalLM, AutoTokenizer
