@@ -50,6 +50,16 @@ def _step(text: str) -> int:
     return value
 
 
+def _threads(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 def register_model(subparsers) -> None:
     model = subparsers.add_parser(
         "model",
@@ -73,7 +83,8 @@ def register_model(subparsers) -> None:
     model.add_argument("--python", metavar="PYTHON",
                        help="the Python of the run's training environment (default: TUTORRL_PYTHON, in this "
                             "environment or the bundle's, else tutorrl's own)")
-    model.add_argument("--workers", type=int, default=None, help="hashing threads (default: all usable cores)")
+    model.add_argument("--workers", type=_threads, default=None, metavar="N",
+                       help="hashing threads (default: all usable cores)")
     model.set_defaults(handler=_model)
 
 
