@@ -199,7 +199,8 @@ def test_tutorrl_model_writes_a_folder_transformers_loads_with_step_2s_weights(t
     assert [p.name for p in trained.root.iterdir() if p.name.startswith(".model")] == []  # no temporary left
     python, _ = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
     shard = trained.step_dir / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
-    # transformers loads the folder and generates; every weight is the trained step 2's, as verl's shard holds it.
+    # transformers loads the folder and generates; every weight is the trained step 2's, as verl's shard holds
+    # it (in bfloat16: verl's merger writes the model in bfloat16 whatever the training dtype).
     program = (
         "import sys, torch\n"
         "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
@@ -210,7 +211,8 @@ def test_tutorrl_model_writes_a_folder_transformers_loads_with_step_2s_weights(t
         "                     pad_token_id=tok.pad_token_id or tok.eos_token_id)\n"
         "shard = torch.load(sys.argv[2], map_location='cpu', weights_only=False)\n"
         "shard = {k: (v.to_local() if hasattr(v, 'to_local') else v) for k, v in shard.items()}\n"
-        "state = model.state_dict()\n"
+        "from safetensors.torch import load_file\n"
+        "state = load_file(sys.argv[1] + '/model.safetensors')\n"
         "same = sum(torch.equal(state[k], v.to(state[k].dtype)) for k, v in shard.items() if k in state)\n"
         "print(ids.shape[1] - enc.input_ids.shape[1], sum(p.numel() for p in model.parameters()), len(shard), same)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
