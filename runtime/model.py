@@ -213,7 +213,10 @@ def make_model(bundle: str, out: str, *, step: int | None = None, merge_lora: bo
         # Unrecorded, the folder would be a model no evidence vouches for: nothing is left half-done.
         shutil.rmtree(target, ignore_errors=True)
         raise
-    _say(f"verl's merger took {seconds:.1f} s; wrote {target} ({len(hashed[0].files.resources)} files"
+    # verl's merger writes bfloat16 whatever the run trained in: said, so nobody compares in float32 unawares.
+    dtypes = sorted({t.dtype for st in hashed[0].safetensors for t in st.tensors})
+    _say(f"verl's merger took {seconds:.1f} s; wrote {target} ({len(hashed[0].files.resources)} files, "
+         f"weights in {', '.join(dtypes) or 'no safetensors'}"
          + (", LoRA adapter in lora_adapter/" + (", merged into the weights" if merge_lora else "")
             if has_adapter else "") + ")")
     return target, record
