@@ -41,8 +41,9 @@ if TYPE_CHECKING:
     from tutorrl.evidence.bundle import BundleInfo, bundle_info, load_bundle
     from tutorrl.evidence.cli_impl import recorded_line
     from tutorrl.evidence.lineage import Before
+    from tutorrl.evidence.merged import Merge, inspect_model, model_dir_problem, record_model, source_checkpoint
     from tutorrl.evidence.record import read_entry, read_records
-    from tutorrl.evidence.sign import ENV_KEY, configured_key_path, load_trusted
+    from tutorrl.evidence.sign import ENV_KEY, configured_key_path, find_signer, load_trusted
     from tutorrl.evidence.verify import check_evidence, rehash_evidence
 
 _EXPORTS = {
@@ -50,8 +51,9 @@ _EXPORTS = {
     "bundle": ("BundleInfo", "bundle_info", "load_bundle"),
     "cli_impl": ("recorded_line",),
     "lineage": ("Before",),
+    "merged": ("Merge", "inspect_model", "model_dir_problem", "record_model", "source_checkpoint"),
     "record": ("read_entry", "read_records"),
-    "sign": ("ENV_KEY", "configured_key_path", "load_trusted"),
+    "sign": ("ENV_KEY", "configured_key_path", "find_signer", "load_trusted"),
     "verify": ("check_evidence", "rehash_evidence"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
@@ -60,17 +62,23 @@ __all__ = [
     "Before",
     "BundleInfo",
     "ENV_KEY",
+    "Merge",
     "bundle_info",
     "check_evidence",
     "configured_key_path",
+    "find_signer",
+    "inspect_model",
     "load_bundle",
     "load_trusted",
+    "model_dir_problem",
     "output_dir_before_run",
     "parse_anchor",
     "read_entry",
     "read_records",
+    "record_model",
     "record_run_checkpoints",
     "recorded_line",
     "rehash_evidence",
+    "source_checkpoint",
     "verify_evidence",
 ]

@@ -32,6 +32,9 @@ def summary_line(name: str, s: Statement | None) -> str:
     )
     if fails:
         line += "  failed: " + ", ".join(fails)
+    if p.model is not None and p.lineage is not None:
+        # A model record (`tutorrl model`): which folder, made from which checkpoint record.
+        line += f"  model {p.checkpoint.root}/{p.checkpoint.directory} from {p.lineage.record} ({p.lineage.directory})"
     return line
 
 
@@ -45,7 +48,9 @@ def recorded_line(name: str, s: Statement) -> str:
     line = (f"evidence: {name}: step {p.checkpoint.step}, {len(p.checkpoint.files.resources)} files, "
             f"{p.verdict.status.upper()} ({'; '.join(said)})")
     lineage = p.lineage
-    if lineage is not None:
+    if lineage is not None and p.model is not None:
+        line += f"; a model ({p.checkpoint.directory}/) merged from {lineage.directory}, recorded as {lineage.record}"
+    elif lineage is not None:
         check = next((c.status for c in p.verdict.checks if c.id == "lineage.resumed_from"), "?")
         if lineage.record is not None:
             line += (f"; resumed from {lineage.directory}, recorded as {lineage.record} of bundle "

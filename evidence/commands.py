@@ -100,7 +100,7 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
     from tutorrl._formats import add_format_option
 
     add_format_option(p, help="output format: text or json ({\"ok\", \"bundle\", \"digest\", \"evidence_records\", "
-                      "\"problems\", \"warnings\"}, also on failure; with --rehash also \"not_on_disk\") (default: text)")
+                      "\"problems\", \"warnings\", \"unlinked\"}, also on failure; with --rehash also \"not_on_disk\") (default: text)")
     p.add_argument("--rehash", action="store_true",
                    help="also hash again every recorded checkpoint still on disk and name each file that no longer "
                    "matches its record (progress on stderr)")
@@ -146,6 +146,8 @@ def _verify(args) -> int:
             doc = {"ok": not problems, "bundle": display_path(args.bundle), "digest": found and found.digest,
                    "evidence_records": found and found.records, "problems": problems,
                    "warnings": found.warnings if found else []}
+            # Links not checked (the linked bundle gone, or no record to link): failures under --require-lineage.
+            doc["unlinked"] = found.unlinked if found else []
             if args.rehash:
                 doc["not_on_disk"] = found.not_on_disk if found else []
             print(json.dumps(doc, indent=2))

@@ -81,7 +81,10 @@ def find_record(root: Path, step: int, bundles: Iterable[Path]):
             continue
         for path, statement in recs:
             ck = statement.predicate.checkpoint if statement else None
-            if ck and ck.step == step and os.path.realpath(recorded_root(ck.root, bundle)) == wanted_root:
+            # The directory too: a model record (evidence/merged.py) names the step it was merged from
+            # and may sit beside the checkpoints, but its folder is not global_step_<step>.
+            if (ck and ck.step == step and ck.directory == f"global_step_{step}"
+                    and os.path.realpath(recorded_root(ck.root, bundle)) == wanted_root):
                 found = (bundle, path, statement)
     return found
 
@@ -136,9 +139,12 @@ def locate(bundle_dir: Path, lineage: Lineage) -> Linked:
     return Linked(bundle_dir=linked, target=linked / EVIDENCE_DIR / lineage.record, state=state)
 
 
-def verify_link(name: str, lineage: Lineage, bundle_dir: Path, *, rehash: bool = False
+def verify_link(name: str, lineage: Lineage, bundle_dir: Path, *, rehash: bool = False, how: str = "resumed from"
                 ) -> tuple[list[str], list[str], list[str]]:
     """(problems, notes, unlinked) for one record's lineage: the linked record is re-read where it is.
+
+    ``how`` the record came from the linked checkpoint: a run "resumed from" it, a model
+    (evidence/merged.py) was "merged from" it; the messages say which.
 
     A bundle still there whose linked record is not is a problem: an unsigned chain
     can be cut back to before that record (HEAD rewritten) and still verify on its
@@ -147,21 +153,21 @@ def verify_link(name: str, lineage: Lineage, bundle_dir: Path, *, rehash: bool =
     """
     found = locate(bundle_dir, lineage)
     if found.state == "none":
-        return [], [], [f"{name}: resumed from {lineage.directory}, which had no record to link"]
+        return [], [], [f"{name}: {how} {lineage.directory}, which had no record to link"]
     bundle = lineage.bundle[:19]
     if found.state == "bundle-gone":
-        return [], [], [f"{name}: resumed from {lineage.record} of bundle {bundle}, but no bundle is at "
+        return [], [], [f"{name}: {how} {lineage.record} of bundle {bundle}, but no bundle is at "
                         f"{found.bundle_dir} any more (moved or removed); the link is not checked"]
     target = found.target
     try:
         digest = _sha256(target)
     except FileNotFoundError:
-        return [f"{name}: the record it resumed from, {lineage.record} of bundle {bundle}, is gone from "
+        return [f"{name}: the record it {how}, {lineage.record} of bundle {bundle}, is gone from "
                 f"{target.parent} while that bundle is still at {found.bundle_dir} (removed?)"], [], []
     except OSError as exc:
-        return [f"{name}: the record it resumed from, {target}, cannot be read: {exc.strerror or exc}"], [], []
+        return [f"{name}: the record it {how}, {target}, cannot be read: {exc.strerror or exc}"], [], []
     if digest != lineage.record_digest:
-        return [f"{name}: the record it resumed from, {target}, is not the one linked "
+        return [f"{name}: the record it {how}, {target}, is not the one linked "
                 f"({digest[:19]}, linked {lineage.record_digest[:19]}): edited or replaced since"], [], []
     from tutorrl.evidence.chain import read_record
     from tutorrl.evidence.statement import decode_record
@@ -173,14 +179,14 @@ def verify_link(name: str, lineage: Lineage, bundle_dir: Path, *, rehash: bool =
                         f"not {lineage.bundle[:19]}")
     ck = statement.predicate.checkpoint
     if ck.step != lineage.step or ck.files.root != lineage.files_root:
-        problems.append(f"{name}: {target} records step {ck.step} with files {ck.files.root[:19]}; the run resumed "
-                        f"from step {lineage.step} with files {lineage.files_root[:19]}")
+        problems.append(f"{name}: {target} records step {ck.step} with files {ck.files.root[:19]}; the lineage "
+                        f"says {how} step {lineage.step} with files {lineage.files_root[:19]}")
     if problems:
         return problems, [], []
     files = (f"its files re-hashed too: see `rehash: lineage of {name}`" if rehash
              else "its files not re-hashed: --rehash does")
-    return [], [f"{name}: resumed from {lineage.record} of bundle {bundle}: link checked (that record is unchanged "
-                f"and gives the files root the run found for {lineage.directory}; {files})"], []
+    return [], [f"{name}: {how} {lineage.record} of bundle {bundle}: link checked (that record is unchanged "
+                f"and gives the files root found for {lineage.directory}; {files})"], []
 
 
 def linked_checkpoint(bundle_dir: Path, lineage: Lineage):

@@ -394,8 +394,9 @@ def read_entry(path: Path) -> tuple[Path, Statement | None]:
 
 
 def _recorded(chain: list[tuple[Path, Statement | None]], bundle_path: Path) -> set[tuple[str, int]]:
+    # A model record (evidence/merged.py) names a merged folder, not a checkpoint of the run's.
     return {(os.path.realpath(recorded_root(s.predicate.checkpoint.root, bundle_path)), s.predicate.checkpoint.step)
-            for _, s in chain if s}
+            for _, s in chain if s and s.predicate.model is None}
 
 
 def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, str] | None = None) -> Path | None:

@@ -21,7 +21,11 @@ Sha256 = Annotated[str, msgspec.Meta(pattern="^sha256:[0-9a-f]{64}$")]
 
 Status = Literal["pass", "fail", "skipped"]
 OverallStatus = Literal["pass", "fail", "partial"]
-Source = Literal["callback", "post-run-scan", "manual"]
+# "model-merger": a Hugging Face folder `tutorrl model` made from a recorded checkpoint (evidence/merged.py).
+Source = Literal["callback", "post-run-scan", "manual", "model-merger"]
+MODEL_SOURCE = "model-merger"
+# The check a model record passes: the checkpoint re-hashed before the merge matched the record it links.
+MODEL_LINK_CHECK = "lineage.merged_from"
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -235,6 +239,23 @@ class Lineage(_Strict, kw_only=True, omit_defaults=True):
     bundle_path: str | None = None
 
 
+class Merge(_Strict, kw_only=True, omit_defaults=True):
+    """How a model record's folder was made (`tutorrl model`, evidence/merged.py): verl's model merger
+    run on the checkpoint its lineage links to. The folder itself is the record's `checkpoint`."""
+
+    # "verl.model_merger" with --backend fsdp or megatron.
+    merger: str
+    backend: Literal["fsdp", "megatron"]
+    # verl's release in the environment the merger ran in (the bundle's: `tutorrl model` refuses another).
+    verl: str
+    # A LoRA run: the adapter verl's merger wrote (lora_adapter/), and whether the weights beside it are the
+    # base model with the adapter merged in (--merge-lora) or the base model alone.
+    lora_adapter: bool = False
+    lora_merged: bool = False
+    # Where the adapter's lora_alpha came from when the merger wrote 0 for it (verl 0.5.0 does).
+    lora_alpha_from: str | None = None
+
+
 class Predicate(_Strict, kw_only=True, omit_defaults=True):
     # The fields before `lineage` have no defaults, so they are always written: with
     # omit_defaults, records written before `lineage` existed re-encode to the same bytes.
@@ -244,8 +265,11 @@ class Predicate(_Strict, kw_only=True, omit_defaults=True):
     checkpoint: CheckpointInfo
     publication: Publication | None
     verdict: Verdict
-    # Only in the first record of a run that resumed from a checkpoint.
+    # Only in the first record of a run that resumed from a checkpoint, and in every model record
+    # (the checkpoint it was merged from).
     lineage: Lineage | None = None
+    # Only in a model record (run.source "model-merger"): `checkpoint` is then the merged folder.
+    model: Merge | None = None
 
 
 class Statement(_Strict, kw_only=True):

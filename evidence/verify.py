@@ -24,7 +24,9 @@ from tutorrl.evidence.chain import (
     record_files, record_name,
 )
 from tutorrl.evidence.hashing import manifest_root
-from tutorrl.evidence.schema import PREDICATE_TYPE, STATEMENT_TYPE, Statement, overall_status
+from tutorrl.evidence.schema import (
+    MODEL_LINK_CHECK, MODEL_SOURCE, PREDICATE_TYPE, STATEMENT_TYPE, Statement, overall_status,
+)
 from tutorrl.evidence.statement import Record, RecordFormatError, decode_head, decode_record, digest
 
 from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
@@ -45,6 +47,23 @@ def _record_problems(name: str, s: Statement, bundle_digest: str | None) -> list
     expected = [(f"{p.checkpoint.directory}/{r.name}", r.digest) for r in files.resources]
     if [(d.name, d.digest.get("sha256")) for d in s.subject] != expected or any(len(d.digest) != 1 for d in s.subject):
         problems.append(f"{name}: subject does not list exactly the manifest's files and digests")
+    problems.extend(model_problems(name, s))
+    return problems
+
+
+def model_problems(name: str, s: Statement) -> list[str]:
+    """What `verify` requires of a model record beyond any record's checks: it says how it was made and
+    links the checkpoint it came from; and no other record claims to be one."""
+    p = s.predicate
+    if p.run.source != MODEL_SOURCE:
+        return [f"{name}: has a model section but is not a model-merger record"] if p.model is not None else []
+    problems = []
+    if p.model is None:
+        problems.append(f"{name}: a model-merger record without its model section")
+    if p.lineage is None or p.lineage.record is None:
+        problems.append(f"{name}: a model-merger record that links no checkpoint record")
+    if not any(c.id == MODEL_LINK_CHECK for c in p.verdict.checks):
+        problems.append(f"{name}: a model-merger record without its {MODEL_LINK_CHECK} check")
     return problems
 
 
@@ -180,7 +199,8 @@ def _chain_problems(evdir: Path, bundle_path: Path, bundle_digest: str | None, r
         if s.predicate.lineage is not None:
             from tutorrl.evidence.lineage import verify_link
 
-            wrong, said, unlinked = verify_link(name, s.predicate.lineage, Path(bundle_path), rehash=rehash)
+            how = "merged from" if s.predicate.model is not None else "resumed from"
+            wrong, said, unlinked = verify_link(name, s.predicate.lineage, Path(bundle_path), rehash=rehash, how=how)
             problems.extend(wrong)
             report.lineage.extend(said)
             report.unlinked.extend(unlinked)
@@ -268,7 +288,8 @@ def rehash_evidence(bundle_path: Path, *, jobs: int | None = None, stream: TextI
         if s is None:
             continue  # malformed: verify_evidence names it
         ck = s.predicate.checkpoint
-        checkpoints.append((f"{path.name} (step {ck.step})", Path(bundle_path), ck))
+        what = f"model of step {ck.step}" if s.predicate.model is not None else f"step {ck.step}"
+        checkpoints.append((f"{path.name} ({what})", Path(bundle_path), ck))
     for path, s in records:
         lineage = s.predicate.lineage if s is not None else None
         hit = linked_checkpoint(Path(bundle_path), lineage) if lineage is not None else None

@@ -30,6 +30,63 @@ def _runs(args: argparse.Namespace) -> int:
     return runs_command(args)
 
 
+def _model(args: argparse.Namespace) -> int:
+    from tutorrl.compiler.pipeline import require_bundle_folder
+
+    require_bundle_folder(args.bundle)
+    from tutorrl.runtime.model import model_command
+
+    return model_command(args)
+
+
+def _step(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a step number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a step number (0 or more)")
+    return value
+
+
+def _threads(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def register_model(subparsers) -> None:
+    model = subparsers.add_parser(
+        "model",
+        help="make a loadable Hugging Face model folder from a run's recorded checkpoint (verl's model merger)",
+        description=(
+            "Run verl's model merger (python -m verl.model_merger merge) on a checkpoint the bundle's evidence "
+            "records: the newest step, or --step N. The record must verify and the checkpoint's files must hash "
+            "as recorded, else nothing is written (exit 2). The merger runs in the run's training environment "
+            "(the job's Python: TUTORRL_PYTHON, as `tutorrl run` uses it, or --python) and must be the run's verl "
+            "release; it writes into a temporary folder beside DIR, renamed to DIR once whole. A record of the "
+            "merged files (sha256 of each), linked to the checkpoint's record, is appended to the bundle's "
+            "evidence: `tutorrl verify --rehash` checks both. Prints DIR."),
+        epilog=("LoRA runs: DIR holds the base weights and the adapter in lora_adapter/ (verl's merger layout); "
+                "--merge-lora merges the adapter into the weights (peft, in the job's Python)."),
+    )
+    model.add_argument("bundle", metavar="BUNDLE", help="the bundle whose run wrote the checkpoint (bundles/<id>)")
+    model.add_argument("--out", required=True, metavar="DIR", help="the folder to write (must not exist)")
+    model.add_argument("--step", type=_step, metavar="N", help="the checkpoint's step (default: the newest recorded)")
+    model.add_argument("--merge-lora", action="store_true",
+                       help="a LoRA run: also merge the adapter into the weights (refused for a run without LoRA)")
+    model.add_argument("--python", metavar="PYTHON",
+                       help="the Python of the run's training environment (default: TUTORRL_PYTHON, in this "
+                            "environment or the bundle's, else tutorrl's own)")
+    model.add_argument("--workers", type=_threads, default=None, metavar="N",
+                       help="hashing threads (default: all usable cores)")
+    model.set_defaults(handler=_model)
+
+
 def _is_folder_of_bundles(word: str) -> bool:
     """A sweep's output folder (bundles, and no manifest of its own): run as a set."""
     import os
@@ -112,6 +169,11 @@ def _parallel(text: str) -> int:
 
 
 def register(subparsers) -> None:
+    _register_run_commands(subparsers)
+    register_model(subparsers)
+
+
+def _register_run_commands(subparsers) -> None:
     run = subparsers.add_parser(
         "run",
         help="run a bundle as a Ray job (embedded Ray head by default)",

@@ -62,6 +62,7 @@ class SetRecord(msgspec.Struct, forbid_unknown_fields=False):
     head: records.Process | None = None  # the set's embedded head, which every run of it uses
     head_dir: str | None = None
     upload: bool | None = None  # --upload / --no-upload, passed to each run (None: each run's default)
+    quiet: bool = False  # --quiet: each run's own lines (state, step, evidence), relayed as "[k/N] ..." lines
 
 
 def sets_dir() -> Path:
@@ -146,11 +147,14 @@ class _Child(msgspec.Struct):
     proc: subprocess.Popen | None = None
     log: object = None
     exit_code: int | None = None
+    # How much of its log the set has relayed (--quiet).
+    relayed: int = 0
 
 
 def run_set(args) -> int:
     """``tutorrl run B1 B2 ... [--max-parallel N] [--detach]``: every bundle run, N at a time; exit 0 when all succeed."""
-    # A set shows no job's log (each run's goes to its own file): --quiet leaves its lines as they are.
+    # A set shows no job's log (each run's goes to its own file); --quiet shows each run's own lines, as
+    # `tutorrl run --quiet` of one bundle does (state, step, each evidence record), prefixed with [k/N].
     progress = Progress(quiet=getattr(args, "no_progress", False))
     bundles = expand(args.bundle)
     parallel = args.max_parallel or 1
@@ -171,7 +175,7 @@ def run_set(args) -> int:
                        address=args.address or "", address_kind="cluster" if args.address else "embedded",
                        dry_run=bool(args.dry_run), owner=lifecycle.this_process(),
                        detached=bool(getattr(args, "detach", False)), trust_digests=trust, num_gpus=num_gpus,
-                       upload=upload)
+                       upload=upload, quiet=bool(getattr(args, "quiet", False)))
     if record.detached:
         # Caught from before the record exists until the supervisor holds the set: a signal in
         # that window stops the set (_detach), where it would leave a record of a set no one runs.
@@ -274,7 +278,8 @@ def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag 
         while (waiting or running) and stop.signum is None:
             while waiting and len(running) < record.max_parallel and stop.signum is None:
                 child = waiting.pop(0)
-                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle), "--no-progress"]
+                argv = [sys.executable, "-m", "tutorrl", "run", str(child.bundle),
+                        "--quiet" if record.quiet else "--no-progress"]
                 if record.address_kind == "cluster":
                     argv += ["--address", url]
                 if record.dry_run:
@@ -293,6 +298,8 @@ def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag 
             _note_runs(record, running)
             for child in list(running):
                 code = child.proc.poll()
+                if record.quiet:
+                    _relay(child, log_dir, len(children), progress, final=code is not None)
                 if code is None:
                     continue
                 running.remove(child)
@@ -447,6 +454,22 @@ def main(argv: list[str]) -> int:
     except TutorrlError as exc:  # the head did not start: _drive has closed the set
         print(exc.render(), file=sys.stderr)
         return exc.exit_code
+
+
+def _relay(child: _Child, log_dir: Path, total: int, progress: Progress, *, final: bool) -> None:
+    """--quiet: the lines a run has added to its log since the last look (whole lines, or all once it ended)."""
+    try:
+        with open(log_dir / f"{child.index + 1:04d}.log", "rb") as f:
+            f.seek(child.relayed)
+            data = f.read()
+    except OSError:
+        return
+    if not final:
+        data = data[:data.rfind(b"\n") + 1]
+    child.relayed += len(data)
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line.strip():
+            progress.note(f"[{child.index + 1}/{total}] {line.removeprefix('tutorrl: ')}")
 
 
 def _note_runs(record: SetRecord, children) -> None:

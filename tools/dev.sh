@@ -286,7 +286,7 @@ case "$command" in
     tutorrl="$(absolute "$venv")/bin/tutorrl"
     out="${TUTORRL_DEMO_DIR:-build/demo}"
     # Only what an earlier demo wrote: the compile and the training happen every time.
-    rm -rf -- "$out/bundles" "$out/checkpoints" "$out/outputs"
+    rm -rf -- "$out/bundles" "$out/checkpoints" "$out/outputs" "$out/model"
     mkdir -p "$out"
     echo
     echo "== compile specs/chess_tutor_grpo.toml: the chess tutor's GRPO launch, checked and resolved against verl 0.9.1's keys"
@@ -322,9 +322,26 @@ case "$command" in
     "$tutorrl" evidence "$bundle"
     echo "== verify --rehash: the records chain, and every recorded checkpoint file still matches"
     "$tutorrl" verify "$bundle" --rehash 2>/dev/null
+    echo "== model: verl's merger on the newest recorded checkpoint (re-hashed first), in the job's Python; the merged files are recorded, linked to that checkpoint's record"
+    train_python="$(absolute "$train_venv")/bin/python"
+    TUTORRL_PYTHON="$train_python" "$tutorrl" model "$bundle" --out "$out/model" 2>"$out/model.err" >/dev/null \
+      || { cat "$out/model.err" >&2; exit 1; }
+    grep -E '^(model: verl|evidence:)' "$out/model.err" | sed 's/^/   /'
+    echo "== load it with transformers and generate one line (115K parameters trained 2 steps at lr 1e-6 write gibberish; that it loads and generates is the point)"
+    "$train_python" - "$out/model" <<'PY'
+import sys
+from transformers import AutoModelForCausalLM, AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1])
+prompt = "What is 2 + 3?"
+enc = tokenizer(prompt, return_tensors="pt")
+ids = model.generate(input_ids=enc.input_ids, attention_mask=enc.attention_mask, max_new_tokens=12, do_sample=False,
+                     pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+print(f"   {prompt!r} -> {tokenizer.decode(ids[0], skip_special_tokens=True)[len(prompt):]!r}")
+PY
     echo
     echo "The bundle is the launch, sealed: launch.sh (verl's command, one override per line), bundle.env, ray-job.json, the spec with every default filled in, and manifest.json with every file's sha256."
-    echo "It is at $bundle; the run's log and metrics are under $bundle/runs/, the checkpoints under $out/checkpoints/, the whole output in $out/train.log."
+    echo "It is at $bundle; the run's log and metrics are under $bundle/runs/, the checkpoints under $out/checkpoints/, the merged model in $out/model/, the whole output in $out/train.log."
     echo "Next: source $venv/bin/activate (puts tutorrl on PATH), then: tutorrl runs $bundle; tutorrl diff specs/chess_tutor_grpo.toml specs/chess_tutor_lora.toml; tutorrl compile your-spec.toml (examples in specs/)."
     ;;
   test)

@@ -42,6 +42,7 @@ COMMAND_OWNERS = {
     "status": "tutorrl.runtime.commands",
     "logs": "tutorrl.runtime.commands",
     "stop": "tutorrl.runtime.commands",
+    "model": "tutorrl.runtime.commands",
     "evidence": "tutorrl.evidence.commands",
     "diff": "tutorrl.review.commands",
     "check": "tutorrl.review.commands",

@@ -177,6 +177,12 @@ class CheckpointError(TutorrlError):
     """A checkpoint folder that cannot be recorded as asked (missing, not verl's, outside the run's roots)."""
 
 
+class MergerFailed(TutorrlError):
+    """verl's model merger (`tutorrl model`) ran and failed: nothing was written. Exit 1."""
+
+    exit_code = EXIT_FAILED
+
+
 class AnchorError(TutorrlError):
     """An anchor that cannot be read."""
 

@@ -1,5 +1,5 @@
 """The README's first command, `bash tools/dev.sh demo`, as a newcomer sees it: a model trained
-for real and its checkpoints' evidence verified (set-up skipped: the suite's virtualenv already
+for real, its checkpoints' evidence verified, and the model merged and loaded (set-up skipped: the suite's virtualenv already
 holds tutorrl and Ray, and `tools/dev.sh test` built the training environment)."""
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ def test_demo_trains_records_evidence_verifies_and_says_what_next(tmp_path):
     assert (tmp_path / "demo" / "checkpoints" / "tiny-cpu-grpo" / "global_step_2" / "actor").is_dir()
     # Short: verl's own output is in train.log, not on the terminal.
     assert "actor_rollout_ref" not in proc.stdout
-    assert len(out) + len(err) < 50, proc.stdout + proc.stderr
+    # The model, last: verl's merger wrote a folder, its record links step 2's, transformers generated a line.
+    assert (tmp_path / "demo" / "model" / "model.safetensors").is_file()
+    assert any(re.match(r"^   evidence: 000003\.json: step 2, \d+ files, PASS .*merged from global_step_2, recorded as "
+                        r"000002\.json", line) for line in out), proc.stdout
+    assert any(line.startswith("   'What is 2 + 3?' -> ") for line in out), proc.stdout
+    assert len(out) + len(err) < 56, proc.stdout + proc.stderr
     # What a healthy run shows: no warnings from Ray or verl, no "missing" notes about the demo's own
     # files, no line a terminal has to wrap several times (one of 733 characters once).
     shown = out + err

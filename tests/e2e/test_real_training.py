@@ -14,7 +14,9 @@ torch loading the shards).
 
 Then the second user path on the same checkpoints: a spec that resumes the
 same output folder trains step 3, and its first evidence record links to the
-record of the checkpoint it resumed from.
+record of the checkpoint it resumed from. And `tutorrl model` on the first
+run's step 2: verl's merger in the job's Python, a folder transformers loads,
+and its record linked to step 2's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import json
 import math
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +177,105 @@ def test_the_checkpoint_torch_loads_is_the_one_recorded(trained):
 
 def _statement(path: Path) -> dict:
     return json.loads(base64.b64decode(json.loads(path.read_text())["payload"]))
+
+
+@pytest.fixture(scope="module")
+def model(trained):
+    """`tutorrl model` on the first run's bundle: verl 0.5.0's merger, in the job's Python, on step 2."""
+    out = trained.root / "model"
+    started = time.monotonic()
+    made = tutorrl("model", str(trained.bundle), "--out", str(out), cwd=trained.root, env=trained.env)
+    seconds = time.monotonic() - started
+    print(f"tutorrl model took {seconds:.1f} s")  # shown with -s; the README's figure
+    return out, made
+
+
+def test_tutorrl_model_writes_a_folder_transformers_loads_with_step_2s_weights(trained, model):
+    out, made = model
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert (trained.root / made.stdout.strip()).resolve() == out.resolve()
+    assert "verl 0.5.0's verl.model_merger (--backend fsdp)" in made.stderr
+    assert [p.name for p in trained.root.iterdir() if p.name.startswith(".model")] == []  # no temporary left
+    python, _ = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
+    shard = trained.step_dir / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt"
+    # transformers loads the folder and generates; every weight is the trained step 2's, as verl's shard holds
+    # it (in bfloat16: verl's merger writes the model in bfloat16 whatever the training dtype).
+    program = (
+        "import sys, torch\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained(sys.argv[1]); model = AutoModelForCausalLM.from_pretrained(sys.argv[1])\n"
+        "enc = tok('What is 2 + 3?', return_tensors='pt')\n"
+        "ids = model.generate(input_ids=enc.input_ids, attention_mask=enc.attention_mask, max_new_tokens=8,\n"
+        "                     do_sample=False,\n"
+        "                     pad_token_id=tok.pad_token_id or tok.eos_token_id)\n"
+        "shard = torch.load(sys.argv[2], map_location='cpu', weights_only=False)\n"
+        "shard = {k: (v.to_local() if hasattr(v, 'to_local') else v) for k, v in shard.items()}\n"
+        "from safetensors.torch import load_file\n"
+        "state = load_file(sys.argv[1] + '/model.safetensors')\n"
+        "same = sum(torch.equal(state[k], v.to(state[k].dtype)) for k, v in shard.items() if k in state)\n"
+        "print(ids.shape[1] - enc.input_ids.shape[1], sum(p.numel() for p in model.parameters()), len(shard), same)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    loaded = subprocess.run([python, "-c", program, str(out), str(shard)], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    generated, params, tensors, same = map(int, loaded.stdout.split()[-4:])
+    assert generated >= 1 and params == 115_264
+    assert tensors == 27 and same == 27
+
+
+def test_the_model_record_lists_the_merged_files_links_step_2s_record_and_verifies(trained, model):
+    out, made = model
+    assert made.returncode == 0, made.stderr[-3000:]
+    newest = sorted((trained.bundle / "evidence").glob("[0-9]*.json"))[-1]
+    statement = _statement(newest)
+    predicate = statement["predicate"]
+    assert predicate["run"]["source"] == "model-merger" and predicate["checkpoint"]["step"] == 2
+    assert predicate["model"]["backend"] == "fsdp" and predicate["model"]["verl"] == "0.5.0"
+    on_disk = {p.relative_to(out).as_posix(): _sha256(p) for p in out.rglob("*") if p.is_file()}
+    assert "model.safetensors" in on_disk and "config.json" in on_disk
+    assert {s["name"]: s["digest"]["sha256"] for s in statement["subject"]} == {
+        f"model/{name}": d for name, d in on_disk.items()}
+    linked = trained.bundle / "evidence" / "000002.json"
+    assert predicate["lineage"]["record"] == "000002.json"
+    assert predicate["lineage"]["record_digest"] == "sha256:" + _sha256(linked)
+    listed = tutorrl("evidence", str(trained.bundle), cwd=trained.root, env=trained.env)
+    assert f"{newest.name}  step 2 " in listed.stdout and "[model-merger, finished]" in listed.stdout
+    ok = tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
+    assert ok.returncode == 0, ok.stderr
+    assert f"{newest.name}: merged from 000002.json" in ok.stderr and "link checked" in ok.stderr
+    weights = out / "model.safetensors"
+    original = weights.read_bytes()
+    flipped = bytearray(original)
+    flipped[len(flipped) - 5] ^= 0x01
+    weights.write_bytes(bytes(flipped))
+    try:
+        bad = tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
+    finally:
+        weights.write_bytes(original)
+    assert bad.returncode == 2
+    assert f"{newest.name} (model of step 2): {weights}: content changed" in bad.stderr
+
+
+def test_tutorrl_model_refuses_a_changed_checkpoint_or_another_release_and_writes_nothing(trained, model):
+    shard = trained.step_dir / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt"
+    out = trained.root / "refused"
+    original = shard.read_bytes()
+    flipped = bytearray(original)
+    flipped[len(flipped) // 2] ^= 0x01
+    shard.write_bytes(bytes(flipped))
+    try:
+        changed = tutorrl("model", str(trained.bundle), "--step", "1", "--out", str(out), cwd=trained.root,
+                          env=trained.env)
+    finally:
+        shard.write_bytes(original)
+    assert changed.returncode == 2, changed.stderr
+    assert "000001.json (step 1)" in changed.stderr and f"{shard}: content changed" in changed.stderr
+    # The test environment's verl is 0.9.1: not the run's release, whose merger reads these checkpoints.
+    other = tutorrl("model", str(trained.bundle), "--step", "1", "--out", str(out), "--python", sys.executable,
+                    cwd=trained.root, env=trained.env)
+    assert other.returncode == 2 and "but the bundle's run used verl 0.5.0" in other.stderr
+    assert "Traceback" not in changed.stderr + other.stderr
+    assert not out.exists() and [p for p in trained.root.iterdir() if p.name.startswith(".refused")] == []
 
 
 @pytest.fixture(scope="module")

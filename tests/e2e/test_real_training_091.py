@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 import re
+import subprocess
 from datetime import datetime
 from pathlib import Path
 
@@ -167,3 +168,31 @@ def test_verify_rehash_passes(trained):
     assert ok.returncode == 0, ok.stderr
     for path in trained.records:
         assert f"{path.name} (step {int(path.stem)}): matches" in ok.stderr
+
+
+def test_tutorrl_model_merges_with_verl_091s_merger_and_the_folder_loads(trained):
+    """`tutorrl model` on verl 0.9.1's checkpoint: its own merger, in the job's Python (TUTORRL_PYTHON),
+    a folder transformers loads and generates with, recorded and linked to step 2's record."""
+    out = trained.root / "model"
+    made = tutorrl("model", str(trained.bundle), "--out", str(out), cwd=trained.root, env=trained.env)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert "verl 0.9.1's verl.model_merger (--backend fsdp)" in made.stderr
+    python, _ = training_env("TUTORRL_TRAIN091_PYTHON", "tiny-qwen2-hd32/model.safetensors",
+                             "the verl 0.9.1 CPU training environment")
+    program = ("import sys\n"
+               "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+               "tok = AutoTokenizer.from_pretrained(sys.argv[1]); model = AutoModelForCausalLM.from_pretrained(sys.argv[1])\n"
+               "enc = tok('What is 2 + 3?', return_tensors='pt')\n"
+               "ids = model.generate(input_ids=enc.input_ids, attention_mask=enc.attention_mask, max_new_tokens=8,\n"
+               "                     do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id)\n"
+               "print(ids.shape[1] - enc.input_ids.shape[1])\n")
+    loaded = subprocess.run([python, "-c", program, str(out)], capture_output=True, text=True, timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert int(loaded.stdout.split()[-1]) >= 1
+    newest = sorted((trained.bundle / "evidence").glob("[0-9]*.json"))[-1]
+    predicate = _statement(newest)["predicate"]
+    assert predicate["run"]["source"] == "model-merger" and predicate["model"]["verl"] == "0.9.1"
+    assert predicate["lineage"]["record"] == trained.records[-1].name
+    ok = tutorrl("verify", str(trained.bundle), "--rehash", cwd=trained.root, env=trained.env)
+    assert ok.returncode == 0, ok.stderr
+    assert f"{newest.name} (model of step 2): matches" in ok.stderr

@@ -31,7 +31,12 @@ def training_env(python_var: str, ready: str, what: str) -> tuple[str, Path]:
 def tutorrl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """The real `tutorrl` command, without the Ray variables of the shell that runs the tests."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TUTORRL_EMBEDDED"))}
+    outer = full.get("PYTHONPATH")
     full.update(env or {})
+    if outer and env and "PYTHONPATH" in env:
+        # A test's own entries first, then the shell's: a worktree's tutorrl put first on the path
+        # (tests/README.md) stays the one every command runs.
+        full["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], outer])
     return subprocess.run([sys.executable, "-m", "tutorrl", *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=timeout)
 

@@ -145,6 +145,14 @@ def test_a_linked_bundle_gone_altogether_is_said_and_fails_only_when_lineage_is_
     assert shown.returncode == 2 and "no bundle is at" in shown.stderr and "Traceback" not in shown.stderr
     noted = support.cli("verify", str(second))
     assert noted.returncode == 0 and "note: lineage: 000001.json: resumed from 000002.json" in noted.stderr
+    # --format json carries the same lines, under "unlinked", whether or not they fail.
+    import json
+
+    as_json = support.cli("verify", str(second), "--format", "json")
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["unlinked"] == [said]
+    required_json = support.cli("verify", str(second), "--format", "json", "--require-lineage")
+    doc = json.loads(required_json.stdout)
+    assert required_json.returncode == 2 and doc["ok"] is False and doc["unlinked"] == doc["problems"] == [said]
 
 
 def test_rehash_hashes_the_checkpoint_a_run_resumed_from_and_the_note_says_what_was_checked(tmp_path):

@@ -239,6 +239,23 @@ def test_a_sweep_compiled_reviewed_and_dry_run_four_at_a_time(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.needs_ray  # an embedded head
+def test_a_quiet_set_shows_each_runs_own_lines_as_one_quiet_run_does(tmp_path):
+    folder = _sweep(tmp_path, '{ "actor.lr" = [1e-6, 3e-6] }')
+    proc = subprocess.run([*TUTORRL, "run", str(folder), "--dry-run", "--quiet"], cwd=tmp_path,
+                          env=_env(tmp_path / "state"), capture_output=True, text=True, timeout=580)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_ids = [json.loads(p.read_text())["run_id"] for p in folder.glob("*/runs/*/run.json")]
+    assert len(run_ids) == 2
+    for run_id in run_ids:
+        # Each run's own lines, under its [k/N]: its run id's state lines, never verl's log.
+        assert any(line.startswith(("tutorrl: [1/2] " + run_id, "tutorrl: [2/2] " + run_id))
+                   for line in proc.stderr.splitlines()), proc.stderr
+    # Nothing but tutorrl's lines: no run's job log (verl's, Ray's) reaches the terminal.
+    assert [line for line in proc.stderr.splitlines() if line and not line.startswith("tutorrl: ")] == []
+
+
+@pytest.mark.slow
+@pytest.mark.needs_ray  # an embedded head
 def test_stopping_a_set_stops_its_run_and_starts_no_more(tmp_path):
     folder = _sweep(tmp_path, '{ "actor.lr" = [1e-6, 3e-6] }')
     env = _env(tmp_path / "state")
