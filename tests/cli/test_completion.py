@@ -140,7 +140,7 @@ def test_zsh_candidates_in_a_real_zsh(scripts):
     assert candidates("run", "--d") == ["--address", "--detach", "--dry-run", "--help", "--max-parallel",
                                        "--no-progress", "--no-upload", "--num-gpus", "--quiet", "--trust-digests", "--upload", "-h"]
     assert candidates("diff", "a", "--format", "") == ["text", "markdown", "json"]
-    assert candidates("keys", "") == ["import", "list", "lock"]
+    assert candidates("keys", "") == ["import", "add", "remove", "list", "lock"]
     assert candidates("run", "") == ["@files"]
     assert candidates("evidence", "") == ["@files", "keygen", "anchor"]
     assert candidates("evidence", "anchor", "") == ["@files"]
