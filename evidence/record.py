@@ -391,9 +391,13 @@ def read_records(bundle_path: Path) -> list[tuple[Path, Statement | None]]:
     return out
 
 
-def _recorded(bundle_path: Path) -> set[tuple[str, int]]:
+def _after(path: Path, since: int | None) -> bool:
+    return since is None or (path.stem.isdigit() and int(path.stem) > since)
+
+
+def _recorded(bundle_path: Path, since: int | None = None) -> set[tuple[str, int]]:
     return {(os.path.realpath(recorded_root(s.predicate.checkpoint.root, bundle_path)), s.predicate.checkpoint.step)
-            for _, s in read_records(bundle_path) if s}
+            for path, s in read_records(bundle_path) if s and _after(path, since)}
 
 
 def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, str] | None = None) -> Path | None:
@@ -412,7 +416,7 @@ def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, st
 
 def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: Path | None = None,
                            roots: dict[str, str] | None = None, prior_steps=(), resumed_step: int | None = None,
-                           bundles=()) -> list[Path]:
+                           bundles=(), since: int | None = None) -> list[Path]:
     """Record every checkpoint under the bundle's output dir not yet recorded.
 
     Called by the runtime after every run, finished or not; `cwd` is where the
@@ -421,15 +425,20 @@ def record_run_checkpoints(bundle_path: Path, run_id: str, finished: bool, cwd: 
     run started (an earlier run's, of this bundle or another: not claimed);
     `resumed_step` is the one it resumed from, whose record is looked for in
     `bundles` (and this bundle) for the lineage of the run's first record.
+    `since`: a retried run's later attempt, whose chain held records up to this
+    sequence number when it started: those are an earlier attempt's, so a step
+    folder they cover that this attempt wrote again is recorded again, and the
+    attempt's own first record carries the lineage.
     """
     bundle = load_bundle(Path(bundle_path))
     root = resolve_output_dir(bundle, Path(cwd) if cwd is not None else None, roots)
     if root is None:
         return []
     root = Path(os.path.abspath(root))
-    done = _recorded(bundle.path)
+    done = _recorded(bundle.path, since)
     prior = set(prior_steps)
-    runs_records = any(s is not None and s.predicate.run.run_id == run_id for _, s in read_records(bundle.path))
+    runs_records = any(s is not None and s.predicate.run.run_id == run_id
+                       for path, s in read_records(bundle.path) if _after(path, since))
     written = []
     for sd in find_step_dirs(root):
         if (os.path.realpath(root), sd.step) in done or sd.step in prior:
