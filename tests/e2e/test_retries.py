@@ -38,12 +38,16 @@ def shim_path() -> str:
     return os.pathsep.join(p for p in (str(SHIM), os.environ.get("PYTHONPATH", "")) if p)
 
 
-def four_step_spec(folder: Path) -> Path:
+def four_step_spec(folder: Path, *, steps: int = 4, resume: str | None = None, wandb: bool = False) -> Path:
     """specs/tiny_cpu_grpo.toml for 4 steps, leaving trainer.resume_mode to the retry (verl's default)."""
     text = (support.SPECS / "tiny_cpu_grpo.toml").read_text()
     assert 'resume_mode = "disable"\n' in text and "total_steps = 2\n" in text
-    text = text.replace('resume_mode = "disable"\n', "").replace("total_steps = 2\n", "total_steps = 4\n")
-    path = folder / "tiny_retry.toml"
+    text = text.replace('resume_mode = "disable"\n', f'resume_mode = "{resume}"\n' if resume else "")
+    text = text.replace("total_steps = 2\n", f"total_steps = {steps}\n")
+    if wandb:
+        assert 'loggers = ["console"]' in text
+        text = text.replace('loggers = ["console"]', 'loggers = ["console", "wandb"]')
+    path = folder / f"tiny_retry_{steps}.toml"
     path.write_text(text)
     return path
 
@@ -96,6 +100,7 @@ class Killer(threading.Thread):
         self.ckpt, self.step_dir, self.plan, self.before_kill = ckpt, step_dir, plan, before_kill
         self.stop = threading.Event()
         self.killed: list[int] = []
+        self.killed_at: list[float] = []
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -111,6 +116,7 @@ class Killer(threading.Thread):
                 if self.before_kill is not None:
                     self.before_kill()
                 os.kill(pid[0], signal.SIGKILL)
+                self.killed_at.append(time.time())
                 self.killed.append(pid[0])
         except BaseException as exc:  # noqa: BLE001 - re-raised by the test
             self.error = exc
@@ -129,8 +135,11 @@ class Retried:
         state = root / "state"
         self.env = {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(self.ckpt), "PYTHONPATH": shim_path(),
                     "TUTORRL_PYTHON": python, "TUTORRL_TRAIN_PYTHON": python, "XDG_STATE_HOME": str(state),
-                    "TUTORRL_STATE_HOME": str(state / "tutorrl")}
-        compiled = tutorrl("compile", str(four_step_spec(root)), "--out", str(root / "bundles"), cwd=root)
+                    "TUTORRL_STATE_HOME": str(state / "tutorrl"),
+                    # verl's W&B logger, offline: its run files under WANDB_DIR, nothing sent anywhere.
+                    "WANDB_MODE": "offline", "WANDB_DIR": str(root / "wandb"), "WANDB_SILENT": "true"}
+        (root / "wandb").mkdir()
+        compiled = tutorrl("compile", str(four_step_spec(root, wandb=True)), "--out", str(root / "bundles"), cwd=root)
         assert compiled.returncode == 0, compiled.stderr
         self.bundle = root / compiled.stdout.strip()
         self.step_dir = self.ckpt / "tiny-cpu-grpo"
@@ -144,13 +153,33 @@ class Retried:
             killer.join()
         if killer.error is not None:
             raise killer.error
-        self.killed = killer.killed
+        self.killed, self.killed_at = killer.killed, killer.killed_at
         (self.run_dir,) = (self.bundle / "runs").iterdir()
         self.record = json.loads((self.run_dir / "run.json").read_text())
         log = self.run_dir / "job.log"
         assert log.is_file(), (self.record["message"], self.run.stderr[-3000:])
         self.log = log.read_text(errors="replace")
+        self.timings = self._timings()
+        print("retry timings (s):", json.dumps(self.timings))
 
+    def _timings(self) -> dict[str, float]:
+        """What the resumed attempt cost beyond the steps it trained: from the kill to Ray's end of the
+        attempt, tutorrl's work between the attempts (recording, re-hashing, choosing, resubmitting),
+        and verl's start to its first resumed step, beside the from-scratch attempt's start."""
+        from datetime import datetime
+
+        def at(stamp: str) -> float:
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+        points = {p["step"]: p["time"] for p in map(json.loads, (self.run_dir / "metrics.jsonl").read_text().splitlines())}
+        _, scratch, resumed = self.record["attempts"]
+        return {
+            "kill_to_attempt_end": round(at(scratch["ended"]) - self.killed_at[1], 2),
+            "between_attempts": round(at(resumed["started"]) - at(scratch["ended"]), 2),
+            "resumed_start_to_step_3": round(points[3] - at(resumed["started"]), 2),
+            "scratch_start_to_step_1": round(points[1] - at(scratch["started"]), 2),
+            "one_step": round(points[4] - points[3], 2),
+        }
 
 @pytest.fixture(scope="module")
 def retried(tmp_path_factory) -> Retried:
@@ -271,3 +300,41 @@ def test_a_checkpoint_changed_after_its_record_is_passed_over_and_the_retry_resu
     assert "000002.json (step 2): " in rehash.stderr and "do not match" in rehash.stderr
     for name in ("000003.json (step 2)", "000004.json (step 3)", "000005.json (step 4)"):
         assert f"{name}: matches" in rehash.stderr
+
+
+def test_the_w_and_b_run_is_one_across_the_attempts_and_its_config_names_the_bundle(retried):
+    record = retried.record
+    tracker_id = record["tracker_id"]
+    assert tracker_id.startswith(record["run_id"] + "-")
+    runs = sorted((retried.root / "wandb" / "wandb").glob("offline-run-*"))
+    # Every attempt that got as far as verl's tracker wrote into the same W&B run (the first was killed early).
+    assert len(runs) >= 2, runs
+    assert {p.name.rsplit("-", 1)[1] for p in runs} == {tracker_id}
+    files = [p / f"run-{tracker_id}.wandb" for p in runs]
+    digest = record["bundle"].encode()
+    # W&B's own run file holds verl's config, with the tutorrl table the launch added.
+    for path in files:
+        data = path.read_bytes()
+        assert digest in data and record["run_id"].encode() in data, path
+    assert b"000002.json@sha256:" in files[-1].read_bytes()  # the evidence head the resumed attempt started from
+    listed = tutorrl("runs", str(retried.bundle), cwd=retried.root, env=retried.env)
+    assert f"wandb {tracker_id}" in listed.stdout
+
+
+def test_a_later_run_resuming_a_recorded_checkpoint_logs_into_the_same_w_and_b_run(retried):
+    """Another spec (5 steps, resume_mode auto) on the same folder: verl resumes step 4, and the run
+    finds the W&B run through step 4's evidence record and the run record it names."""
+    compiled = tutorrl("compile", str(four_step_spec(retried.root, steps=5, resume="auto", wandb=True)), "--out",
+                       str(retried.root / "bundles"), cwd=retried.root)
+    assert compiled.returncode == 0, compiled.stderr
+    bundle = retried.root / compiled.stdout.strip()
+    run = tutorrl("run", str(bundle), "--num-gpus", "1", cwd=retried.root, env=retried.env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (run_dir,) = (bundle / "runs").iterdir()
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["resumed_step"] == 4
+    assert record["tracker_id"] == retried.record["tracker_id"]
+    assert f"tracker: W&B run {record['tracker_id']} of {retried.record['run_id']}" in run.stderr
+    newest = max((retried.root / "wandb" / "wandb").glob("offline-run-*"), key=lambda p: p.stat().st_mtime)
+    assert newest.name.endswith(record["tracker_id"])
+    assert record["bundle"].encode() in (newest / f"run-{record['tracker_id']}.wandb").read_bytes()
