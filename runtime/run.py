@@ -570,7 +570,8 @@ class RunSession:
                 upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough,
                 extra_env={**self.roots, **({metrics.FILE_LOGGER_ENV: str(verl_file)} if verl_file else {}),
                            **tracker.environment(bundle.spec, self.record.tracker_id)},
-                secrets_file=secrets_file, hydra_dir=(self.run_dir / HYDRA_DIR).resolve(), launch_args=self.launch_args + self._tracker_args(bundle, bundle_path),
+                secrets_file=secrets_file, hydra_dir=(self.run_dir / HYDRA_DIR).resolve(),
+                launch_args=self.launch_args + self._tracker_args(bundle, bundle_path),
                 stdout_to=self.run_dir / dryrun.RAW_FILE if self.args.dry_run and not self.upload else None)
             self.progress.status(f"submitting {sid}" + (" (uploading the bundle)" if self.upload else ""))
             try:
@@ -586,6 +587,7 @@ class RunSession:
                 self._claim(bundle_path, bundle_id, digest, start_after=self.record.attempt)
                 continue
             self.submitted = True
+            self.attempt_steps = []
             self._save(status="pending", submitted=True,
                        dashboard=self.record.dashboard or (self.cluster_url if self.cluster_url else None))
             # The supervisor, and a caller that asked for no echo: job.log only.
@@ -615,7 +617,7 @@ class RunSession:
         m = bundle.manifest
         return tracker.config_overrides(digest=m.digest, bundle_id=m.id, run_id=self.record.run_id,
                                         experiment=bundle.spec.experiment.name, release=m.verl,
-                                        evidence_head=None if self.upload else evidence_head(bundle_path),
+                                        evidence_head=None if self.upload else evidence_head(bundle_path) or "none",
                                         tracker_id=self.record.tracker_id)
 
     def _follow(self, interrupts) -> int:

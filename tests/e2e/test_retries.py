@@ -95,9 +95,9 @@ class Killer(threading.Thread):
     """Kills the trainer of each attempt in turn: ``plan`` is, per attempt, the tracker value to wait for
     before the kill (None: kill as soon as the trainer exists)."""
 
-    def __init__(self, ckpt: Path, step_dir: Path, plan: list[str | None], before_kill=None):
+    def __init__(self, ckpt: Path, step_dir: Path, plan: list[str | None]):
         super().__init__(daemon=True)
-        self.ckpt, self.step_dir, self.plan, self.before_kill = ckpt, step_dir, plan, before_kill
+        self.ckpt, self.step_dir, self.plan = ckpt, step_dir, plan
         self.stop = threading.Event()
         self.killed: list[int] = []
         self.killed_at: list[float] = []
@@ -110,11 +110,9 @@ class Killer(threading.Thread):
                             "verl's TaskRunner", self.stop)
                 if pid is None:
                     return
-                if tracker is not None and _poll(lambda: _tracker(self.step_dir) == tracker,
+                if tracker is not None and _poll(lambda want=tracker: _tracker(self.step_dir) == want,
                                                  f"step {tracker}'s checkpoint", self.stop) is None:
                     return
-                if self.before_kill is not None:
-                    self.before_kill()
                 os.kill(pid[0], signal.SIGKILL)
                 self.killed_at.append(time.time())
                 self.killed.append(pid[0])
@@ -171,14 +169,16 @@ class Retried:
         def at(stamp: str) -> float:
             return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
-        points = {p["step"]: p["time"] for p in map(json.loads, (self.run_dir / "metrics.jsonl").read_text().splitlines())}
+        lines = (self.run_dir / "metrics.jsonl").read_text().splitlines()
+        points = {p["step"]: p for p in map(json.loads, lines)}
         _, scratch, resumed = self.record["attempts"]
         return {
             "kill_to_attempt_end": round(at(scratch["ended"]) - self.killed_at[1], 2),
             "between_attempts": round(at(resumed["started"]) - at(scratch["ended"]), 2),
-            "resumed_start_to_step_3": round(points[3] - at(resumed["started"]), 2),
-            "scratch_start_to_step_1": round(points[1] - at(scratch["started"]), 2),
-            "one_step": round(points[4] - points[3], 2),
+            "resumed_start_to_step_3": round(points[3]["time"] - at(resumed["started"]), 2),
+            "scratch_start_to_step_1": round(points[1]["time"] - at(scratch["started"]), 2),
+            # verl's own measure of a step (the console lines of two steps may arrive in one chunk).
+            "one_step": round(points[4]["metrics"]["timing_s/step"], 2),
         }
 
 @pytest.fixture(scope="module")
@@ -309,14 +309,16 @@ def test_the_w_and_b_run_is_one_across_the_attempts_and_its_config_names_the_bun
     runs = sorted((retried.root / "wandb" / "wandb").glob("offline-run-*"))
     # Every attempt that got as far as verl's tracker wrote into the same W&B run (the first was killed early).
     assert len(runs) >= 2, runs
-    assert {p.name.rsplit("-", 1)[1] for p in runs} == {tracker_id}
-    files = [p / f"run-{tracker_id}.wandb" for p in runs]
-    digest = record["bundle"].encode()
-    # W&B's own run file holds verl's config, with the tutorrl table the launch added.
-    for path in files:
-        data = path.read_bytes()
-        assert digest in data and record["run_id"].encode() in data, path
-    assert b"000002.json@sha256:" in files[-1].read_bytes()  # the evidence head the resumed attempt started from
+    assert {p.name.split("-", 3)[3] for p in runs} == {tracker_id}  # offline-run-<date>_<time>-<id>
+    # The config verl handed wandb.init, as W&B's own log of the call has it: the tutorrl table the launch added.
+    # (Its offline transaction log stays empty here: when a Ray job ends its processes are killed, W&B's
+    # service among them, before verl 0.5.0's tracker finishes, so an offline run is never flushed.)
+    logged = [(p / "logs" / "debug.log").read_text(errors="replace") for p in runs]
+    table = (f"'tutorrl': {{'bundle': '{record['bundle']}', 'bundle_id': '{retried.bundle.name}', "
+             f"'run_id': '{record['run_id']}', 'experiment': 'tiny-cpu-grpo', 'verl': '0.5.0', 'evidence_head': ")
+    assert all(table in text for text in logged)
+    assert "'evidence_head': '000002.json@sha256:" in logged[-1]  # the head the resumed attempt started from
+    assert f"'tracker_id': '{tracker_id}'" in logged[-1]
     listed = tutorrl("runs", str(retried.bundle), cwd=retried.root, env=retried.env)
     assert f"wandb {tracker_id}" in listed.stdout
 
@@ -337,4 +339,4 @@ def test_a_later_run_resuming_a_recorded_checkpoint_logs_into_the_same_w_and_b_r
     assert f"tracker: W&B run {record['tracker_id']} of {retried.record['run_id']}" in run.stderr
     newest = max((retried.root / "wandb" / "wandb").glob("offline-run-*"), key=lambda p: p.stat().st_mtime)
     assert newest.name.endswith(record["tracker_id"])
-    assert record["bundle"].encode() in (newest / f"run-{record['tracker_id']}.wandb").read_bytes()
+    assert f"'tutorrl': {{'bundle': '{record['bundle']}'" in (newest / "logs" / "debug.log").read_text(errors="replace")
