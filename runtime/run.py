@@ -223,11 +223,15 @@ class RunSession:
         return parent.tracker_id
 
     def _policy(self, spec) -> retry.Policy | None:
+        """--retries, else the spec's [run] retries; a dry run (nothing to retry) takes only the flag's."""
         retries = getattr(self.args, "retries", None)
+        if retries is None and not self.args.dry_run:
+            retries = spec.run.retries
         if retries is None:
             return None
         retry.check(spec, dry_run=bool(self.args.dry_run), upload=self.upload, output_dir=bool(spec.trainer.output_dir))
-        return retry.Policy(retries=retries, backoff_s=getattr(self.args, "retry_backoff", None) or 0.0)
+        backoff = getattr(self.args, "retry_backoff", None)
+        return retry.Policy(retries=retries, backoff_s=(spec.run.retry_backoff_s if backoff is None else backoff) or 0.0)
 
     def run(self) -> int:
         args, progress = self.args, self.progress

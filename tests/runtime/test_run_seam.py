@@ -214,3 +214,14 @@ def test_a_launch_refusal_is_not_retried_and_retries_run_out(make_bundle, in_wor
     assert run.exit_code == 137 and len(jobs.submitted) == 2
     assert "attempt 2 failed; no retries left (--retries 1)" in capsys.readouterr().err
     assert [a.status for a in run.state().attempts] == ["failed", "failed"]
+
+
+def test_the_specs_run_table_asks_for_retries_and_the_flag_wins(make_bundle, in_workdir):
+    bundle = make_bundle(launch=FLAKY_LAUNCH, extra="\n[run]\nretries = 1\nretry_backoff_s = 0\n", **_paths(in_workdir))
+    assert "[run]\nretries = 1\n" in (bundle / "spec.toml").read_text()  # part of the reviewed, hashed spec
+    jobs = LocalJobs()
+    run = tutorrl.run(RunOptions(bundle=str(bundle), address=ADDRESS, trust_digests=True), jobs=jobs)
+    assert run.exit_code == 0 and len(jobs.submitted) == 2 and run.state().retries == 1
+    jobs = LocalJobs()
+    run = tutorrl.run(RunOptions(bundle=str(bundle), address=ADDRESS, trust_digests=True, retries=0), jobs=jobs)
+    assert run.exit_code == 1 and len(jobs.submitted) == 1 and run.state().retries == 0
