@@ -66,7 +66,8 @@ class Attempt(msgspec.Struct, forbid_unknown_fields=False):
     resumed_record: str | None = None
     # Checkpoints passed over when choosing where to resume, each with why.
     skipped: list[str] = []
-    # The steps verl reported training in this attempt (its metrics), and the last one.
+    # The steps this attempt trained -- verl's metrics lines, and the checkpoints its evidence records cover (a
+    # trainer killed after a save may never print that step's line) -- and the last one.
     trained: list[int] = []
     reached_step: int | None = None
     message: str | None = None

@@ -456,7 +456,13 @@ class RunSession:
         progress, policy = self.progress, self.retry
         total = bundle.spec.trainer.total_steps
         while True:
-            attempt = self._close_attempt()
+            if (self.record.status == "failed" and not interrupts() and len(self.record.attempts) <= policy.retries
+                    and retry.user_error(self.record.exit_code, self._log_tail()) is None):
+                # A retry follows: this attempt's checkpoints are recorded now (the scan at the end would be too
+                # late to resume from; a step killed between its save and its metrics line is known by them).
+                lifecycle.scan_evidence(bundle_path, self.record, progress)
+                self.record = records.read_record(self.run_dir)
+            attempt = self._close_attempt(bundle_path)
             run_id, n = self.record.run_id, len(self.record.attempts)
             if self.record.status == "stopped" or interrupts():
                 return code
@@ -477,9 +483,6 @@ class RunSession:
                 progress.note(f"{run_id}: attempt {n} failed; no retries left (--retries {policy.retries})"
                               + (f"; the run's last step is {reached} of {total}" if reached is not None and total else ""))
                 return code
-            # This attempt's checkpoints are recorded now (the scan at the end would be too late to resume from).
-            lifecycle.scan_evidence(bundle_path, self.record, progress)
-            self.record = records.read_record(self.run_dir)
             delay = policy.delay(n)
             progress.note(f"{run_id}: attempt {n} failed (exit {self.record.exit_code}); retry {n}/{policy.retries}"
                           + (f" in {delay:g}s" if delay else " now"))
@@ -488,14 +491,26 @@ class RunSession:
                 return code
             code = self._resubmit(n, bundle, bundle_path, digest, passthrough, interrupts)
 
-    def _close_attempt(self) -> records.Attempt:
+    def _close_attempt(self, bundle_path: Path) -> records.Attempt:
         attempt = self.record.attempts[-1]
         attempt.ended, attempt.status, attempt.exit_code = self.record.ended, self.record.status, self.record.exit_code
-        attempt.trained = sorted(set(self.attempt_steps))
+        attempt.trained = sorted(set(self.attempt_steps) | set(self._recorded_steps(bundle_path)))
         attempt.reached_step = max(attempt.trained, default=attempt.resumed_step)
         attempt.message = self.record.message
         self._save(attempts=self.record.attempts)
         return attempt
+
+    def _recorded_steps(self, bundle_path: Path) -> list[int]:
+        """The steps this attempt's evidence records cover (what it checkpointed)."""
+        from tutorrl.evidence import read_records
+
+        since = self.record.evidence_since or 0
+        try:
+            return [s.predicate.checkpoint.step for path, s in read_records(bundle_path)
+                    if s is not None and s.predicate.run.run_id == self.record.run_id
+                    and path.stem.isdigit() and int(path.stem) > since]
+        except TutorrlError:
+            return []
 
     def _reached(self) -> int | None:
         return max((a.reached_step for a in self.record.attempts if a.reached_step is not None), default=None)
