@@ -393,10 +393,15 @@ def read_entry(path: Path) -> tuple[Path, Statement | None]:
         return path, None
 
 
-def _recorded(chain: list[tuple[Path, Statement | None]], bundle_path: Path) -> set[tuple[str, int]]:
+def _after(path: Path, since: int | None) -> bool:
+    return since is None or (path.stem.isdigit() and int(path.stem) > since)
+
+
+def _recorded(chain: list[tuple[Path, Statement | None]], bundle_path: Path,
+              since: int | None = None) -> set[tuple[str, int]]:
     # A model record (evidence/merged.py) names a merged folder, not a checkpoint of the run's.
     return {(os.path.realpath(recorded_root(s.predicate.checkpoint.root, bundle_path)), s.predicate.checkpoint.step)
-            for _, s in chain if s and s.predicate.model is None}
+            for path, s in chain if s and s.predicate.model is None and _after(path, since)}
 
 
 def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, str] | None = None) -> Path | None:
@@ -415,7 +420,8 @@ def resolve_output_dir(bundle: BundleInfo, cwd: Path | None, roots: dict[str, st
 
 def record_run_checkpoints(bundle_path: Path | BundleInfo, run_id: str, finished: bool, cwd: Path | None = None,
                            roots: dict[str, str] | None = None, prior_steps=(), resumed_step: int | None = None,
-                           bundles=(), chain: list[tuple[Path, Statement | None]] | None = None) -> list[Path]:
+                           bundles=(), chain: list[tuple[Path, Statement | None]] | None = None,
+                           since: int | None = None) -> list[Path]:
     """Record every checkpoint under the bundle's output dir not yet recorded.
 
     Called by the runtime after every run, finished or not; `cwd` is where the
@@ -424,6 +430,10 @@ def record_run_checkpoints(bundle_path: Path | BundleInfo, run_id: str, finished
     run started (an earlier run's, of this bundle or another: not claimed);
     `resumed_step` is the one it resumed from, whose record is looked for in
     `bundles` (and this bundle) for the lineage of the run's first record.
+    `since`: a retried run's later attempt, whose chain held records up to this
+    sequence number when it started: those are an earlier attempt's, so a step
+    folder they cover that this attempt wrote again is recorded again, and the
+    attempt's own first record carries the lineage.
 
     The runtime hands over what it holds: ``bundle_path`` as the ``BundleInfo`` of
     the bundle it verified (else the folder, verified here) and ``chain``, the
@@ -436,9 +446,10 @@ def record_run_checkpoints(bundle_path: Path | BundleInfo, run_id: str, finished
     root = Path(os.path.abspath(root))
     if chain is None:
         chain = read_records(bundle.path)
-    done = _recorded(chain, bundle.path)
+    done = _recorded(chain, bundle.path, since)
     prior = set(prior_steps)
-    runs_records = any(s is not None and s.predicate.run.run_id == run_id for _, s in chain)
+    runs_records = any(s is not None and s.predicate.run.run_id == run_id
+                       for path, s in chain if _after(path, since))
     written = []
     for sd in find_step_dirs(root):
         if (os.path.realpath(root), sd.step) in done or sd.step in prior:

@@ -12,8 +12,17 @@ def _run(args: argparse.Namespace) -> int:
     if len(args.bundle) > 1 or args.max_parallel is not None or _is_folder_of_bundles(args.bundle[0]):
         from tutorrl.runtime.runset import run_set
 
+        if args.retries is not None or args.retry_backoff is not None:
+            from tutorrl.errors import RefusedError
+
+            raise RefusedError("--retries applies to the run of one bundle, not to a set")
+
         return run_set(args)
     args.bundle = args.bundle[0]
+    if args.retry_backoff is not None and args.retries is None:
+        from tutorrl.errors import RefusedError
+
+        raise RefusedError("--retry-backoff only applies with --retries")
     require_bundle_folder(args.bundle)  # a spec given by mistake is named as one, before Ray loads
     from tutorrl.runtime.run import run_command
 
@@ -168,6 +177,28 @@ def _parallel(text: str) -> int:
     return value
 
 
+def _retries(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of retries from 0 to 100")
+    return value
+
+
+def _backoff(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 <= value <= 600:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds from 0 to 600")
+    return value
+
+
 def register(subparsers) -> None:
     _register_run_commands(subparsers)
     register_model(subparsers)
@@ -219,6 +250,15 @@ def _register_run_commands(subparsers) -> None:
     run.add_argument("--no-progress", action="store_true",
                      help="no tutorrl progress lines; the job's log is still shown (what each run of a set writes "
                           "to its log)")
+    run.add_argument("--retries", type=_retries, metavar="N",
+                     help="when the job fails or is preempted (a non-zero exit, a lost node, a killed TaskRunner), "
+                          "submit it again up to N times, resuming from the newest checkpoint whose evidence record "
+                          "verifies with its files hashed again (one that does not is skipped and said); the run record "
+                          "lists every attempt. Not retried: launch.sh's refusals (exit 2, 3) and a config verl's "
+                          "Hydra refuses. With retries, a run whose last step is below trainer.total_steps exits non-zero")
+    run.add_argument("--retry-backoff", type=_backoff, metavar="SECONDS",
+                     help="with --retries: wait this long before the first resubmission, twice as long before each "
+                          "next (at most 600 s; default 0)")
     from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(run)

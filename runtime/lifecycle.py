@@ -118,7 +118,8 @@ def scan_evidence(bundle_path: Path, record: records.RunRecord, progress=None,
         written = record_run_checkpoints(info, record.run_id, record.status == "succeeded", cwd=cwd,
                                          roots=record.roots, prior_steps=record.prior_steps,
                                          resumed_step=record.resumed_step, chain=chain,
-                                         bundles=known_bundles() if record.resumed_step is not None else ())
+                                         bundles=known_bundles() if record.resumed_step is not None else (),
+                                         since=record.evidence_since)
     except TutorrlError as exc:
         problems.append(f"could not record this run's checkpoints: {exc}")
     policy = "record"

@@ -39,6 +39,11 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     quiet: bool = False
     #: No progress lines of tutorrl's own (the job's output is still shown); what each run of a set uses.
     no_progress: bool = False
+    #: When the job fails or is preempted, submit it again up to this many times, resuming from the newest
+    #: checkpoint whose evidence record verifies (runtime/retry.py); None: no retries.
+    retries: int | None = None
+    #: Seconds before the first resubmission, doubled for each later one (None: none).
+    retry_backoff: float | None = None
     #: Accept a bundle this tutorrl cannot re-derive on its digests alone (with a warning).
     trust_digests: bool = False
     #: A set (``tutorrl run B1 B2 ...``, runtime/runset.py) runs at most this many at once; one

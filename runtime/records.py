@@ -56,6 +56,27 @@ class Versions(msgspec.Struct, forbid_unknown_fields=False):
     verl: str | None = None
 
 
+class Attempt(msgspec.Struct, forbid_unknown_fields=False):
+    """One submission of a retried run (``tutorrl run --retries``): the first, and each resubmission."""
+
+    submission_id: str
+    started: str
+    ended: str | None = None
+    status: str | None = None
+    exit_code: int | None = None
+    # The step this attempt resumed from (its folder and the record that vouched for it); None: from scratch.
+    resumed_step: int | None = None
+    resumed_from: str | None = None
+    resumed_record: str | None = None
+    # Checkpoints passed over when choosing where to resume, each with why.
+    skipped: list[str] = []
+    # The steps this attempt trained -- verl's metrics lines, and the checkpoints its evidence records cover (a
+    # trainer killed after a save may never print that step's line) -- and the last one.
+    trained: list[int] = []
+    reached_step: int | None = None
+    message: str | None = None
+
+
 class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     schema: int
     run_id: str
@@ -100,6 +121,15 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     # earlier run's, never claimed by this one; the step verl resumes from links the run's first record.
     prior_steps: list[int] = []
     resumed_step: int | None = None
+    # `--retries N`: how many resubmissions the run may make, and each submission so far; the current one is
+    # `submission_id`. `evidence_since`: the chain's newest record when the current attempt started (None:
+    # the first attempt), so the scan records again a step that attempt wrote again and links its lineage.
+    retries: int | None = None
+    attempts: list[Attempt] = []
+    evidence_since: int | None = None
+    # The W&B run id the job logs into (runtime/tracker.py): a retried run's every attempt, and a later run
+    # resuming from this run's checkpoints, reuse it.
+    tracker_id: str | None = None
     # HMAC of every other field under the writer's per-user key (trust.py).
     seal: str | None = None
 

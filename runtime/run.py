@@ -22,7 +22,7 @@ from pathlib import Path
 from tutorrl import __version__
 from tutorrl.contract import SET_HEAD_ENV
 from tutorrl.errors import RefusedError, TutorrlError
-from tutorrl.runtime import cluster, dryrun, job_secrets, lifecycle, metrics, preflight, records, submit
+from tutorrl.runtime import cluster, dryrun, job_secrets, lifecycle, metrics, preflight, records, retry, submit, tracker
 from tutorrl.runtime.progress import Progress
 
 EXIT_INTERRUPTED = lifecycle.EXIT_INTERRUPTED
@@ -125,6 +125,13 @@ class RunSession:
         self.summary: list[str] = []
         self.interrupts: Interrupts | None = None
         self.evidence_failed = None
+        # `--retries` (runtime/retry.py): the policy, launch.sh's arguments for the current attempt, the steps
+        # verl reported in the attempt that just ended, and how a backoff is waited (a test passes its own:
+        # called with the seconds, True when the wait was interrupted).
+        self.retry: retry.Policy | None = None
+        self.launch_args: list[str] = []
+        self.attempt_steps: list[int] = []
+        self.wait = None
 
     # -- record -----------------------------------------------------------
     def _save(self, **changes) -> None:
@@ -147,6 +154,13 @@ class RunSession:
             cwd=str(self.cwd), owner=lifecycle.this_process(), detached=bool(getattr(self.args, "detach", False)),
             roots=dict(self.roots), prior_steps=list(self.before.steps), resumed_step=self.before.resumed_step,
         )
+        if "wandb" in tracker.loggers(self.bundle.spec) and not self.args.dry_run:
+            self.record.tracker_id = self._parent_tracker_id(bundle_path) or tracker.new_id(self.record.run_id)
+        if self.retry is not None:
+            self.record.retries = self.retry.retries
+            self.record.attempts = [records.Attempt(submission_id=self.record.submission_id,
+                                                    started=self.record.started,
+                                                    resumed_step=self.before.resumed_step)]
         records.create_record(self.run_dir, self.record)
         lifecycle.index_run(self.run_dir)
 
@@ -186,7 +200,38 @@ class RunSession:
             raise RefusedError("--upload only applies with --address (the embedded head sees the bundle directly)")
         if self.cluster_url and getattr(args, "num_gpus", None) is not None:
             raise RefusedError("--num-gpus only applies to the embedded head (a cluster declares its own GPUs)")
+        self.retry = self._policy(spec)
         return bundle, bundle_path, digest, bundle_id, job, spec
+
+    def _parent_tracker_id(self, bundle_path: Path) -> str | None:
+        """The W&B run of the run whose recorded checkpoint this one resumes from (its run record says it)."""
+        if self.before.resumed_step is None or self.upload:
+            return None
+        from tutorrl.evidence import resumed_run
+
+        try:
+            hit = resumed_run(bundle_path, self.cwd, self.roots, self.before.resumed_step, lifecycle.known_bundles())
+            if hit is None:
+                return None
+            parent = records.read_record(hit[0] / records.RUNS_DIR / hit[1])
+        except (OSError, TutorrlError):
+            return None
+        if not records.verified(parent) or not tracker.valid_id(parent.tracker_id):
+            return None
+        self.progress.note(f"tracker: W&B run {parent.tracker_id} of {parent.run_id}, whose checkpoint this run "
+                           "resumes from")
+        return parent.tracker_id
+
+    def _policy(self, spec) -> retry.Policy | None:
+        """--retries, else the spec's [run] retries; a dry run (nothing to retry) takes only the flag's."""
+        retries = getattr(self.args, "retries", None)
+        if retries is None and not self.args.dry_run:
+            retries = spec.run.retries
+        if retries is None:
+            return None
+        retry.check(spec, dry_run=bool(self.args.dry_run), upload=self.upload, output_dir=bool(spec.trainer.output_dir))
+        backoff = getattr(self.args, "retry_backoff", None)
+        return retry.Policy(retries=retries, backoff_s=(spec.run.retry_backoff_s if backoff is None else backoff) or 0.0)
 
     def run(self) -> int:
         args, progress = self.args, self.progress
@@ -250,7 +295,9 @@ class RunSession:
         options = {"bundle": str(Path(self.args.bundle).resolve()), "address": self.args.address,
                    "upload": self.args.upload, "dry_run": bool(self.args.dry_run),
                    "num_gpus": getattr(self.args, "num_gpus", None),
-                   "trust_digests": bool(getattr(self.args, "trust_digests", False))}
+                   "trust_digests": bool(getattr(self.args, "trust_digests", False)),
+                   "retries": getattr(self.args, "retries", None),
+                   "retry_backoff": getattr(self.args, "retry_backoff", None)}
         with open(run_dir / SUPERVISOR_LOG, "ab") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "tutorrl.runtime.supervise", str(run_dir.resolve()), json.dumps(options)],
@@ -335,20 +382,10 @@ class RunSession:
                 self._save(head=lifecycle.this_process(self.head.pid), head_dir=str(self.head.run_dir),
                            address=url, dashboard=url)
             else:
-                from tutorrl.runtime.head import EmbeddedHead
-
                 if not self._plain_http():
                     # Ray's job client takes seconds to import; it loads while the head starts.
                     threading.Thread(target=_import_job_client, name="tutorrl-import-ray", daemon=True).start()
-                self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd,
-                                         num_gpus=getattr(self.args, "num_gpus", None),
-                                         python=preflight.job_python(self.job_env),
-                                         lean=bool(self.args.dry_run))
-                self.head.started = lambda head: self._save(
-                    head=lifecycle.this_process(head.proc.pid), head_dir=str(head.run_dir))
-                self.head.start(progress, should_stop=interrupts)
-                url, headers = self.head.url, self.head.headers
-                self._save(address=url, dashboard=url)
+                url, headers = self._start_head(interrupts)
             progress.note(f"Ray dashboard: {url}")
             if interrupts():
                 return self._interrupted()
@@ -377,7 +414,10 @@ class RunSession:
             self._submit(bundle, bundle_path, bundle_id, digest, passthrough, interrupts)
             if interrupts():
                 return self._interrupted()
-            return self._follow(interrupts)
+            code = self._follow(interrupts)
+            if self.retry is not None:
+                code = self._retry_loop(code, bundle, bundle_path, digest, passthrough, interrupts)
+            return code
         except TutorrlError as exc:
             if self.record is not None and self.record.status not in records.TERMINAL:
                 self._save(status="refused", ended=records.utc_now(), exit_code=exc.exit_code,
@@ -395,6 +435,127 @@ class RunSession:
             if self.record is not None and self.record.status in records.TERMINAL:
                 self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress,
                                                                   loaded=getattr(self, "bundle", None))
+
+    def _start_head(self, interrupts) -> tuple[str, dict[str, str]]:
+        from tutorrl.runtime.head import EmbeddedHead
+
+        self.head = EmbeddedHead(run_id=self.record.submission_id, workdir=self.cwd,
+                                 num_gpus=getattr(self.args, "num_gpus", None),
+                                 python=preflight.job_python(self.job_env),
+                                 lean=bool(self.args.dry_run))
+        self.head.started = lambda head: self._save(
+            head=lifecycle.this_process(head.proc.pid), head_dir=str(head.run_dir))
+        self.head.start(self.progress, should_stop=interrupts)
+        url, headers = self.head.url, self.head.headers
+        self._save(address=url, dashboard=url)
+        return url, headers
+
+    # -- retries (runtime/retry.py) -----------------------------------------
+    def _retry_loop(self, code, bundle, bundle_path, digest, passthrough, interrupts) -> int:
+        """After each attempt: close its entry, and either end the run or resubmit it resuming
+        from the newest checkpoint whose evidence verifies."""
+        progress, policy = self.progress, self.retry
+        total = bundle.spec.trainer.total_steps
+        while True:
+            if (self.record.status == "failed" and not interrupts() and len(self.record.attempts) <= policy.retries
+                    and retry.user_error(self.record.exit_code, self._log_tail()) is None):
+                # A retry follows: this attempt's checkpoints are recorded now (the scan at the end would be too
+                # late to resume from; a step killed between its save and its metrics line is known by them).
+                lifecycle.scan_evidence(bundle_path, self.record, progress)
+                self.record = records.read_record(self.run_dir)
+            attempt = self._close_attempt(bundle_path)
+            run_id, n = self.record.run_id, len(self.record.attempts)
+            if self.record.status == "stopped" or interrupts():
+                return code
+            if self.record.status == "succeeded":
+                short = retry.shortfall(succeeded=True, resumed_step=attempt.resumed_step, trained=attempt.trained,
+                                        reached=self._reached(), total=total)
+                if short is None:
+                    return code
+                progress.note(f"{run_id}: {short}")
+                self._save(status="failed", exit_code=1, message=short)
+                return 1
+            why = retry.user_error(self.record.exit_code, self._log_tail())
+            if why is not None:
+                progress.note(f"{run_id}: not retried: {why}")
+                return code
+            if n > policy.retries:
+                reached = self._reached()
+                progress.note(f"{run_id}: attempt {n} failed; no retries left (--retries {policy.retries})"
+                              + (f"; the run's last step is {reached} of {total}" if reached is not None and total else ""))
+                return code
+            delay = policy.delay(n)
+            progress.note(f"{run_id}: attempt {n} failed (exit {self.record.exit_code}); retry {n}/{policy.retries}"
+                          + (f" in {delay:g}s" if delay else " now"))
+            wait = self.wait or (lambda seconds: interrupts.event.wait(seconds))
+            if wait(delay) or interrupts():
+                return code
+            code = self._resubmit(n, bundle, bundle_path, digest, passthrough, interrupts)
+
+    def _close_attempt(self, bundle_path: Path) -> records.Attempt:
+        attempt = self.record.attempts[-1]
+        attempt.ended, attempt.status, attempt.exit_code = self.record.ended, self.record.status, self.record.exit_code
+        attempt.trained = sorted(set(self.attempt_steps) | set(self._recorded_steps(bundle_path)))
+        attempt.reached_step = max(attempt.trained, default=attempt.resumed_step)
+        attempt.message = self.record.message
+        self._save(attempts=self.record.attempts)
+        return attempt
+
+    def _recorded_steps(self, bundle_path: Path) -> list[int]:
+        """The steps this attempt's evidence records cover (what it checkpointed)."""
+        from tutorrl.evidence import read_records
+
+        since = self.record.evidence_since or 0
+        try:
+            return [s.predicate.checkpoint.step for path, s in read_records(bundle_path)
+                    if s is not None and s.predicate.run.run_id == self.record.run_id
+                    and path.stem.isdigit() and int(path.stem) > since]
+        except TutorrlError:
+            return []
+
+    def _reached(self) -> int | None:
+        return max((a.reached_step for a in self.record.attempts if a.reached_step is not None), default=None)
+
+    def _log_tail(self, limit: int = 65536) -> str:
+        try:
+            with open(self.run_dir / records.LOG_FILE, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - limit))
+                return fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def _resubmit(self, n, bundle, bundle_path, digest, passthrough, interrupts) -> int:
+        from tutorrl.evidence import choose_resume_point, evidence_length
+
+        progress, run_id = self.progress, self.record.run_id
+        choice = choose_resume_point(bundle_path, self.cwd, self.roots, digest)
+        for line in choice.skipped:
+            progress.note(f"{run_id}: not resumed from {line}")
+        if choice.step is None:
+            progress.note(f"{run_id}: no checkpoint whose evidence verifies: attempt {n + 1} starts from scratch")
+            self.launch_args = retry.fresh_overrides(bundle.manifest.verl, bundle.manifest.variant)
+        else:
+            progress.note(f"{run_id}: attempt {n + 1} resumes from {choice.directory} (record {choice.record}: "
+                          "its files hashed again match it)")
+            self.launch_args = retry.resume_overrides(bundle.manifest.verl, bundle.manifest.variant, choice.directory)
+        # The steps above the one resumed from are written again by this attempt: they are its to record.
+        prior = [s for s in choice.steps if choice.step is not None and s <= choice.step]
+        sid = retry.submission_id(run_id, n)
+        attempt = records.Attempt(submission_id=sid, started=records.utc_now(), resumed_step=choice.step,
+                                  resumed_from=choice.directory, resumed_record=choice.record,
+                                  skipped=list(choice.skipped))
+        self._save(submission_id=sid, status="pending", submitted=False, ended=None, exit_code=None, message=None,
+                   prior_steps=prior, resumed_step=choice.step, evidence_since=evidence_length(bundle_path),
+                   attempts=[*self.record.attempts, attempt], evidence_problems=[], evidence_exit_code=None)
+        if self.head is not None and not getattr(self.head, "shared", False) and not self.head.alive():
+            progress.note(f"{run_id}: the embedded Ray head is gone; starting another")
+            url, headers = self._start_head(interrupts)
+            self.client = self.jobs.client(url, headers)
+        self._submit(bundle, bundle_path, None, digest, passthrough, interrupts)
+        if interrupts():
+            return self._interrupted()
+        return self._follow(interrupts)
 
     def _head_resources(self):
         """A lean head's node table, written by its program (it runs no State API); None: ask the API."""
@@ -427,8 +588,10 @@ class RunSession:
             sub = submit.build_submission(
                 bundle.job, bundle_path=bundle_path, cwd=self.cwd, submission_id=sid,
                 upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough,
-                extra_env={**self.roots, **({metrics.FILE_LOGGER_ENV: str(verl_file)} if verl_file else {})},
+                extra_env={**self.roots, **({metrics.FILE_LOGGER_ENV: str(verl_file)} if verl_file else {}),
+                           **tracker.environment(bundle.spec, self.record.tracker_id)},
                 secrets_file=secrets_file, hydra_dir=(self.run_dir / HYDRA_DIR).resolve(),
+                launch_args=self.launch_args + self._tracker_args(bundle, bundle_path),
                 stdout_to=self.run_dir / dryrun.RAW_FILE if self.args.dry_run and not self.upload else None)
             self.progress.status(f"submitting {sid}" + (" (uploading the bundle)" if self.upload else ""))
             try:
@@ -436,12 +599,15 @@ class RunSession:
             except RuntimeError as exc:
                 if "already exists" not in str(exc):
                     raise RefusedError(f"Ray refused the job: {exc}") from None
+                if bundle_id is None:  # a retry's id, derived from the run's: not ours to renumber
+                    raise RefusedError(f"Ray refused the retry: a job {sid} already exists on the cluster") from None
                 # Another submitter (another checkout of this bundle) used this id on the cluster.
                 self._save(status="refused", ended=records.utc_now(), exit_code=2,
                            message="submission id already used on the cluster")
                 self._claim(bundle_path, bundle_id, digest, start_after=self.record.attempt)
                 continue
             self.submitted = True
+            self.attempt_steps = []
             self._save(status="pending", submitted=True,
                        dashboard=self.record.dashboard or (self.cluster_url if self.cluster_url else None))
             # The supervisor, and a caller that asked for no echo: job.log only.
@@ -451,12 +617,28 @@ class RunSession:
             if verl_file is not None:
                 self.metrics_tail = metrics.FileTail(verl_file, self.metrics)
                 self.metrics_tail.start()
+            later = len(self.record.attempts) > 1
             self.sink = submit.LogSink(self.run_dir / records.LOG_FILE, sub.secrets, out=out, progress=self.progress,
-                                       on_text=self.metrics.feed_console)
+                                       on_text=self.metrics.feed_console, append=later)
+            if later:
+                self.sink.note(f"tutorrl: attempt {len(self.record.attempts)} ({sid})"
+                               + (f", resuming from {self.record.attempts[-1].resumed_from}"
+                                  if self.record.attempts[-1].resumed_from else ", from scratch"))
             self.follower = submit.LogFollower(self.client, sid, self.sink)
             self.follower.start()
             return
         raise RefusedError("could not find a free submission id on the cluster after 50 attempts")
+
+    def _tracker_args(self, bundle, bundle_path: Path) -> list[str]:
+        if not tracker.wanted(bundle.spec) or self.args.dry_run:
+            return []
+        from tutorrl.evidence import evidence_head
+
+        m = bundle.manifest
+        return tracker.config_overrides(digest=m.digest, bundle_id=m.id, run_id=self.record.run_id,
+                                        experiment=bundle.spec.experiment.name, release=m.verl,
+                                        evidence_head=None if self.upload else evidence_head(bundle_path) or "none",
+                                        tracker_id=self.record.tracker_id)
 
     def _follow(self, interrupts) -> int:
         sid = self.record.submission_id
@@ -582,6 +764,7 @@ class RunSession:
             self.metrics_tail = None
         if self.metrics is not None:
             self.metrics.close()
+            self.attempt_steps = [p.step for p in self.metrics.points]
             self.metrics = None
 
     def _shutdown(self) -> None:
@@ -620,6 +803,15 @@ def run_command(args) -> int:
     return exit_code_of(session, session.run())
 
 
+def _attempts_text(r: records.RunRecord) -> str:
+    if r.retries is None:
+        return ""
+    n = len(r.attempts)
+    resumed = [str(a.resumed_step) for a in r.attempts[1:] if a.resumed_step is not None]
+    return (f"{n} attempt{'s' if n != 1 else ''} of {r.retries + 1}"
+            + (f"; resumed from {', '.join(resumed)}" if resumed else ""))
+
+
 def runs_command(args) -> int:
     import msgspec
 
@@ -645,15 +837,28 @@ def runs_command(args) -> int:
         print(f"no runs of {bundle_path}", file=sys.stderr)
         return 0
     rows = [("RUN", "STARTED (UTC)", "WHERE", "STATUS", "EXIT")]
+    # Columns only some runs have values for are shown only then (a plain run's table is as it was).
+    retried = any(r is not None and r.retries is not None for _, r in entries)
+    tracked = any(r is not None and r.tracker_id is not None for _, r in entries)
+    if retried:
+        rows[0] += ("ATTEMPTS",)
+    if tracked:
+        rows[0] += ("TRACKER",)
     for path, r in entries:
         if r is None:
-            rows.append((path.name, "?", "?", "unreadable", "?"))
+            rows.append((path.name, "?", "?", "unreadable", "?") + (("?",) if retried else ())
+                        + (("?",) if tracked else ()))
             continue
         where = r.address_kind if r.address_kind == "embedded" else f"cluster {r.address}"
         status = r.status + (" (dry run)" if r.dry_run else "")
         if not records.verified(r):
             status += " (not verified: not started by tutorrl here)"
-        rows.append((r.run_id, r.started, where, status, "" if r.exit_code is None else str(r.exit_code)))
+        row = (r.run_id, r.started, where, status, "" if r.exit_code is None else str(r.exit_code))
+        if retried:
+            row += (_attempts_text(r),)
+        if tracked:
+            row += (f"wandb {r.tracker_id}" if r.tracker_id else "",)
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -62,7 +62,7 @@ class Submission:
 def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: str, upload: bool,
                      dry_run: bool, passthrough: dict[str, str], stdout_to: Path | None = None,
                      extra_env: dict[str, str] | None = None, secrets_file: Path | None = None,
-                     hydra_dir: Path | None = None) -> Submission:
+                     hydra_dir: Path | None = None, launch_args: list[str] | None = None) -> Submission:
     """``stdout_to``: a file for the job's standard output instead of the job log
     (a dry run's composed config; only where the job sees this machine's files).
     ``extra_env``: what tutorrl adds for the job, never secret: the spec's roots
@@ -74,7 +74,8 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
     returns in plain text.
     ``hydra_dir``: where verl's Hydra writes its ``outputs/`` record of the run
     (the run's own folder) instead of the directory the job starts in; passed
-    to launch.sh as an argument, so the bundle's bytes are the same either way."""
+    to launch.sh as an argument, so the bundle's bytes are the same either way.
+    ``launch_args``: more of launch.sh's arguments (a retry's resume overrides, runtime/retry.py)."""
     unknown = set(job) - _KNOWN
     if unknown:
         raise BundleError(f"{bundle_path}/ray-job.json: unknown field(s) {', '.join(sorted(unknown))}")
@@ -86,6 +87,7 @@ def build_submission(job: dict, *, bundle_path: Path, cwd: Path, submission_id: 
         # Only a path Hydra's override grammar takes as it is (no quoting, no "${" interpolation);
         # any other stays with Hydra's default, outputs/ where the job starts.
         extra.append(f"hydra.run.dir={hydra_dir}")
+    extra.extend(launch_args or ())
     if upload:
         # The job's cwd is Ray's unpacked copy of the bundle.
         entrypoint = shlex.join(argv + extra)
@@ -178,10 +180,13 @@ class Redactor:
 class LogSink:
     """Job output to the terminal and to job.log, secrets masked in both."""
 
-    def __init__(self, path: Path, secrets: list[str], out: TextIO | None = None, progress=None, on_text=None):
+    def __init__(self, path: Path, secrets: list[str], out: TextIO | None = None, progress=None, on_text=None,
+                 append: bool = False):
         import os
 
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        # A retried run's later attempts go on in the same job.log; the first creates it.
+        flags = os.O_APPEND if append else os.O_EXCL
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
         self._file = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
         from tutorrl.runtime.progress import safe
 
@@ -210,6 +215,12 @@ class LogSink:
         else:
             self._out.write(text)
             self._out.flush()
+
+    def note(self, line: str) -> None:
+        """A line of tutorrl's own in job.log (not the job's output: not counted, not parsed)."""
+        with self._lock:
+            self._file.write(f"\n{line}\n")
+            self._file.flush()
 
     def close(self) -> None:
         with self._lock:

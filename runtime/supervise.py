@@ -25,7 +25,8 @@ def main(argv: list[str]) -> int:
     run_dir, options = Path(argv[0]), json.loads(argv[1])
     args = RunOptions(bundle=options["bundle"], address=options.get("address"), upload=options.get("upload"),
                       dry_run=bool(options.get("dry_run")), num_gpus=options.get("num_gpus"),
-                      trust_digests=bool(options.get("trust_digests")))
+                      trust_digests=bool(options.get("trust_digests")), retries=options.get("retries"),
+                      retry_backoff=options.get("retry_backoff"))
     session = RunSession(args, Progress(tty=False))
     try:
         return session.resume(run_dir)

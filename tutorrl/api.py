@@ -222,7 +222,7 @@ def run(bundle: str | os.PathLike[str] | RunOptions, *, jobs: Jobs | None = None
 
     ``options`` are :class:`~tutorrl.runtime.options.RunOptions` fields
     (``address``, ``dry_run``, ``num_gpus``, ``detach``, ``upload``,
-    ``trust_digests``), or pass a ``RunOptions`` as ``bundle``. Blocks until
+    ``trust_digests``, ``retries``, ``retry_backoff``), or pass a ``RunOptions`` as ``bundle``. Blocks until
     the job ends unless ``detach``. ``progress`` shows the status lines and the
     job's log on the terminal. Refused input raises; a job that fails returns
     a Run whose ``exit_code`` says so.

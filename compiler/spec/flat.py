@@ -19,7 +19,7 @@ Variant = str  # "fsdp" | "megatron"
 # environment and the raw escape hatch.
 NOT_SETTINGS = frozenset({
     "experiment.verl", "experiment.config_name", "experiment.config_path", "experiment.entry",
-    "resources.reward_gpus", "reward.plugin", "reward.options", "env", "verl", "evidence", "roots",
+    "resources.reward_gpus", "reward.plugin", "reward.options", "env", "verl", "evidence", "run", "roots",
 })
 
 

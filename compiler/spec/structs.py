@@ -582,6 +582,15 @@ class Evidence(Section):
     change. It perturbs the engines and costs a second push; unset or false: off."""
 
 
+class Run(Section):
+    retries: Annotated[int, Meta(ge=0, le=100)] | None = None
+    """`tutorrl run` submits a failed or preempted job again up to this many times, resuming from the newest
+    checkpoint whose evidence verifies (the command line's --retries wins). Needs trainer.resume_mode and
+    resume_from unset, and trainer.output_dir set."""
+    retry_backoff_s: Annotated[float, Meta(ge=0, le=600)] | None = None
+    """Seconds before the first resubmission, doubled for each next (--retry-backoff wins)."""
+
+
 class Spec(Section):
     """One experiment."""
 
@@ -613,6 +622,8 @@ class Spec(Section):
     """Escape hatch: raw overrides, still checked against the release."""
     evidence: Evidence = field(default_factory=Evidence)
     """tutorrl's checkpoint evidence inside the run (not verl settings)."""
+    run: Run = field(default_factory=Run)
+    """How `tutorrl run` runs the bundle: retries after a failure (not verl settings)."""
     roots: dict[Annotated[str, Meta(pattern=_ENV_NAME)], Root] = field(default_factory=dict)
     """Folders named by an environment variable of the job, e.g. DATA_ROOT = { default = "data" }. A path setting
     written "$DATA_ROOT/gsm8k/train.parquet" keeps the name in the bundle; launch.sh puts the job's value in at

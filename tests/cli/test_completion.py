@@ -138,7 +138,8 @@ def test_zsh_candidates_in_a_real_zsh(scripts):
 
     assert "verify" in candidates("ve") and "check" in candidates("ve")  # zsh's compadd filters by prefix
     assert candidates("run", "--d") == ["--address", "--detach", "--dry-run", "--help", "--max-parallel",
-                                       "--no-progress", "--no-upload", "--num-gpus", "--quiet", "--trust-digests", "--upload", "-h"]
+                                       "--no-progress", "--no-upload", "--num-gpus", "--quiet", "--retries",
+                                       "--retry-backoff", "--trust-digests", "--upload", "-h"]
     assert candidates("diff", "a", "--format", "") == ["text", "markdown", "json"]
     assert candidates("keys", "") == ["import", "add", "remove", "list", "lock"]
     assert candidates("run", "") == ["@files"]
@@ -156,7 +157,7 @@ def test_zsh_completion_function_in_a_real_zsh(scripts):
                  "_files() { print -r -- files; }\n")
     out = zsh(scripts["zsh"], recorders + "words=(tutorrl run --d); CURRENT=3; _tutorrl")
     assert out.strip() == ("compadd -- --address --detach --dry-run --help --max-parallel --no-progress --no-upload "
-                           "--num-gpus --quiet --trust-digests --upload -h")
+                           "--num-gpus --quiet --retries --retry-backoff --trust-digests --upload -h")
     out = zsh(scripts["zsh"], recorders + "words=(tutorrl ve); CURRENT=2; _tutorrl")
     assert out.startswith("describe compile:")  # each command with its help (wording is the command's own)
     assert any(d.startswith("verify:check a bundle") for d in out.strip().split("|"))

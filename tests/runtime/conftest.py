@@ -63,7 +63,7 @@ def _toml_str(value: str) -> str:
 
 @pytest.fixture
 def make_bundle(tmp_path):
-    """make_bundle(launch=None, env=None, passthrough=(), gpus=1, verl="0.9.1", spec_target=None, nodes=1) -> bundle path.
+    """make_bundle(launch=None, env=None, passthrough=(), gpus=1, verl="0.9.1", spec_target=None, nodes=1, extra="") -> bundle path.
 
     ``launch`` replaces launch.sh (then re-sealed); None keeps the compiled one."""
     from tutorrl.compiler import compile_spec, write_bundle
@@ -73,14 +73,15 @@ def make_bundle(tmp_path):
 
     def make(launch: str | None = None, env: dict[str, str] | None = None, passthrough=(), gpus: int = 1,
              verl: str = "0.9.1", spec_target: str | None = None, train: str = "data/train.parquet",
-             val: str = "data/val.parquet", output_dir: str = "out", loggers=("console",), nodes: int = 1) -> Path:
+             val: str = "data/val.parquet", output_dir: str = "out", loggers=("console",), nodes: int = 1,
+             extra: str = "") -> Path:
         counter[0] += 1
         spec = tmp_path / f"spec{counter[0]}.toml"
         spec.write_text(SPEC.format(
             verl=verl, gpus=gpus, nodes=nodes, train=_toml_str(train), loggers=json.dumps(list(loggers)), val=_toml_str(val), output_dir=_toml_str(output_dir),
             env=", ".join(f"{k} = {_toml_str(v)}" for k, v in (env or {}).items()),
             passthrough=", ".join(_toml_str(p) for p in passthrough),
-        ))
+        ) + extra)
         compiled = compile_spec(spec)
         replaced: dict[str, bytes] = {}
         if launch is not None:

@@ -164,3 +164,64 @@ def test_refused_input_raises_before_any_job(make_bundle, in_workdir):
     assert jobs.submitted == []
     with pytest.raises(TypeError):
         tutorrl.run(RunOptions(bundle="x"), dry_run=True)
+
+
+# A stand-in trainer for `--retries`: its first submission dies the way a lost trainer does, the
+# retry (Ray submission id ending -r1) reports its step as verl's console logger does and ends 0.
+FLAKY_LAUNCH = """#!/usr/bin/env bash
+echo "args: $*"
+case "$TUTORRL_RUN_ID" in
+  *-r1) echo "step:1 - critic/score/mean:0.5"; exit 0 ;;
+  *) echo "ray.exceptions.ActorDiedError: The actor died unexpectedly"; exit 1 ;;
+esac
+"""
+
+
+def _paths(workdir):
+    return dict(train=str(workdir / "data/train.parquet"), val=str(workdir / "data/val.parquet"),
+                output_dir=str(workdir / "out"))
+
+
+def test_retries_on_a_cluster_resubmit_a_lost_job_and_one_record_lists_the_attempts(make_bundle, in_workdir):
+    jobs = LocalJobs()
+    run = tutorrl.run(RunOptions(bundle=str(make_bundle(launch=FLAKY_LAUNCH, **_paths(in_workdir))),
+                                 address=ADDRESS, trust_digests=True, retries=2), jobs=jobs)
+    assert run.exit_code == 0, run.logs()[-3000:]
+    first, second = [s["submission_id"] for s in jobs.submitted]
+    assert (first, second) == (run.run_id, run.run_id + "-r1")
+    # No checkpoint to resume: the retry says so to verl, whose "auto" would take what is in the folder.
+    assert "trainer.resume_mode=" not in jobs.submitted[0]["entrypoint"]
+    assert ' trainer.resume_mode="disable"\nstep:1' in run.logs()
+    state = run.state()
+    assert state.status == "succeeded" and state.submission_id == second and state.retries == 2
+    assert [(a.status, a.exit_code, a.resumed_step, a.trained) for a in state.attempts] == [
+        ("failed", 1, None, []), ("succeeded", 0, None, [1])]
+    log = run.logs()
+    assert log.index("ActorDiedError") < log.index(f"tutorrl: attempt 2 ({second}), from scratch") < log.index("step:1")
+
+
+def test_a_launch_refusal_is_not_retried_and_retries_run_out(make_bundle, in_workdir, capsys):
+    refused = make_bundle(launch="#!/usr/bin/env bash\necho 'tutorrl: wrong verl' >&2\nexit 3\n", **_paths(in_workdir))
+    jobs = LocalJobs()
+    run = tutorrl.run(RunOptions(bundle=str(refused), address=ADDRESS, trust_digests=True, retries=3), jobs=jobs,
+                      progress=True)
+    assert run.exit_code == 3 and len(jobs.submitted) == 1
+    assert "not retried: launch.sh refused the launch (exit 3)" in capsys.readouterr().err
+    always = make_bundle(launch="#!/usr/bin/env bash\necho 'Killed'\nexit 137\n", **_paths(in_workdir))
+    jobs = LocalJobs()
+    run = tutorrl.run(RunOptions(bundle=str(always), address=ADDRESS, trust_digests=True, retries=1), jobs=jobs,
+                      progress=True)
+    assert run.exit_code == 137 and len(jobs.submitted) == 2
+    assert "attempt 2 failed; no retries left (--retries 1)" in capsys.readouterr().err
+    assert [a.status for a in run.state().attempts] == ["failed", "failed"]
+
+
+def test_the_specs_run_table_asks_for_retries_and_the_flag_wins(make_bundle, in_workdir):
+    bundle = make_bundle(launch=FLAKY_LAUNCH, extra="\n[run]\nretries = 1\nretry_backoff_s = 0\n", **_paths(in_workdir))
+    assert "[run]\nretries = 1\n" in (bundle / "spec.toml").read_text()  # part of the reviewed, hashed spec
+    jobs = LocalJobs()
+    run = tutorrl.run(RunOptions(bundle=str(bundle), address=ADDRESS, trust_digests=True), jobs=jobs)
+    assert run.exit_code == 0 and len(jobs.submitted) == 2 and run.state().retries == 1
+    jobs = LocalJobs()
+    run = tutorrl.run(RunOptions(bundle=str(bundle), address=ADDRESS, trust_digests=True, retries=0), jobs=jobs)
+    assert run.exit_code == 1 and len(jobs.submitted) == 1 and run.state().retries == 0
