@@ -84,6 +84,8 @@ class Prepared(msgspec.Struct):
     places: list = []
     # The clock reads: (what the script ran, what it answered).
     clock: list = []
+    # The entry point launched (a name of entries.toml; "" for main_ppo).
+    entry: str = ""
 
 
 def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
@@ -113,8 +115,10 @@ def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
         raise RefusedError(f"{args.script}: the script ran past {timeout:g} s and was stopped "
                            "(raise --timeout if it is only slow)")
     if not cap.launches:
-        found = ", ".join(sorted({" ".join(c.argv[:2]) for c in cap.commands})[:8]) or "nothing"
-        raise RefusedError(f"{args.script}: no launch of verl.trainer.main_ppo found (the script ran: {found})")
+        found = ", ".join(sorted({" ".join(c.argv[:3 if c.argv[1:2] == ["-m"] else 2]) for c in cap.commands})[:8])
+        raise RefusedError(f"{args.script}: no launch of verl.trainer.main_ppo found (the script ran: {found or 'nothing'}); "
+                           "other entry points it knows: compiler/release/keymap/entries.toml, where an unknown module "
+                           "is added (module, config), then its key sets with `tutorrl keys import`")
     if len(cap.launches) > 1 and not _is_folder(args.output):
         lines = "; ".join(f"#{i + 1}: {len(l.overrides)} overrides" for i, l in enumerate(cap.launches))
         raise RefusedError(f"{args.script}: {len(cap.launches)} launches of verl.trainer.main_ppo ({lines}); "
@@ -163,7 +167,8 @@ def prepare(cap, source: str, script_dir: Path, home: str | None = None,
     out = []
     for launch in cap.launches:
         out.append(Prepared(source, launch.config_name, _config_path(launch, real),
-                            [real(o) for o in launch.overrides], dict(cap.unset), others, list(roots), clock))
+                            [real(o) for o in launch.overrides], dict(cap.unset), others, list(roots), clock,
+                            _entry_name(launch)))
     return out
 
 
@@ -230,9 +235,22 @@ def _config_path(launch, real) -> str | None:
     if launch.entry_kind == "script":
         entry = os.path.join(launch.cwd, launch.entry)
         return real(os.path.normpath(os.path.join(os.path.dirname(entry), path)))
+    from tutorrl.importer.capture import entry_of
+
+    found = entry_of(launch.entry_kind, launch.entry)  # relative to its module's folder; its own config: None
+    if found is not None and not found.default:
+        module_dir = found.module.rsplit(".", 1)[0].replace(".", "/")
+        return None if os.path.normpath(os.path.join(module_dir, path)) == found.config_dir else os.path.normpath(path)
     if os.path.normpath(os.path.join("verl/trainer", path)) == "verl/trainer/config":
         return None
     return os.path.normpath(path)
+
+
+def _entry_name(launch) -> str:
+    from tutorrl.importer.capture import entry_of
+
+    found = entry_of(launch.entry_kind, launch.entry)
+    return "" if found is None or found.default else found.name
 
 
 def choose_release(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str]:
@@ -245,7 +263,8 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
     return _choose(overrides, given, variant)[:3]
 
 
-def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str, list[str]]:
+def _choose(overrides: list[str], given: str | None, variant: str,
+            entry: str = "") -> tuple[str, str, str, list[str]]:
     """:func:`choose_release`, and every release that reads as many of the keys (oldest first)."""
     from tutorrl.compiler.release import describe_releases, load_built, load_keymap, load_lock
     from tutorrl.compiler.release import load_keyset
@@ -258,9 +277,13 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
             keys.append(key)
             spelled.append((head[:len(head) - len(key)], key))
     releases = load_keymap().releases
+    if entry:  # an entry point's launch: the releases that ship it, each with the entry's own key set
+        from tutorrl.compiler.release import find_entry
+
+        releases = [r for r in releases if find_entry(entry).exists_at(r)]
     fit, unread, breaks, stops = {}, {}, {}, {}
     for release in releases:
-        ks, lock = load_keyset(release, variant), load_lock(release, variant)
+        ks, lock = load_keyset(release, variant, entry or "ppo"), load_lock(release, variant, entry or None)
         declared = [k for k in keys if ks.has(k) or ks.open_parent(k) or lock.passthrough_above(k)
                     or k in lock.undeclared]
         unread[release] = [k for k in declared if lock.ignored_by(k) is not None]
@@ -268,7 +291,7 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
         # Overrides Hydra refuses as written there: '+' on a key the config has
         # (not null), or a plain override of a key it lacks; and '+' keys that
         # compose but stop verl when it builds their section into a dataclass.
-        built = load_built(release, variant)
+        built = load_built(release, variant, entry or "ppo")
         stops[release] = sorted({k for prefix, k in spelled
                                  if prefix in ("+", "++") and not ks.has(k) and built.refusal(k) is not None})
         breaks[release] = len(stops[release]) + sum(
@@ -280,7 +303,8 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
     fitting = [r for r in composing if fit[r] == best]
     if given:
         if given not in releases:
-            raise InputError([Problem(f"verl {given} is not supported", hint=f"supported releases: {', '.join(releases)}")])
+            raise InputError([Problem(f"verl {given} is not supported" + (f" with entry point {entry}" if entry else ""),
+                                      hint=f"supported releases: {', '.join(releases)}")])
         notes = []
         if fit[given] < best:
             notes.append(f"{best - fit[given]} more of the launch's {len(keys)} keys are read {describe_releases(fitting)}: "
@@ -333,7 +357,7 @@ def _spec_text(overrides, release, variant, prep: Prepared):
     from tutorrl.importer.translate import render_spec, rootify, translate, validate
 
     translation = validate(translate(overrides, release, config_name=prep.config_name,
-                                     config_path=prep.config_path, variant=variant))
+                                     config_path=prep.config_path, variant=variant, entry=prep.entry))
     translation = rootify(translation, prep.places)
     return translation, render_spec(translation, prep.source)
 
@@ -344,7 +368,7 @@ def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True
     from tutorrl.importer.translate import variant_of
 
     variant = variant_of(prep.config_name, prep.overrides)
-    release, why, elsewhere, fitting = _choose(prep.overrides, verl, variant)
+    release, why, elsewhere, fitting = _choose(prep.overrides, verl, variant, prep.entry)
     text, report = _import_at(prep, release, why, elsewhere, variant, check, root, default_config)
     if verl is None and check and report.does_not_compile:
         # The launch as verl runs it is the reference: where the newest release
@@ -386,8 +410,8 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
             check_text = _spec_text(original, release, variant, prep)[1] if these else text
             try:
                 result = round_trip(check_text, original, config_name=prep.config_name or
-                                    default_config or _default_config(release, variant),
-                                    config_path=prep.config_path, root=root)
+                                    default_config or _default_config(release, variant, prep.entry),
+                                    config_path=prep.config_path, root=root, entry=prep.entry)
             except SpecError as err:
                 error, result = err, None
                 continue
@@ -540,10 +564,10 @@ def cmd_import(args) -> int:
     return 0 if all(r.exact and not r.does_not_compile for _, r in results) else 1
 
 
-def _default_config(release: str, variant: str) -> str:
+def _default_config(release: str, variant: str, entry: str = "") -> str:
     from tutorrl.compiler.release import load_lock
 
-    return load_lock(release, variant).config_name
+    return load_lock(release, variant, entry or None).config_name
 
 
 def render_report(r: ImportReport) -> str:
