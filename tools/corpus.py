@@ -484,7 +484,7 @@ def config_dir_of(launch, root: Path, workdir: str) -> tuple[Path | None, str | 
 
 def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path | None,
             timeout: float, progress=print) -> tuple[dict, dict]:
-    from tutorrl.importer.capture import capture
+    from tutorrl.importer.capture import capture, is_ppo_launch
 
     release = tag_release(tag)
     target, why = choose_target(release, supported_releases(), target_given)
@@ -499,7 +499,8 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
         detail: list[dict] = []
         for i, path in enumerate(scripts, 1):
             rel = str(path.relative_to(root))
-            cap = capture(path, vars={}, timeout=timeout, verl_checkout=root)
+            # main_ppo's corpus: another entry point's launch is measured by `entries`.
+            cap = capture(path, vars={}, timeout=timeout, verl_checkout=root, is_launch=is_ppo_launch)
             script_results.append(ScriptResult(rel, len(cap.launches), sorted(cap.unset), cap.timed_out,
                                                cap.exit_code))
             record = {"script": rel, "unset": cap.unset, "exit_code": cap.exit_code, "timed_out": cap.timed_out,
@@ -754,7 +755,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
     facts, repositories with no mirror).
     """
     from tutorrl.errors import CaptureError
-    from tutorrl.importer.capture import capture
+    from tutorrl.importer.capture import capture, is_ppo_launch
     from tutorrl.importer.cli_impl import _default_config, import_launch, prepare
 
     releases = supported_releases()
@@ -781,7 +782,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
                     scripts.append(ThirdPartyScript(source.repo, rel, 0, [], False, "not in the repository at the commit"))
                     continue
                 try:
-                    cap = capture(path, vars={}, timeout=timeout)
+                    cap = capture(path, vars={}, timeout=timeout, is_launch=is_ppo_launch)
                 except CaptureError as exc:
                     scripts.append(ThirdPartyScript(source.repo, rel, 0, [], False, first_line(str(exc))))
                     continue
