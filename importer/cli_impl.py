@@ -116,9 +116,10 @@ def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
                            "(raise --timeout if it is only slow)")
     if not cap.launches:
         found = ", ".join(sorted({" ".join(c.argv[:3 if c.argv[1:2] == ["-m"] else 2]) for c in cap.commands})[:8])
-        raise RefusedError(f"{args.script}: no launch of verl.trainer.main_ppo found (the script ran: {found or 'nothing'}); "
-                           "other entry points it knows: compiler/release/keymap/entries.toml, where an unknown module "
-                           "is added (module, config), then its key sets with `tutorrl keys import`")
+        raise RefusedError(f"{args.script}: no launch of verl.trainer.main_ppo found (the script ran: "
+                           f"{found or 'nothing'}); the other entry points tutorrl knows are in "
+                           "compiler/release/keymap/entries.toml, where an unknown module is added (module, config), "
+                           "then its key sets with `tutorrl keys import`")
     if len(cap.launches) > 1 and not _is_folder(args.output):
         lines = "; ".join(f"#{i + 1}: {len(l.overrides)} overrides" for i, l in enumerate(cap.launches))
         raise RefusedError(f"{args.script}: {len(cap.launches)} launches of verl.trainer.main_ppo ({lines}); "
@@ -303,7 +304,8 @@ def _choose(overrides: list[str], given: str | None, variant: str,
     fitting = [r for r in composing if fit[r] == best]
     if given:
         if given not in releases:
-            raise InputError([Problem(f"verl {given} is not supported" + (f" with entry point {entry}" if entry else ""),
+            with_entry = f" with entry point {entry}" if entry else ""
+            raise InputError([Problem(f"verl {given} is not supported{with_entry}",
                                       hint=f"supported releases: {', '.join(releases)}")])
         notes = []
         if fit[given] < best:
@@ -323,7 +325,7 @@ def _choose(overrides: list[str], given: str | None, variant: str,
     return fitting[-1], why, "", fitting
 
 
-def _standins(overrides: list[str], release: str, variant: str) -> dict[str, str]:
+def _standins(overrides: list[str], release: str, variant: str, entry: str = "") -> dict[str, str]:
     """A stand-in value for each placeholder, the same in both launches of the round trip.
 
     A placeholder that is the whole value of a number or boolean key stands for
@@ -332,7 +334,7 @@ def _standins(overrides: list[str], release: str, variant: str) -> dict[str, str
     from tutorrl.compiler.release import load_keyset
     from tutorrl.importer.translate import PLACEHOLDER
 
-    keyset = load_keyset(release, variant)
+    keyset = load_keyset(release, variant, entry or "ppo")
     out: dict[str, str] = {}
     for text in overrides:
         key, _, value = text.partition("=")
@@ -397,7 +399,7 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
 
         # A placeholder is a value like any other: the same stand-in goes into
         # both launches, and everything else is proven.
-        standins = _standins(prep.overrides, release, variant) if translation.placeholders else {}
+        standins = _standins(prep.overrides, release, variant, prep.entry) if translation.placeholders else {}
         # A number stands in for a count the compiler's rules check (nodes x GPUs
         # divisible by the parallel sizes): the first of these that compiles, else
         # the first with the fewest refusals (so what the report lists is the

@@ -44,7 +44,7 @@ def config_root(release: str, cache: Path | None = None, entry: str = "") -> Pat
     done = root / ".complete"
     found = _entry(entry)
     # A folder extracted before tutorrl knew the entry points lacks their config: extracted again.
-    if not done.exists() or (found is not None and not (root / found.config_dir).is_dir()):
+    if not done.exists() or (found is not None and found.source == "wheel" and not (root / found.config_dir).is_dir()):
         extract_config(fetch_wheel(release), root)
         done.touch()
     return root
