@@ -154,7 +154,7 @@ class PythonCall(msgspec.Struct, frozen=True):
 
 
 class Launch(msgspec.Struct, frozen=True):
-    """One launch of verl's PPO trainer."""
+    """One launch of verl's PPO trainer, or of another entry point verl's wheel ships (:func:`entry_of`)."""
 
     seq: int
     entry_kind: Literal["module", "script"]
@@ -266,12 +266,34 @@ def parse_python(argv: Sequence[str]) -> PythonCall:
 
 
 def is_ppo_launch(call: PythonCall) -> bool:
-    """``-m verl.trainer.main_ppo`` or a ``.../main_ppo.py`` file."""
-    if call.entry_kind == "module":
-        return call.entry == PPO_MODULE
-    if call.entry_kind == "script":
-        return call.entry.rsplit("/", 1)[-1] == "main_ppo.py"
-    return False
+    """``-m verl.trainer.main_ppo`` or a ``.../main_ppo.py`` file (of no other known entry point)."""
+    found = entry_of(call.entry_kind, call.entry)
+    return found is not None and found.default
+
+
+def entry_of(kind: str, entry: str):
+    """The known entry point (``compiler/release/keymap/entries.toml``) a ``-m MODULE`` or a script file
+    starts, else None. A file counts by its path's end (``.../one_step_off_policy/main_ppo.py``); any other
+    ``main_ppo.py`` is verl's trainer, as before entry points were known."""
+    from tutorrl.compiler.release import find_entry, load_entries
+
+    if kind == "module":
+        return next((e for e in load_entries().values() if e.module == entry), None)
+    if kind != "script":
+        return None
+    path = "/" + entry.lstrip("./")
+    for e in load_entries().values():
+        if not e.default and path.endswith("/" + e.module.replace(".", "/") + ".py"):
+            return e
+    return find_entry(None) if entry.rsplit("/", 1)[-1] == "main_ppo.py" else None
+
+
+def is_entry_launch(call: PythonCall) -> bool:
+    """A launch of a known entry point whose code and config are in verl's wheel (main_ppo, fully_async,
+    one_step_off): what the import composes. A recipe's (DAPO) code is outside the wheel, so its launch is
+    not one yet: the import cannot compose its config until a spec can pin that code."""
+    found = entry_of(call.entry_kind, call.entry)
+    return found is not None and found.source == "wheel"
 
 
 def python_started(commands: Sequence[Invocation]) -> list[str]:
@@ -733,7 +755,7 @@ def check_timeout(timeout: object) -> float:
 def capture(script: Path, *, vars: Mapping[str, str] | None = None, timeout: float = 30.0,
             verl_checkout: Path | None = None, args: Sequence[str] = (), max_rounds: int = 32,
             max_commands: int = 5000, require: Literal["core", "all", "none"] = "core", without: Sequence[str] = (),
-            is_launch: Callable[[PythonCall], bool] = is_ppo_launch,
+            is_launch: Callable[[PythonCall], bool] = is_entry_launch,
             meanwhile: Callable[[], object] | None = None) -> Capture:
     """Run ``script`` under real bash in a jail and report what it launches.
 

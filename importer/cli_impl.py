@@ -84,6 +84,8 @@ class Prepared(msgspec.Struct):
     places: list = []
     # The clock reads: (what the script ran, what it answered).
     clock: list = []
+    # The entry point launched (a name of entries.toml; "" for main_ppo).
+    entry: str = ""
 
 
 def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
@@ -121,29 +123,33 @@ def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
     return prepare(cap, args.script, Path(args.script).resolve().parent), cap
 
 
-#: verl's entry points other than main_ppo, by module: the names a spec's ``[experiment] entry`` knows them by.
-KNOWN_ENTRIES = {
-    "verl.experimental.fully_async_policy.fully_async_main": "fully_async",
-    "verl.experimental.one_step_off_policy.main_ppo": "one_step_off",
-    "recipe.dapo.main_dapo": "dapo",
-}
-
-
 def no_launch(commands) -> str:
     """Why a script gave nothing to import: the python modules it did start, by name, and where another
     entry point is chosen (the refusal says what was found, not only what was not)."""
     from tutorrl.importer.capture import python_started
 
+    from tutorrl.compiler.release import load_entries
+
+    entries = {e.module: e for e in load_entries().values() if e.name != "ppo"}
     modules = [p for p in python_started(commands) if " -m " in p]
     if not modules:
         found = ", ".join(sorted({" ".join(c.argv[:2]) for c in commands})[:8]) or "nothing"
         return f"no launch of verl.trainer.main_ppo found (the script ran: {found})"
-    said = [m + (f" (verl's entry point '{KNOWN_ENTRIES[m.split(' -m ', 1)[1]]}')"
-                 if m.split(" -m ", 1)[1] in KNOWN_ENTRIES else "") for m in modules[:6]]
-    started = ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]
-    return (f"no launch of verl.trainer.main_ppo found: the script started {started}. `tutorrl import` reads "
-            "launches of verl.trainer.main_ppo; a spec starts another verl entry point with the field "
-            f"[experiment] entry (known: {', '.join(KNOWN_ENTRIES.values())}); "
+
+    def said(m: str) -> str:
+        entry = entries.get(m.split(" -m ", 1)[1])
+        if entry is None:
+            return m
+        why = "; its config is a recipe's, outside verl's wheel: import needs the recipe's code" \
+            if entry.source == "recipe" else ""
+        return f"{m} (verl's entry point '{entry.name}'{why})"
+
+    shown = [said(m) for m in modules[:6]]
+    started = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
+    readable = ", ".join(e.name for e in entries.values() if e.source == "wheel")
+    return (f"no launch tutorrl imports found: the script started {started}. `tutorrl import` reads launches of "
+            f"verl.trainer.main_ppo and of the entry points in verl's wheel ({readable}); a spec starts another "
+            f"known entry point with the field [experiment] entry (known: {', '.join(e.name for e in entries.values())}); "
             "a module tutorrl does not know needs key sets from its own Hydra config first (an entry of "
             "compiler/release/keymap/entries.toml, then `tutorrl keys import`)")
 
@@ -189,7 +195,8 @@ def prepare(cap, source: str, script_dir: Path, home: str | None = None,
     out = []
     for launch in cap.launches:
         out.append(Prepared(source, launch.config_name, _config_path(launch, real),
-                            [real(o) for o in launch.overrides], dict(cap.unset), others, list(roots), clock))
+                            [real(o) for o in launch.overrides], dict(cap.unset), others, list(roots), clock,
+                            _entry_name(launch)))
     return out
 
 
@@ -256,9 +263,22 @@ def _config_path(launch, real) -> str | None:
     if launch.entry_kind == "script":
         entry = os.path.join(launch.cwd, launch.entry)
         return real(os.path.normpath(os.path.join(os.path.dirname(entry), path)))
+    from tutorrl.importer.capture import entry_of
+
+    found = entry_of(launch.entry_kind, launch.entry)  # relative to its module's folder; its own config: None
+    if found is not None and not found.default:
+        module_dir = found.module.rsplit(".", 1)[0].replace(".", "/")
+        return None if os.path.normpath(os.path.join(module_dir, path)) == found.config_dir else os.path.normpath(path)
     if os.path.normpath(os.path.join("verl/trainer", path)) == "verl/trainer/config":
         return None
     return os.path.normpath(path)
+
+
+def _entry_name(launch) -> str:
+    from tutorrl.importer.capture import entry_of
+
+    found = entry_of(launch.entry_kind, launch.entry)
+    return "" if found is None or found.default else found.name
 
 
 def choose_release(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str]:
@@ -271,7 +291,8 @@ def choose_release(overrides: list[str], given: str | None, variant: str) -> tup
     return _choose(overrides, given, variant)[:3]
 
 
-def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str, str, str, list[str]]:
+def _choose(overrides: list[str], given: str | None, variant: str,
+            entry: str = "") -> tuple[str, str, str, list[str]]:
     """:func:`choose_release`, and every release that reads as many of the keys (oldest first)."""
     from tutorrl.compiler.release import describe_releases, load_built, load_keymap, load_lock
     from tutorrl.compiler.release import load_keyset
@@ -284,9 +305,13 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
             keys.append(key)
             spelled.append((head[:len(head) - len(key)], key))
     releases = load_keymap().releases
+    if entry:  # an entry point's launch: the releases that ship it, each with the entry's own key set
+        from tutorrl.compiler.release import find_entry
+
+        releases = [r for r in releases if find_entry(entry).exists_at(r)]
     fit, unread, breaks, stops = {}, {}, {}, {}
     for release in releases:
-        ks, lock = load_keyset(release, variant), load_lock(release, variant)
+        ks, lock = load_keyset(release, variant, entry or "ppo"), load_lock(release, variant, entry or None)
         declared = [k for k in keys if ks.has(k) or ks.open_parent(k) or lock.passthrough_above(k)
                     or k in lock.undeclared]
         unread[release] = [k for k in declared if lock.ignored_by(k) is not None]
@@ -294,7 +319,7 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
         # Overrides Hydra refuses as written there: '+' on a key the config has
         # (not null), or a plain override of a key it lacks; and '+' keys that
         # compose but stop verl when it builds their section into a dataclass.
-        built = load_built(release, variant)
+        built = load_built(release, variant, entry or "ppo")
         stops[release] = sorted({k for prefix, k in spelled
                                  if prefix in ("+", "++") and not ks.has(k) and built.refusal(k) is not None})
         breaks[release] = len(stops[release]) + sum(
@@ -306,7 +331,9 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
     fitting = [r for r in composing if fit[r] == best]
     if given:
         if given not in releases:
-            raise InputError([Problem(f"verl {given} is not supported", hint=f"supported releases: {', '.join(releases)}")])
+            with_entry = f" with entry point {entry}" if entry else ""
+            raise InputError([Problem(f"verl {given} is not supported{with_entry}",
+                                      hint=f"supported releases: {', '.join(releases)}")])
         notes = []
         if fit[given] < best:
             notes.append(f"{best - fit[given]} more of the launch's {len(keys)} keys are read {describe_releases(fitting)}: "
@@ -325,7 +352,7 @@ def _choose(overrides: list[str], given: str | None, variant: str) -> tuple[str,
     return fitting[-1], why, "", fitting
 
 
-def _standins(overrides: list[str], release: str, variant: str) -> dict[str, str]:
+def _standins(overrides: list[str], release: str, variant: str, entry: str = "") -> dict[str, str]:
     """A stand-in value for each placeholder, the same in both launches of the round trip.
 
     A placeholder that is the whole value of a number or boolean key stands for
@@ -334,7 +361,7 @@ def _standins(overrides: list[str], release: str, variant: str) -> dict[str, str
     from tutorrl.compiler.release import load_keyset
     from tutorrl.importer.translate import PLACEHOLDER
 
-    keyset = load_keyset(release, variant)
+    keyset = load_keyset(release, variant, entry or "ppo")
     out: dict[str, str] = {}
     for text in overrides:
         key, _, value = text.partition("=")
@@ -359,7 +386,7 @@ def _spec_text(overrides, release, variant, prep: Prepared):
     from tutorrl.importer.translate import render_spec, rootify, translate, validate
 
     translation = validate(translate(overrides, release, config_name=prep.config_name,
-                                     config_path=prep.config_path, variant=variant))
+                                     config_path=prep.config_path, variant=variant, entry=prep.entry))
     translation = rootify(translation, prep.places)
     return translation, render_spec(translation, prep.source)
 
@@ -370,7 +397,7 @@ def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True
     from tutorrl.importer.translate import variant_of
 
     variant = variant_of(prep.config_name, prep.overrides)
-    release, why, elsewhere, fitting = _choose(prep.overrides, verl, variant)
+    release, why, elsewhere, fitting = _choose(prep.overrides, verl, variant, prep.entry)
     text, report = _import_at(prep, release, why, elsewhere, variant, check, root, default_config)
     if verl is None and check and report.does_not_compile:
         # The launch as verl runs it is the reference: where the newest release
@@ -399,7 +426,7 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
 
         # A placeholder is a value like any other: the same stand-in goes into
         # both launches, and everything else is proven.
-        standins = _standins(prep.overrides, release, variant) if translation.placeholders else {}
+        standins = _standins(prep.overrides, release, variant, prep.entry) if translation.placeholders else {}
         # A number stands in for a count the compiler's rules check (nodes x GPUs
         # divisible by the parallel sizes): the first of these that compiles, else
         # the first with the fewest refusals (so what the report lists is the
@@ -412,8 +439,8 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
             check_text = _spec_text(original, release, variant, prep)[1] if these else text
             try:
                 result = round_trip(check_text, original, config_name=prep.config_name or
-                                    default_config or _default_config(release, variant),
-                                    config_path=prep.config_path, root=root)
+                                    default_config or _default_config(release, variant, prep.entry),
+                                    config_path=prep.config_path, root=root, entry=prep.entry)
             except SpecError as err:
                 error, result = err, None
                 continue
@@ -566,10 +593,10 @@ def cmd_import(args) -> int:
     return 0 if all(r.exact and not r.does_not_compile for _, r in results) else 1
 
 
-def _default_config(release: str, variant: str) -> str:
+def _default_config(release: str, variant: str, entry: str = "") -> str:
     from tutorrl.compiler.release import load_lock
 
-    return load_lock(release, variant).config_name
+    return load_lock(release, variant, entry or None).config_name
 
 
 def render_report(r: ImportReport) -> str:

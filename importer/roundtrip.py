@@ -35,16 +35,27 @@ class Composed(msgspec.Struct, frozen=True):
     error: str | None
 
 
-def config_root(release: str, cache: Path | None = None) -> Path:
-    """A folder holding ``verl/trainer/config`` of ``release`` (extracted once from its wheel)."""
+def config_root(release: str, cache: Path | None = None, entry: str = "") -> Path:
+    """A folder holding ``verl/trainer/config`` of ``release`` (extracted once from its wheel), and the
+    config folder of entry point ``entry`` where the release ships it."""
     from tutorrl.compiler.release import extract_config, fetch_wheel
 
     root = (cache or Path.home() / ".cache" / "tutorrl" / "configs") / release
     done = root / ".complete"
-    if not done.exists():
+    found = _entry(entry)
+    # A folder extracted before tutorrl knew the entry points lacks their config: extracted again.
+    if not done.exists() or (found is not None and found.source == "wheel" and not (root / found.config_dir).is_dir()):
         extract_config(fetch_wheel(release), root)
         done.touch()
     return root
+
+
+def _entry(name: str | None):
+    """The entry point ``name`` names (entries.toml), None for main_ppo (its config is verl/trainer's)."""
+    from tutorrl.compiler.release import find_entry
+
+    found = find_entry(name) if name and name != "ppo" else None
+    return found if found is not None and not found.default else None
 
 
 @contextlib.contextmanager
@@ -59,7 +70,7 @@ def working_dir(path: Path):
 
 
 def compose(root: Path, config_name: str, overrides: list[str], config_path: str | None = None,
-            base: Path | None = None, cache: Path | None = None) -> Composed:
+            base: Path | None = None, cache: Path | None = None, entry: str = "") -> Composed:
     """verl's config for a launch, as a plain dict with interpolations kept; or Hydra's error.
 
     ``config_path`` (a launch's own ``--config-path``) is taken as Hydra takes
@@ -72,24 +83,35 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
     The overrides go onto the config composed without them, kept in ``cache``
     (default: the user's cache dir) -- the same result, without reading the
     release's YAML tree again (``composecache``).
+
+    ``entry``: the entry point launched (a name of entries.toml; "" for
+    main_ppo). Its config is its own folder in the wheel (``config_dir``, where
+    a relative ``config_path`` starts from its module's folder), found with the
+    search path its launch sets; the release's trainer config under ``root``
+    stands in for that search path's ``pkg://verl.trainer.config``, which would
+    name the verl installed here, not the release composed.
     """
     from tutorrl.importer import composecache
 
-    config_dir = root / "verl" / "trainer" / "config"
+    found = _entry(entry)
+    trainer = root / "verl" / "trainer" / "config"
+    config_dir = root / found.config_dir if found is not None else trainer
+    module_dir = root / found.module.rsplit(".", 1)[0].replace(".", "/") if found is not None else trainer.parent
+    searchpath = [f"hydra.searchpath=[file://{trainer.resolve()}]"] if found is not None and found.searchpath else []
     if config_path is not None:
         custom = Path(config_path)
         if not custom.is_absolute():
-            custom = (base or root / "verl" / "trainer") / custom
+            custom = (base or module_dir) / custom
         config_dir = custom
-    folders = list(dict.fromkeys([config_dir.resolve(), (root / "verl" / "trainer" / "config").resolve()]))
+    folders = list(dict.fromkeys([config_dir.resolve(), trainer.resolve()]))
     with composecache.c_yaml():
         if not any(composecache.names_a_group(o, folders) for o in overrides):
-            kept = composecache.base_config(lambda: _compose(root, config_dir, config_name, []).config,
+            kept = composecache.base_config(lambda: _compose(root, config_dir, config_name, searchpath).config,
                                             config_name, folders, cache or composecache.default_cache())
             quick = composecache.apply(kept, overrides) if kept is not None else None
             if quick is not None:
                 return Composed(quick, None)
-        return _compose(root, config_dir, config_name, overrides)
+        return _compose(root, config_dir, config_name, searchpath + list(overrides))
 
 
 def _compose(root: Path, config_dir: Path, config_name: str, overrides: list[str]) -> Composed:
@@ -154,13 +176,14 @@ class RoundTrip(msgspec.Struct, frozen=True):
 
 
 def round_trip(spec_text: str, original: list[str], *, config_name: str, config_path: str | None = None,
-               root: Path | None = None, base: Path | None = None) -> RoundTrip:
+               root: Path | None = None, base: Path | None = None, entry: str = "") -> RoundTrip:
     """Compile ``spec_text`` and compare its composed config with the original launch's.
 
     A spec the compiler refuses (a rule verl also checks at start, an override
     verl would stop on) is still compared, as written, its refusals listed:
     the translation is proven, and what to change is named. A spec that is not
-    well formed raises :class:`SpecError`."""
+    well formed raises :class:`SpecError`. ``entry``: the entry point the original
+    launch starts (entries.toml's name, "" for main_ppo); the spec's own is its lock's."""
     from tutorrl.compiler.pipeline import resolve_bytes
     from tutorrl.compiler.pipeline import expand, references
 
@@ -168,7 +191,7 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
     spec, lock, resolved, found = resolve_bytes(spec_text.encode(), CHECKED_AS, refusals=refusals)
     refused = [p.render() for p in refusals]
     warnings = [f"{w.key}: {w.message}" if w.key else w.message for w in found]
-    root = root or config_root(lock.release)
+    root = root or config_root(lock.release, entry=entry or lock.entry or "")
     argv = []
     defaults = {name: r.default for name, r in spec.roots.items() if r.default}
     for o in resolved.overrides:
@@ -180,8 +203,8 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
                      if isinstance(o.value, list) else expand(o.value, defaults))
             o = msgspec.structs.replace(o, value=value)
         argv.append(o.text)
-    first = compose(root, config_name, original, config_path, base)
-    second = compose(root, resolved.config_name, argv, resolved.config_path, base)
+    first = compose(root, config_name, original, config_path, base, entry=entry)
+    second = compose(root, resolved.config_name, argv, resolved.config_path, base, entry=lock.entry or "")
     if first.error or second.error:
         return RoundTrip(False, [], first.error, second.error, argv, warnings, refused)
     diffs = differences(first.config, second.config)

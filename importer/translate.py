@@ -54,6 +54,8 @@ class Translation(msgspec.Struct, frozen=True):
     spec: dict
     mapped: list[Mapped]
     placeholders: list[str]
+    # The entry point the launch starts (entries.toml's name; "" for main_ppo): its own lock and key set.
+    entry: str = ""
 
 
 def variant_of(config_name: str | None, overrides) -> str:
@@ -64,19 +66,21 @@ def variant_of(config_name: str | None, overrides) -> str:
 
 
 def translate(overrides: list[str], release: str, *, config_name: str | None = None,
-              config_path: str | None = None, variant: str | None = None, moves: bool = False) -> Translation:
-    """The spec for a launch of ``release`` (raises SpecError for an unsupported release).
+              config_path: str | None = None, variant: str | None = None, moves: bool = False,
+              entry: str = "") -> Translation:
+    """The spec for a launch of ``release`` (raises SpecError for an unsupported release); ``entry``: the
+    entry point it starts (a name of entries.toml, "" for main_ppo), whose own lock and key set it reads.
 
     ``moves``: a key the release lacks goes to its setting's key here even when the release would take it as
     written and never read it (what :func:`meant_settings` offers; never the spec itself)."""
     variant = variant or variant_of(config_name, overrides)
-    lock = load_lock(release, variant)
+    lock = load_lock(release, variant, entry or None)
     from tutorrl.compiler.release import load_keyset
 
-    keyset = load_keyset(release, variant)
+    keyset = load_keyset(release, variant, entry or "ppo")
     from tutorrl.importer.overrides import parse
 
-    spec: dict = {"experiment": {"verl": release}}
+    spec: dict = {"experiment": {"verl": release, **({"entry": entry} if entry and entry != "ppo" else {})}}
     if variant == "megatron":
         spec["actor"] = {"strategy": "megatron"}
     from tutorrl.compiler.pipeline import interpolated, interpolated_into
@@ -155,7 +159,8 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     if extra or unread:
         spec["verl"] = {k: v for k, v in (("extra_overrides", extra), ("unread_overrides", unread)) if v}
     placeholders = sorted({m for m in PLACEHOLDER.findall(repr(spec))})
-    return Translation(release, variant, config_name, config_path, spec, mapped, placeholders)
+    return Translation(release, variant, config_name, config_path, spec, mapped, placeholders,
+                       "" if entry == "ppo" else entry)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -303,8 +308,8 @@ def _drop_unread(translation: Translation, spec: dict, mapped: list[Mapped]):
     extra = spec.get("verl", {}).get("extra_overrides", [])
     if not extra and not spec.get("verl", {}).get("unread_overrides"):
         return spec, mapped
-    lock = load_lock(translation.release, translation.variant)
-    keyset = load_keyset(translation.release, translation.variant)
+    lock = load_lock(translation.release, translation.variant, translation.entry or None)
+    keyset = load_keyset(translation.release, translation.variant, translation.entry or "ppo")
     # The engine the compile will judge by: the launch's rollout.name, else the release's default.
     engine = spec.get("rollout", {}).get("engine") or (lock.targets["rollout.engine"].default
                                                        if "rollout.engine" in lock.targets else None)
@@ -453,7 +458,7 @@ def meant_settings(translation: Translation) -> list[tuple[str, str, str]]:
     """
     import tomli_w
 
-    lock = load_lock(translation.release, translation.variant)
+    lock = load_lock(translation.release, translation.variant, translation.entry or None)
     out = []
     for m in translation.mapped:
         if m.how != "unread":
@@ -468,10 +473,11 @@ def meant_settings(translation: Translation) -> list[tuple[str, str, str]]:
         if new is None:
             # A key this release lacks, where another release's key map has the setting (the same
             # move translate makes for a key Hydra would refuse as written).
-            there = translate([m.override], translation.release, variant=translation.variant, moves=True)
+            there = translate([m.override], translation.release, variant=translation.variant, moves=True,
+                              entry=translation.entry)
         else:
             there = translate([f"{head[:len(head) - len(key)]}{new}={value}"], translation.release,
-                              variant=translation.variant)
+                              variant=translation.variant, entry=translation.entry)
         home = there.mapped[-1]
         if home.how == "field":
             shown = tomli_w.dumps({"v": _get(there.spec, home.field)})[4:].strip()

@@ -514,7 +514,7 @@ def config_dir_of(launch, root: Path, workdir: str) -> tuple[Path | None, str | 
 
 def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path | None,
             timeout: float, progress=print) -> tuple[dict, dict]:
-    from tutorrl.importer.capture import capture
+    from tutorrl.importer.capture import capture, is_ppo_launch
 
     release = tag_release(tag)
     target, why = choose_target(release, supported_releases(), target_given)
@@ -529,7 +529,8 @@ def run_tag(gitdir: Path, tag: str, target_given: str | None, wheel_cache: Path 
         detail: list[dict] = []
         for i, path in enumerate(scripts, 1):
             rel = str(path.relative_to(root))
-            cap = capture(path, vars={}, timeout=timeout, verl_checkout=root)
+            # main_ppo's corpus: another entry point's launch is measured by `entries`.
+            cap = capture(path, vars={}, timeout=timeout, verl_checkout=root, is_launch=is_ppo_launch)
             script_results.append(ScriptResult(rel, len(cap.launches), sorted(cap.unset), cap.timed_out,
                                                cap.exit_code))
             record = {"script": rel, "unset": cap.unset, "exit_code": cap.exit_code, "timed_out": cap.timed_out,
@@ -784,7 +785,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
     facts, repositories with no mirror).
     """
     from tutorrl.errors import CaptureError
-    from tutorrl.importer.capture import capture
+    from tutorrl.importer.capture import capture, is_ppo_launch
     from tutorrl.importer.cli_impl import _default_config, import_launch, prepare
 
     releases = supported_releases()
@@ -811,7 +812,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
                     scripts.append(ThirdPartyScript(source.repo, rel, 0, [], False, "not in the repository at the commit"))
                     continue
                 try:
-                    cap = capture(path, vars={}, timeout=timeout)
+                    cap = capture(path, vars={}, timeout=timeout, is_launch=is_ppo_launch)
                 except CaptureError as exc:
                     scripts.append(ThirdPartyScript(source.repo, rel, 0, [], False, first_line(str(exc))))
                     continue
@@ -1177,7 +1178,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_tp.add_argument("--cache", type=Path, default=None, help="full results (default ~/.cache/tutorrl/corpus)")
     p_tp.add_argument("--out", type=Path, default=DOCS)
     p_tp.add_argument("--timeout", type=float, default=30.0, help="seconds per script capture")
+    p_en = sub.add_parser("entries", help="import the launches of verl's other entry points of one tag")
+    p_en.add_argument("--verl-git", type=Path, required=True)
+    p_en.add_argument("--tag", required=True)
+    p_en.add_argument("--out", type=Path, default=DOCS)
+    p_en.add_argument("--timeout", type=float, default=30.0, help="seconds per script capture")
     args = parser.parse_args(argv)
+    if args.cmd == "entries":
+        summary = run_entries(args.verl_git, args.tag, args.timeout, progress=lambda m: print(m, file=sys.stderr))
+        write_json(args.out / "entries.json", summary)
+        write_readme(args.out)
+        print(f"{args.tag}: {summary['exact']}/{summary['launches']} entry launches exact", file=sys.stderr)
+        return 0
     if args.cmd == "tags":
         print("\n".join(list_tags(args.verl_git)))
         return 0
@@ -1255,6 +1267,80 @@ def main_thirdparty(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------
+# Launches of verl's other entry points (entries.toml: fully_async, one_step_off)
+
+
+def run_entries(gitdir: Path, tag: str, timeout: float, progress=print) -> dict:
+    """`tutorrl import --verl <tag's release>` of every launch of a wheel entry point other than main_ppo
+    in ``tag``'s ``examples/`` and ``verl/experimental/**/shell/``: the same capture and ``import_launch``
+    as :func:`run_tag`, each launch composed with its entry's own config from the release's wheel."""
+    from tutorrl.compiler.release import load_entries
+    from tutorrl.importer.capture import capture, entry_of
+    from tutorrl.importer.cli_impl import import_launch, prepare
+
+    release = tag_release(tag)
+    entries = {e.module: e.name for e in load_entries().values() if not e.default and e.source == "wheel"}
+    found: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="tutorrl-corpus-") as tmp:
+        root = Path(os.path.realpath(tmp)) / "verl"
+        root.mkdir()
+        data = git(gitdir, "archive", "--format=tar", tag, "examples", "verl/experimental", "verl/trainer")
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(root, filter="data")
+        scripts = sorted(p for p in [*(root / "examples").rglob("*.sh"), *(root / "verl" / "experimental").rglob("*.sh")]
+                         if p.is_file() and any(m in p.read_text(errors="replace") for m in entries))
+        for i, path in enumerate(scripts, 1):
+            rel = str(path.relative_to(root))
+            cap = capture(path, vars={}, timeout=timeout, verl_checkout=root)
+            mine = [(n, l) for n, l in enumerate(cap.launches)
+                    if (e := entry_of(l.entry_kind, l.entry)) is not None and e.name in entries.values()]
+            if not mine:
+                found.append({"script": rel, "entry": "", "trip": "no launch captured", "refusal": ""})
+            for index, launch in mine:
+                # As the command runs it: composed with the release's wheel (no root), its entry's own config.
+                prep = prepare(cap, rel, root, home=CORPUS_HOME, workdir_root="VERL_CHECKOUT")[index]
+                _, report = import_launch(prep, release)
+                found.append({"script": rel, "entry": prep.entry, "trip": trip_reason(report),
+                              "refusal": refusal_group(report)})
+            if i % 10 == 0:
+                progress(f"  {tag}: {i}/{len(scripts)} scripts")
+    launches = [f for f in found if f["entry"]]
+    by_entry = collections.Counter(f["entry"] for f in launches)
+    exact = collections.Counter(f["entry"] for f in launches if f["trip"] == "exact")
+    return {"schema": SCHEMA, "tag": tag, "release": release, "scripts": len(scripts),
+            "scripts_without_a_launch": sorted(f["script"] for f in found if not f["entry"]),
+            "launches": len(launches), "exact": sum(exact.values()),
+            # The launch as written composes with the release's own config (verl itself could start it).
+            "verl_composes": sum(1 for f in launches if not f["trip"].startswith(
+                "not checked: the original launch does not compose")),
+            "by_entry": {e: {"launches": n, "exact": exact[e]} for e, n in sorted(by_entry.items())},
+            "not_exact": [{"script": f["script"], "reason": f["trip"]} for f in launches if f["trip"] != "exact"],
+            "spec_refused": [{"script": f["script"], "reason": f["refusal"]} for f in launches if f["refusal"]]}
+
+
+def render_entries(s: dict, command: str) -> str:
+    pct = round(100 * s["exact"] / s["launches"], 1) if s["launches"] else 0.0
+    per = ", ".join(f"{e} {v['exact']}/{v['launches']}" for e, v in s["by_entry"].items())
+    lines = ["## verl's other entry points", "",
+             f"Every launch of a wheel entry point other than main_ppo (fully_async, one_step_off) in verl "
+             f"{s['tag']}'s `examples/` and `verl/experimental/**/shell/`, imported with `--verl {s['release']}` "
+             "and composed with the entry's own config from the release's wheel (`" + command + "`).", "",
+             "| tag | scripts naming the modules | launches | verl composes | round trip exact | of those verl composes "
+             "| by entry | spec refused by compile |",
+             "|---|---|---|---|---|---|---|---|",
+             f"| {s['tag']} | {s['scripts']} | {s['launches']} | {s['verl_composes']} | {s['exact']} ({pct}%) | "
+             f"{s['exact']}/{s['verl_composes']} ({round(100 * s['exact'] / max(1, s['verl_composes']), 1)}%) | {per} "
+             f"| {len(s['spec_refused'])} |", ""]
+    for key, title in (("not_exact", "not exact"), ("spec_refused", "the compiler refuses the imported spec")):
+        if s[key]:
+            lines += [f"{title}:", ""] + [f"- `{f['script']}`: {f['reason']}" for f in s[key]] + [""]
+    if s["scripts_without_a_launch"]:
+        lines += ["scripts naming a module with no launch captured: "
+                  + ", ".join(f"`{p}`" for p in s["scripts_without_a_launch"]), ""]
+    return "\n".join(lines)
+
+
 def write_readme(out: Path) -> None:
     """docs/corpus/README.md from the committed numbers: every tag's, then the third-party corpus's."""
     from tutorrl.compiler.release.keysets import release_sort_key
@@ -1269,6 +1355,10 @@ def write_readme(out: Path) -> None:
     if third.is_file():
         text += "\n" + render_thirdparty(json.loads(third.read_text()), "python tools/corpus.py thirdparty "
                                          "--sources docs/corpus/thirdparty-sources.json --mirror-root MIRRORS")
+    entries = out / "entries.json"
+    if entries.is_file():
+        s = json.loads(entries.read_text())
+        text += "\n" + render_entries(s, f"python tools/corpus.py entries --verl-git VERL_GIT_DIR --tag {s['tag']}")
     (out / "README.md").write_text(text)
 
 

@@ -367,3 +367,43 @@ def test_a_launch_of_an_engine_without_key_sets_is_listed_under_that_cause():
                   "(fsdp and megatron only): no key '…'", "launches": 1, "scripts": ["v.sh"]}]
     assert [(r["reason"][:45], r["scripts"]) for r in trip["not_exact_by_reason"]] == [
         ("differs: x", ["f.sh"]), ("the launch selects verl's mindspeed engine (m", ["m.sh"])]
+
+
+@pytest.fixture
+def fake_verl_entries(tmp_path):
+    """A fake verl tree with this suite's fully_async and one_step_off scripts where verl keeps its own, a
+    main_ppo example (not an entry launch: not counted) and a one-step-off launch verl itself cannot compose."""
+    import shutil
+
+    repo = tmp_path / "verl-entries"
+    scripts = Path(__file__).parent / "scripts"
+    for name, folder in (("fully_async_grpo", "fully_async_policy"), ("one_step_off_grpo", "one_step_off_policy")):
+        shell = repo / "verl" / "experimental" / folder / "shell"
+        shell.mkdir(parents=True)
+        shutil.copy(scripts / f"{name}.sh", shell / f"{name}.sh")
+    (repo / "verl" / "trainer").mkdir(parents=True)
+    (repo / "verl" / "trainer" / "README").write_text("fake\n")
+    (repo / "examples").mkdir()
+    shutil.copy(scripts / "grpo_fsdp_lists.sh", repo / "examples" / "grpo.sh")
+    (repo / "examples" / "broken.sh").write_text(
+        "python3 -m verl.experimental.one_step_off_policy.main_ppo --config-name=no_such_trainer trainer.nnodes=1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "fake")
+    _git(repo, "tag", "v0.9.1")
+    return repo / ".git"
+
+
+@pytest.mark.slow
+@pytest.mark.wheels
+def test_entries_imports_each_entry_launch_with_its_own_config(fake_verl_entries, tmp_path):
+    summary = corpus.run_entries(fake_verl_entries, "v0.9.1", 20, progress=lambda m: None)
+    assert (summary["scripts"], summary["launches"], summary["verl_composes"], summary["exact"]) == (3, 3, 2, 2)
+    assert summary["by_entry"] == {"fully_async": {"launches": 1, "exact": 1},
+                                   "one_step_off": {"launches": 2, "exact": 1}}
+    (miss,) = summary["not_exact"]
+    assert miss["script"] == "examples/broken.sh" and "does not compose" in miss["reason"]
+    corpus.write_json(tmp_path / "entries.json", summary)
+    corpus.write_readme(tmp_path)
+    readme = (tmp_path / "README.md").read_text()
+    assert "| v0.9.1 | 3 | 3 | 2 | 2 (66.7%) | 2/2 (100.0%) | fully_async 1/1, one_step_off 1/2 | 0 |" in readme

@@ -94,16 +94,18 @@ def test_wrapper_commands_are_recorded_not_run(tmp_path):
     ("two_launches", "2 launches of verl.trainer.main_ppo (#1: 1 overrides; #2: 1 overrides); give -o DIR/"),
     ("no_launch", "no launch of verl.trainer.main_ppo found (the script ran: huggingface-cli download"),
     # The module it did start is named, and how another entry point is chosen (issue 40, D3).
-    ("recipe_dapo", "no launch of verl.trainer.main_ppo found: the script started python3 -m recipe.dapo.main_dapo "
-                    "(verl's entry point 'dapo')"),
-    ("fully_async", "the script started python3 -m verl.experimental.fully_async_policy.fully_async_main "
-                    "(verl's entry point 'fully_async') and python -m my_lab.trainers.main_grpo"),
+    ("recipe_dapo", "no launch tutorrl imports found: the script started python3 -m recipe.dapo.main_dapo "
+                    "(verl's entry point 'dapo'; its config is a recipe's, outside verl's wheel: import needs the "
+                    "recipe's code)"),
+    ("unknown_entry", "no launch tutorrl imports found: the script started python3 -m recipe.entropy.main_entropy. "
+                      "`tutorrl import` reads launches of verl.trainer.main_ppo and of the entry points in verl's "
+                      "wheel (fully_async, one_step_off)"),
 ])
 def test_scripts_with_several_launches_or_none_are_refused(script, words, tmp_path):
     proc = _import(str(SCRIPTS / f"{script}.sh"), "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"))
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "s.toml").exists()
-    if script in ("recipe_dapo", "fully_async"):
+    if script in ("recipe_dapo", "unknown_entry"):
         # Where the choice is made, and what a module tutorrl does not know needs.
         assert "[experiment] entry" in proc.stderr and "fully_async, one_step_off, dapo" in proc.stderr
         assert "a module tutorrl does not know" in proc.stderr

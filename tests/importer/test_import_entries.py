@@ -1,0 +1,106 @@
+"""`tutorrl import` of launches of verl's other entry points (fully_async, one_step_off).
+
+Scripts written for these tests in the shape of verl's experimental launches
+(tests/importer/scripts/): each becomes a spec naming its entry
+(`[experiment] entry`), proven by composing both launches with that entry's own
+Hydra config from the release's wheel (not main_ppo's: its `async_training.*`
+and `rollout.nnodes` exist nowhere else), compiled into a launch.sh that starts
+the same module; a module tutorrl has no entry for is refused by name.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tutorrl.compiler import compile_spec, write_bundle
+
+# Each import composes with the release's config, from its wheel.
+pytestmark = pytest.mark.wheels
+
+SCRIPTS = Path(__file__).parent / "scripts"
+FAKE_HOME = "/home/user"
+
+CASES = {
+    "fully_async_grpo": ("fully_async", "verl.experimental.fully_async_policy.fully_async_main",
+                         "fully_async_ppo_trainer",
+                         ["async_training.staleness_threshold=0.5", "async_training.trigger_parameter_sync_step=4",
+                          "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "actor_rollout_ref.hybrid_engine=False"]),
+    "one_step_off_grpo": ("one_step_off", "verl.experimental.one_step_off_policy.main_ppo",
+                          "one_step_off_ppo_trainer",
+                          ["rollout.nnodes=1", "rollout.n_gpus_per_node=4", "actor_rollout_ref.hybrid_engine=False"]),
+}
+
+
+def _import(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOME": FAKE_HOME}
+    return subprocess.run([sys.executable, "-m", "tutorrl", "import", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, check=False)
+
+
+def _imported(script: str, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    spec = tmp_path / f"{script}.toml"
+    return _import(str(SCRIPTS / f"{script}.sh"), *extra, "-o", str(spec), cwd=tmp_path), spec
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_an_entry_launch_imports_exact_and_compiles_into_a_launch_of_the_same_module(script, tmp_path):
+    entry, module, config, keys = CASES[script]
+    proc, spec = _imported(script, tmp_path, "--verl", "0.9.1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "round trip: exact (the spec composes to the identical verl 0.9.1 config)" in proc.stdout
+    text = spec.read_text()
+    assert f'\nentry = "{entry}"\n' in text and 'config_name' not in text and "config_path" not in text
+    bundle = write_bundle(compile_spec(spec), tmp_path / "bundles")
+    launch = (bundle.path / "launch.sh").read_text()
+    assert f'exec "$python_bin" -m {module} --config-name {config} "$@"' in launch
+    assert "'hydra.searchpath=[pkg://verl.trainer.config]'" in launch
+    lines = {line.strip().removesuffix("\\").strip() for line in launch.splitlines()}
+    for key in keys:  # the entry's own keys reach the launch as the script wrote them ([verl] extra_overrides)
+        assert key in lines, key
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_without_verl_the_release_is_one_that_ships_the_entry(script, tmp_path):
+    entry = CASES[script][0]
+    proc, spec = _imported(script, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    release = proc.stdout.split(" -> verl ", 1)[1].split(" ", 1)[0]
+    assert release in ("0.8.0", "0.9.0", "0.9.1") and "round trip: exact" in proc.stdout
+    assert f'\nentry = "{entry}"\n' in spec.read_text()
+
+
+def test_a_release_without_the_entry_is_refused_naming_the_ones_with_it(tmp_path):
+    proc, spec = _imported("fully_async_grpo", tmp_path, "--verl", "0.7.1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "verl 0.7.1 is not supported with entry point fully_async" in proc.stderr
+    assert "0.8.0, 0.9.0, 0.9.1" in proc.stderr and not spec.exists()
+
+
+def test_a_module_tutorrl_does_not_know_is_refused_by_name_saying_how_to_add_it(tmp_path):
+    proc, spec = _imported("unknown_entry", tmp_path, "--verl", "0.9.1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "recipe.entropy.main_entropy" in proc.stderr and "compiler/release/keymap/entries.toml" in proc.stderr
+    assert not spec.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_verl
+def test_the_imported_fully_async_launch_starts_verls_module_with_the_scripts_values(tmp_path):
+    """The compiled launch.sh run by real bash with the test environment's verl 0.9.1: the module's own
+    @hydra.main composes the launch and prints it (`--cfg all`), nothing trains."""
+    proc, spec = _imported("fully_async_grpo", tmp_path, "--verl", "0.9.1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    bundle = write_bundle(compile_spec(spec), tmp_path / "bundles")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TUTORRL_PYTHON": sys.executable}
+    ran = subprocess.run(["bash", str(bundle.path / "launch.sh"), "--cfg", "all"], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "\nasync_training:\n  staleness_threshold: 0.5\n  trigger_parameter_sync_step: 4\n  require_batches: 4\n" \
+        in ran.stdout
+    assert "\nrollout:\n  nnodes: 1\n  n_gpus_per_node: 4\n" in ran.stdout
+    assert "    name: fully_async_main\n" in ran.stdout and "    config_name: fully_async_ppo_trainer\n" in ran.stdout
