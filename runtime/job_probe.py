@@ -6,6 +6,8 @@ no tutorrl, so this file imports nothing of tutorrl and is run by its path::
     python job_probe.py stack ASK_JSON          what runtime/stack.py's probe asks (see there)
     python job_probe.py reward MODULE FUNCTION  whether verl's reward workers can import MODULE.FUNCTION
     python job_probe.py verl-version            verl's installed release (nothing printed without one)
+    python job_probe.py merger                  verl's release and whether it has verl.model_merger
+    python job_probe.py merge-lora SRC DST      lora_adapter/ merged into SRC's weights (peft), written to DST
 
 Each answer is one JSON object (or a line, for verl-version) on the standard
 output as it was when the program started; what the imported modules print
@@ -85,12 +87,42 @@ def reward(module, function, answer):
     return answer({"kind": "ok", "file": where})
 
 
+def merger(answer):
+    """verl's release and whether its wheel has the model merger (``python -m verl.model_merger``),
+    found without importing verl (its import pulls torch)."""
+    from importlib import metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("verl")
+    where = list(spec.submodule_search_locations or []) if spec else []
+    try:
+        version = metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        version = None
+    answer({"verl": version, "merger": any(os.path.isfile(os.path.join(d, "model_merger", "__main__.py"))
+                                           for d in where)})
+
+
+def merge_lora(src, dst):
+    """The merger's folder ``src`` (base weights and lora_adapter/) as one model in ``dst``."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(src)
+    model = PeftModel.from_pretrained(model, os.path.join(src, "lora_adapter")).merge_and_unload()
+    model.save_pretrained(dst, safe_serialization=True)
+    AutoTokenizer.from_pretrained(src).save_pretrained(dst)
+
+
 def main():
     role, args = sys.argv[1], sys.argv[2:]
     if role == "verl-version":
         from importlib import metadata
 
         print(metadata.version("verl"))
+        return
+    if role == "merge-lora":
+        merge_lora(args[0], args[1])
         return
     out = os.dup(1)
     os.dup2(2, 1)
@@ -104,6 +136,8 @@ def main():
         stack(json.loads(args[0]), answer)
     elif role == "reward":
         reward(args[0], args[1], answer)
+    elif role == "merger":
+        merger(answer)
     else:
         raise SystemExit("job_probe.py: no role %r" % role)
 

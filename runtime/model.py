@@ -35,31 +35,10 @@ from pathlib import Path
 from tutorrl.errors import MergerFailed, RefusedError
 
 # Asked of the job's Python without importing verl (seconds, and torch): its release, and whether
-# the package ships the merger module (verl before 0.4 had scripts/model_merger.py in its source tree).
-_PROBE = r"""
-import importlib.metadata as m, importlib.util, json, os
-spec = importlib.util.find_spec("verl")
-where = list(spec.submodule_search_locations or []) if spec else []
-try:
-    version = m.version("verl")
-except m.PackageNotFoundError:
-    version = None
-print(json.dumps({"verl": version, "merger": any(os.path.isfile(os.path.join(d, "model_merger", "__main__.py"))
-                                                   for d in where)}))
-"""
-
-# Merges lora_adapter/ into the base weights beside it (peft), in the job's Python: argv[1] the merger's
-# folder, argv[2] the new folder.
-_MERGE_LORA = r"""
-import sys
-from peft import PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer
-src, dst = sys.argv[1], sys.argv[2]
-model = AutoModelForCausalLM.from_pretrained(src)
-model = PeftModel.from_pretrained(model, src + "/lora_adapter").merge_and_unload()
-model.save_pretrained(dst, safe_serialization=True)
-AutoTokenizer.from_pretrained(src).save_pretrained(dst)
-"""
+# the package ships the merger module (verl before 0.4 had scripts/model_merger.py in its source tree);
+# and the LoRA merge (peft). Run in the job's Python, by its path (it may have no tutorrl):
+# runtime/job_probe.py's merger and merge-lora roles.
+_JOB_PROBE = Path(__file__).with_name("job_probe.py")
 
 ADAPTER = "lora_adapter"
 # Where a checkpoint keeps the trained LoRA settings: verl 0.5.0's worker saves the adapter with its
@@ -87,7 +66,7 @@ def job_python_of(bundle_path: Path, given: str | None) -> tuple[str, dict[str, 
 
 def probe(python: str, env: dict[str, str]) -> dict:
     try:
-        proc = subprocess.run([python, "-c", _PROBE], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+        proc = subprocess.run([python, str(_JOB_PROBE), "merger"], env=env, stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=120)
     except FileNotFoundError:
         raise RefusedError(f"the job's Python {python} does not exist (TUTORRL_PYTHON, or --python)") from None
@@ -192,7 +171,8 @@ def make_model(bundle: str, out: str, *, step: int | None = None, merge_lora: bo
                 raise RefusedError(f"--merge-lora: the adapter's lora_alpha is 0 and the checkpoint records no "
                                    f"trained value ({', '.join(LORA_SOURCES)}): merging would give the base "
                                    "model; merge by hand with the alpha the run used")
-            seconds += _run([interpreter, "-c", _MERGE_LORA, str(tmp), str(spare)], env, "merging the LoRA adapter")
+            seconds += _run([interpreter, str(_JOB_PROBE), "merge-lora", str(tmp), str(spare)], env,
+                            "merging the LoRA adapter")
             shutil.move(str(tmp / ADAPTER), str(spare / ADAPTER))
             shutil.rmtree(tmp)
             spare.rename(tmp)
