@@ -105,13 +105,14 @@ def merger(answer):
 
 def merge_lora(src, dst):
     """The merger's folder ``src`` (base weights and lora_adapter/) as one model in ``dst``."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(src)
-    model = PeftModel.from_pretrained(model, os.path.join(src, "lora_adapter")).merge_and_unload()
+    # The job environment's packages (its training stack has both), never tutorrl's own dependencies:
+    # looked up by name, as the stack role imports the modules it is asked about.
+    peft = importlib.import_module("peft")
+    transformers = importlib.import_module("transformers")
+    model = transformers.AutoModelForCausalLM.from_pretrained(src)
+    model = peft.PeftModel.from_pretrained(model, os.path.join(src, "lora_adapter")).merge_and_unload()
     model.save_pretrained(dst, safe_serialization=True)
-    AutoTokenizer.from_pretrained(src).save_pretrained(dst)
+    transformers.AutoTokenizer.from_pretrained(src).save_pretrained(dst)
 
 
 def main():
