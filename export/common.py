@@ -39,6 +39,9 @@ class Bundle(msgspec.Struct, frozen=True):
     entrypoint_num_cpus: float | int
     entrypoint_num_gpus: float | int
     warnings: tuple[str, ...] = ()
+    # The rollout's own pool (one_step_off, fully_async: rollout.nnodes x rollout.n_gpus_per_node); 0 where
+    # the rollout shares the trainer's GPUs.
+    rollout_gpus: int = 0
 
     def sha256(self) -> dict[str, str]:
         import hashlib
@@ -50,15 +53,16 @@ class Bundle(msgspec.Struct, frozen=True):
         """GPUs each machine gets: the trainer's share plus the reward GPUs spread
         evenly. Launchers' machines are alike (SkyPilot, Slurm's --gpus-per-node, one
         KubeRay worker group), and a reward plug-in addresses its GPUs on the
-        trainer's machine (the chess simulator's ``device = "cuda:7"``)."""
-        return self.gpus_per_node + -(-self.reward_gpus // self.nodes)
+        trainer's machine (the chess simulator's ``device = "cuda:7"``). A rollout pool of
+        its own is spread the same way: the machines hold every GPU the launch asks for."""
+        return self.gpus_per_node + -(-(self.reward_gpus + self.rollout_gpus) // self.nodes)
 
 
 def load(path: str, *, trust_digests: bool = False) -> Bundle:
     """Verify ``path`` as ``tutorrl verify`` does (digests, then re-derivation; ``trust_digests``
     accepts one that does not re-derive on its digests alone) and read it."""
     from tutorrl.compiler import verify_bundle
-    from tutorrl.runtime import gpu_layout
+    from tutorrl.runtime import gpu_layout, needed_gpus
     from tutorrl.runtime import passthrough_names
 
     bundle = verify_bundle(path, trust_digests=trust_digests)
@@ -74,6 +78,7 @@ def load(path: str, *, trust_digests: bool = False) -> Bundle:
     if msgspec.json.decode(files["manifest.json"]).get("digest") != bundle.digest:
         raise BundleError(f"{path}: manifest.json changed while it was being exported")
     nodes, per_node, reward = gpu_layout(bundle.spec)
+    rollout = needed_gpus(bundle.spec) - nodes * per_node - reward
     job, meta = bundle.job, bundle.job.get("metadata") or {}
     _check_names(path, job)
     return Bundle(
@@ -82,7 +87,7 @@ def load(path: str, *, trust_digests: bool = False) -> Bundle:
         verl=bundle.manifest.verl, variant=bundle.manifest.variant, files=files,
         env=dict(sorted(((job.get("runtime_env") or {}).get("env_vars") or {}).items())),
         passthrough=tuple(sorted(passthrough_names(job))), nodes=nodes, gpus_per_node=per_node,
-        reward_gpus=reward, entrypoint_num_cpus=job.get("entrypoint_num_cpus") or 0,
+        reward_gpus=reward, rollout_gpus=rollout, entrypoint_num_cpus=job.get("entrypoint_num_cpus") or 0,
         entrypoint_num_gpus=job.get("entrypoint_num_gpus") or 0, warnings=bundle.warnings)
 
 
@@ -144,7 +149,8 @@ def header(bundle: Bundle, target: str) -> tuple[str, ...]:
     lines = [
         f"tutorrl export --to {target}: bundle {bundle.id} ({bundle.digest})",
         f"experiment {bundle.experiment!s}, verl {bundle.verl} ({bundle.variant}); "
-        f"{bundle.nodes} node(s) x {bundle.gpus_per_node} trainer GPU(s) + {bundle.reward_gpus} reward GPU(s)",
+        f"{bundle.nodes} node(s) x {bundle.gpus_per_node} trainer GPU(s) + {bundle.reward_gpus} reward GPU(s)"
+        + (f" + {bundle.rollout_gpus} rollout GPU(s)" if bundle.rollout_gpus else ""),
         "The job checks the sha256 of every bundle file before it starts and refuses a changed bundle.",
     ]
     if bundle.passthrough:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from tutorrl.runtime.lifecycle import reconcile
     from tutorrl.runtime.observe import Stopped, stop_run
     from tutorrl.runtime.options import Jobs, RunOptions
-    from tutorrl.runtime.preflight import gpu_layout
+    from tutorrl.runtime.preflight import gpu_layout, needed_gpus
     from tutorrl.runtime.progress import Progress
     from tutorrl.runtime.records import LOG_FILE, RunRecord
     from tutorrl.runtime.run import RunSession, exit_code_of
@@ -29,7 +29,7 @@ _EXPORTS = {
     "lifecycle": ("reconcile",),
     "observe": ("Stopped", "stop_run"),
     "options": ("Jobs", "RunOptions"),
-    "preflight": ("gpu_layout",),
+    "preflight": ("gpu_layout", "needed_gpus"),
     "progress": ("Progress",),
     "records": ("LOG_FILE", "RunRecord"),
     "run": ("RunSession", "exit_code_of"),
@@ -50,6 +50,7 @@ __all__ = [
     "encode_env",
     "exit_code_of",
     "gpu_layout",
+    "needed_gpus",
     "passthrough_names",
     "reconcile",
     "stop_run",

@@ -349,6 +349,11 @@ def _pool(spec):
                                   ("resources.trainer_gpus_per_node", pool.per_node, pool.per_node_from)):
         if value is None:
             raise RefusedError(f"{setting} is unset and {where}; set it in the spec")
+    for key, value, where in (("rollout.nnodes", pool.rollout_nodes, pool.rollout_nodes_from),
+                              ("rollout.n_gpus_per_node", pool.rollout_per_node, pool.rollout_per_node_from)):
+        if value is None:
+            raise RefusedError(f"the rollout's pool cannot be counted: {key}: {where}; "
+                               f"set it in [verl] extra_overrides as {key}=N")
     return pool
 
 
@@ -358,6 +363,12 @@ def gpu_layout(spec) -> tuple[int, int, int]:
     return pool.nodes, pool.per_node, pool.reward
 
 
+def needed_nodes(spec) -> int:
+    """The fewest nodes the launch needs: the trainer's pool and the rollout's each span their own nodes."""
+    pool = _pool(spec)
+    return max(pool.nodes, pool.rollout_nodes)
+
+
 def needed_gpus(spec) -> int:
     return _pool(spec).total
 
@@ -365,9 +376,18 @@ def needed_gpus(spec) -> int:
 def _layout_text(spec) -> str:
     """``resources.nodes 1 (verl 0.9.1's default) x trainer_gpus_per_node 7 + reward_gpus 1``."""
     pool = _pool(spec)
-    return (f"resources.nodes {pool.nodes}{f' ({pool.nodes_from})' if pool.nodes_from else ''} x "
-            f"trainer_gpus_per_node {pool.per_node}{f' ({pool.per_node_from})' if pool.per_node_from else ''} "
-            f"+ reward_gpus {pool.reward}")
+
+    def said(where: str) -> str:
+        return f" ({where})" if where else ""
+
+    trainer = (f"resources.nodes {pool.nodes}{said(pool.nodes_from)} x "
+               f"trainer_gpus_per_node {pool.per_node}{said(pool.per_node_from)}")
+    if not pool.split:
+        return f"{trainer} + reward_gpus {pool.reward}"
+    # Two pools: each is named, so a user sees which one the cluster cannot hold.
+    return (f"trainer pool {trainer} + rollout pool rollout.nnodes {pool.rollout_nodes}"
+            f"{said(pool.rollout_nodes_from)} x rollout.n_gpus_per_node {pool.rollout_per_node}"
+            f"{said(pool.rollout_per_node_from)} + reward_gpus {pool.reward}")
 
 
 def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, findings: PreflightReport) -> None:
@@ -384,9 +404,9 @@ def check_cluster(spec, job: dict, resources, *, dry_run: bool, where: str, find
             f"the spec needs {need} GPU ({_layout_text(spec)}), but {where} has {have:g} GPU "
             f"over {resources.alive_nodes} ALIVE node(s)"
         )
-    elif resources.alive_nodes < gpu_layout(spec)[0]:
+    elif resources.alive_nodes < needed_nodes(spec):
         findings.problems.append(
-            f"the spec needs {gpu_layout(spec)[0]} nodes, but {where} has {resources.alive_nodes} ALIVE node(s)"
+            f"the spec needs {needed_nodes(spec)} nodes, but {where} has {resources.alive_nodes} ALIVE node(s)"
         )
     # The entrypoint itself must fit on one node, or Ray leaves it PENDING.
     wants: dict[str, float] = dict(job.get("entrypoint_resources") or {})

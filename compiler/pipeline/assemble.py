@@ -66,6 +66,7 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
             f'\n{var}="$("$python_bin" -c "$module_program" {key} {module})" || exit 3'
             for var, key, module in module_files) + _root_lines(spec, resolved, root_vars),
         roots=_root_checks(spec),
+        recipe=_recipe_lines(spec),
         overrides=" \\" + " \\".join(f"\n  {line}" for line in lines) if lines else "",
     ).encode()
     env_file = render_template(
@@ -109,6 +110,22 @@ def entry_point(lock: Lock):
     from tutorrl.compiler.release import find_entry
 
     return find_entry(lock.entry)
+
+
+def _recipe_lines(spec: Spec) -> str:
+    """A recipe's code: its folder re-hashed against the pinned digest, then the folder above it on PYTHONPATH."""
+    recipe = spec.experiment.recipe
+    if recipe is None:
+        return ""
+    from tutorrl.compiler.pipeline.recipe_code import launch_program as recipe_program
+
+    ref = roots.reference(recipe.path)
+    where = (f'"${{{ref[0]}}}"{shlex.quote(ref[1]) if ref[1] else ""}' if ref and ref[0] in spec.roots
+             else shlex.quote(recipe.path))
+    return ("\n# The recipe's code (the spec's [experiment.recipe]): the files it was compiled with, or no start.\n"
+            f"recipe_dir={where}\n"
+            f'"$python_bin" -c {shlex.quote(recipe_program())} "$recipe_dir" {recipe.digest} || exit 3\n'
+            'export PYTHONPATH="$(cd "$recipe_dir/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"')
 
 
 def _root_checks(spec: Spec) -> str:

@@ -43,6 +43,13 @@ def resolve_parsed(spec, locate, *, refusals: list | None = None):
         raise SpecError([locate(tuple((p.key or "experiment.verl").split(".")), p.message, p.hint)
                          for p in exc.problems]) from None
     try:
+        from tutorrl.compiler.pipeline.recipe_code import pin
+        from tutorrl.compiler.release import find_entry
+
+        spec = pin(spec, find_entry(spec.experiment.entry))
+    except SpecError as exc:
+        raise SpecError([locate(tuple(p.key.split(".")), p.message, p.hint) for p in exc.problems]) from None
+    try:
         spec = normalize(spec)
         findings: list[Finding] = check_rules(spec, lock)
         if spec.reward.plugin is not None:

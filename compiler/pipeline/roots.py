@@ -119,6 +119,10 @@ def findings(spec, resolved, lock) -> list:
         if name in spec.env.set or name in spec.env.passthrough:
             out.append(Finding(key, f"{name} is both a root and in [env]", "keep it in one place: [roots] for a folder"))
     used: set[str] = set()
+    recipe = spec.experiment.recipe
+    if recipe is not None and reference(recipe.path) is not None:
+        # launch.sh puts the root's value into the recipe folder's path (assemble._recipe_lines).
+        used.add(reference(recipe.path)[0])
     for o in resolved.overrides:
         target = lock.targets.get(o.setting)
         table = target is not None and target.kind == "table"

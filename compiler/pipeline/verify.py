@@ -182,7 +182,30 @@ def verify_bundle(path: str | Path, *, trust_digests: bool = False) -> LoadedBun
         raise BundleError(f"{path}: bundle verification failed:\n  " + "\n  ".join(problems))
     spec, _ = parse_spec(files["spec.toml"], str(path / "spec.toml"))
     warnings = _rederive(path, manifest, manifest_bytes, files, trust_digests)
+    warnings = (*warnings, *_recipe_code(path, spec))
     return LoadedBundle(path=path, manifest=manifest, job=job, spec=spec, warnings=warnings)
+
+
+def _recipe_code(path: Path, spec: Spec) -> tuple[str, ...]:
+    """A recipe's folder (the spec's [experiment.recipe], found here as launch.sh finds it where the job
+    runs) re-hashed against the files the bundle pins: a :class:`BundleError` naming each file changed,
+    added or removed; a warning where the folder is not here (launch.sh checks it where the job starts)."""
+    recipe = spec.experiment.recipe
+    if recipe is None:
+        return ()
+    from tutorrl.compiler.pipeline.recipe_code import changes, folder_of, recipe_files
+
+    folder = folder_of(recipe.path, spec.roots, os.environ)
+    if folder is None or not os.path.isdir(folder):
+        shown = recipe.path if folder in (None, recipe.path) else f"{recipe.path} ({folder})"
+        return (f"the recipe folder {shown} is absent here, so its code was not checked against the "
+                f"bundle's pin ({recipe.digest}); launch.sh checks it where the job starts",)
+    found = changes(recipe.files, recipe_files(folder))
+    if found:
+        listed = "\n  ".join(found[:20]) + (f"\n  ... and {len(found) - 20} more" if len(found) > 20 else "")
+        raise BundleError(f"{path}: the recipe code in {folder} changed after compile (the bundle pins "
+                          f"{recipe.digest}):\n  {listed}\nrestore it, or compile the spec again")
+    return ()
 
 
 # A PEM private key is well under this; a file any larger is not one, and is not read.

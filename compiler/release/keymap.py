@@ -417,13 +417,6 @@ def entry_at(text: str | None, release: str):
         raise SpecError([Problem(f"tutorrl knows no verl entry point {text!r}", key="experiment.entry",
                                  hint=f"known: {known}; a new one is a table of compiler/release/keymap/entries.toml "
                                       "with its key sets (`tutorrl keys import`)")])
-    if entry.source == "recipe":
-        where = describe_releases(releases_of(entry))
-        raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) runs a recipe's code from outside "
-                                 f"verl's wheel ({entry.repository} at {entry.commit[:12]}), and this tutorrl cannot "
-                                 "yet pin that code into a bundle", key="experiment.entry",
-                                 hint=f"its key sets exist {where}; until recipes are pinned, launch it by hand with "
-                                      "the recipe on PYTHONPATH")])
     if not entry.exists_at(release):
         where = releases_of(entry)
         raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) exists {describe_releases(where)}; "

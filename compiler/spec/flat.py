@@ -18,7 +18,7 @@ Variant = str  # "fsdp" | "megatron"
 # release and config, the GPUs outside verl's pool, the reward plug-in, the
 # environment and the raw escape hatch.
 NOT_SETTINGS = frozenset({
-    "experiment.verl", "experiment.config_name", "experiment.config_path", "experiment.entry",
+    "experiment.verl", "experiment.config_name", "experiment.config_path", "experiment.entry", "experiment.recipe",
     "resources.reward_gpus", "reward.plugin", "reward.options", "env", "verl", "evidence", "run", "roots",
 })
 

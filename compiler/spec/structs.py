@@ -69,6 +69,25 @@ class Section(Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=Tr
     """Base of every spec section (and of reward plug-in options)."""
 
 
+class Recipe(Section):
+    """The code of a recipe entry point (one outside verl's wheel, such as dapo), pinned into the bundle."""
+
+    path: Text
+    """The recipe's package folder, named as the module's first part (`recipe` for recipe.dapo.main_dapo); launch.sh
+    puts the folder above it on PYTHONPATH. Relative to where tutorrl runs, as data paths are; may start with a root
+    ($RECIPE_ROOT/recipe)."""
+    git: Text | None = None
+    """The repository it was cloned from (recorded, never fetched)."""
+    commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{40}\Z")] | None = None
+    """The commit the folder must be checked out at, with nothing changed: compile refuses another HEAD or a dirty
+    tree."""
+    digest: Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}\Z")] | None = None
+    """Written by the compiler: the sha256 of the folder's files (`files`). launch.sh and `tutorrl verify` re-hash
+    the folder and refuse other code."""
+    files: dict[Text, Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]] = {}
+    """Written by the compiler: each file's sha256 by its path in the folder, so a change is named."""
+
+
 class Experiment(Section):
     verl: Annotated[str, Meta(pattern=_RELEASE)]
     """Target verl release, e.g. "0.9.1". Selects the key map; launch.sh refuses any other installed release."""
@@ -85,6 +104,8 @@ class Experiment(Section):
     entry: Annotated[str, Meta(pattern=_MODULE)] | None = None
     """The verl entry point launch.sh starts: a known name ("fully_async", "one_step_off") or its module. Unset:
     "ppo", verl.trainer.main_ppo. Keys are checked against that entry's own config at the target release."""
+    recipe: Recipe | None = None
+    """Where a recipe entry point's code is (dapo); its files' digest is pinned into the bundle."""
 
 
 class Data(Section):

@@ -103,6 +103,8 @@ def examples(tmp_path, monkeypatch):
         target = tmp_path / "specs" / ("more" if i % 3 == 2 else "") / spec.name
         shutil.copy(spec, target)
         names.append(str(target.relative_to(tmp_path)))
+    # dapo_example's recipe code, where its root's default names it from the working folder.
+    shutil.copytree(support.SPECS / "recipes", tmp_path / "specs" / "recipes")
     return names
 
 

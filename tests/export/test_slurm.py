@@ -36,6 +36,15 @@ def test_sbatch_header_maps_nodes_and_gpus():
     assert "#SBATCH --nodes=1" in text and "#SBATCH --gpus-per-node=8" in text
 
 
+def test_a_split_pool_entry_asks_for_the_rollouts_gpus_too():
+    # one_step_off_example: trainer 1 x 6 + its rollout pool 1 x 2 (rollout.nnodes, rollout.n_gpus_per_node);
+    # fully_async_example: 1 x 4 + 1 x 4. Counting the trainer's alone would start a job verl cannot place.
+    for experiment, gpus, rollout in (("gsm8k-one-step-off", 8, 2), ("gsm8k-fully-async", 8, 4)):
+        text = _script(_bundle_named(experiment))
+        assert "#SBATCH --nodes=1" in text and f"#SBATCH --gpus-per-node={gpus}" in text, experiment
+        assert f"+ {rollout} rollout GPU(s)" in text
+
+
 def test_sbatch_header_asks_verl_recipes_cpus_and_memory_unless_told():
     bundle = _bundle_named("chess-tutor-grpo")
     sbatch = [line for line in _script(bundle).splitlines() if line.startswith("#SBATCH")]

@@ -42,8 +42,9 @@ def test_schema_is_strict_and_documented():
     assert schema["required"] == ["experiment"]
     # ... or, in a spec that extends a base, comes from the base.
     assert schema["$defs"]["Experiment"]["anyOf"] == [{"required": ["verl"]}, {"required": ["extends"]}]
+    # A recipe's code is named by its folder ([experiment.recipe] path).
     assert [name for name, d in schema["$defs"].items() if d.get("required")] == [
-        "reward-plugin:chess-prompted.PromptedOptions", "reward-plugin:chess-simulator.SimulatorOptions"]
+        "Recipe", "reward-plugin:chess-prompted.PromptedOptions", "reward-plugin:chess-simulator.SimulatorOptions"]
     objects = [n for n in _walk(schema) if n.get("type") == "object" and "properties" in n]
     assert len(objects) >= 10 and all(n["additionalProperties"] is False for n in objects)
     # Every field an editor offers says what it is.

@@ -351,3 +351,81 @@ def test_a_root_longer_than_any_path_is_a_problem_not_an_oserror(tmp_path, monke
     assert f"roots.DATA_ROOT: the value (set here) is {length} characters" in text
     assert "data.train ($DATA_ROOT/t.parquet):" in text and "cannot be checked (File name too long)" in text
     assert len(text) < 2000  # the value is named, not printed whole
+
+
+def _split(entry="one_step_off", gpn=1, overrides=(), verl="0.9.1"):
+    """A spec of a split-pool entry point; ``overrides`` are its [verl] extra_overrides."""
+    return msgspec.convert({"experiment": {"verl": verl, "entry": entry}, "model": {"path": "m"},
+                            "resources": {"nodes": 1, "trainer_gpus_per_node": gpn, "reward_gpus": 0},
+                            "verl": {"extra_overrides": list(overrides)}}, Spec)
+
+
+def test_a_split_pool_entry_counts_the_rollouts_gpus_from_its_overrides():
+    spec = _split(overrides=["rollout.nnodes=1", "rollout.n_gpus_per_node=3"])
+    assert preflight.needed_gpus(spec) == 1 + 3
+    f = preflight.PreflightReport()
+    preflight.check_cluster(spec, {"entrypoint_num_cpus": 1}, _res(3), dry_run=False, where="the cluster",
+                            findings=f)
+    (problem,) = f.problems
+    assert "needs 4 GPU" in problem and "has 3 GPU" in problem
+    assert ("trainer pool resources.nodes 1 x trainer_gpus_per_node 1 + rollout pool rollout.nnodes 1 x "
+            "rollout.n_gpus_per_node 3 + reward_gpus 0") in problem
+    f = preflight.PreflightReport()
+    preflight.check_cluster(spec, {"entrypoint_num_cpus": 1}, _res(4), dry_run=False, where="x", findings=f)
+    assert f.problems == []
+
+
+@pytest.mark.parametrize("entry", ["fully_async", "one_step_off",
+                                   "verl.experimental.one_step_off_policy.main_ppo"])
+def test_an_unset_rollout_pool_is_the_entrys_own_default(entry):
+    # fully_async's and one_step_off's yaml: rollout.nnodes 1 x rollout.n_gpus_per_node 8.
+    spec = _split(entry=entry, gpn=2)
+    assert preflight.needed_gpus(spec) == 2 + 8
+    f = preflight.PreflightReport()
+    preflight.check_cluster(spec, {"entrypoint_num_cpus": 1}, _res(8), dry_run=False, where="x", findings=f)
+    (problem,) = f.problems
+    assert "rollout.n_gpus_per_node 8 (" in problem and "default at verl 0.9.1" in problem
+
+
+def test_the_rollout_pool_takes_the_last_override_and_its_own_nodes():
+    spec = _split(overrides=["rollout.nnodes=1", "+rollout.nnodes=2", "rollout.n_gpus_per_node=1"])
+    assert preflight.needed_gpus(spec) == 1 + 2
+    assert preflight.needed_nodes(spec) == 2
+    f = preflight.PreflightReport()
+    preflight.check_cluster(spec, {"entrypoint_num_cpus": 1}, _res(4, nodes=1), dry_run=False, where="x",
+                            findings=f)
+    assert f.problems == ["the spec needs 2 nodes, but x has 1 ALIVE node(s)"]
+
+
+def test_a_rollout_pool_tutorrl_cannot_count_is_refused_naming_the_key():
+    spec = _split(overrides=["rollout.nnodes=${oc.env:NODES}", "rollout.n_gpus_per_node=1"])
+    with pytest.raises(RefusedError, match=r"rollout\.nnodes.*extra_overrides as rollout\.nnodes=N"):
+        preflight.needed_gpus(spec)
+
+
+def test_main_ppo_and_a_hybrid_recipe_have_no_rollout_pool():
+    # main_ppo's rollout shares the trainer's GPUs (no top-level rollout section);
+    # an override naming the keys does not conjure a pool it never builds.
+    from tutorrl.compiler.pipeline import gpu_pool
+
+    assert not gpu_pool(_spec()).split
+    assert preflight.needed_gpus(_spec(nodes=1, gpn=2, rgpus=0)) == 2
+    dapo = _split(entry="dapo", gpn=2, verl="0.9.0", overrides=["rollout.n_gpus_per_node=4"])
+    assert not gpu_pool(dapo).split and gpu_pool(dapo).total == 2
+
+
+def test_the_one_step_off_cpu_spec_fits_two_gpus():
+    # specs/tiny_cpu_one_step_off.toml runs under `tutorrl run --num-gpus 2`: 1 trainer + 1 rollout.
+    from pathlib import Path
+
+    from tutorrl.compiler.spec import parse_spec
+
+    path = Path(__file__).resolve().parents[2] / "specs" / "tiny_cpu_one_step_off.toml"
+    spec, _ = parse_spec(path.read_bytes(), str(path))
+    assert preflight.needed_gpus(spec) == 2
+    f = preflight.PreflightReport()
+    preflight.check_cluster(spec, {"entrypoint_num_cpus": 1}, _res(2), dry_run=False, where="x", findings=f)
+    assert f.problems == []
+    f = preflight.PreflightReport()
+    preflight.check_cluster(spec, {"entrypoint_num_cpus": 1}, _res(1), dry_run=False, where="x", findings=f)
+    assert "rollout pool" in f.problems[0]

@@ -233,12 +233,13 @@ def test_migrate_says_the_entry_and_that_a_release_without_it_stops_the_compile(
 # -- a recipe outside the wheel (DAPO) ------------------------------------------------------------------------------
 
 
-def test_a_recipe_entry_is_refused_until_its_code_can_be_pinned():
+def test_a_recipe_entry_needs_its_code_named_and_exists_only_where_its_key_sets_do():
     (problem,) = refused(spec("dapo", verl="0.9.0"))
     assert problem.startswith("s.toml:4:1: experiment.entry: entry point 'dapo' (recipe.dapo.main_dapo) runs a "
-                              "recipe's code from outside verl's wheel (https://github.com/verl-project/verl-recipe at "
-                              "e7f889574b83)"), problem
-    assert "its key sets exist only in verl 0.9.0" in problem
+                              "recipe's code from outside verl's wheel; the spec must say where that code is"), problem
+    assert "https://github.com/verl-project/verl-recipe at e7f889574b83" in problem
+    (problem,) = refused(spec("dapo", verl="0.9.1"))
+    assert "exists only in verl 0.9.0" in problem
     # Its key sets are the recipe's own config: DAPO's reward kwargs exist only there.
     assert ks.load_keyset("0.9.0", "fsdp", "dapo").has("reward.reward_kwargs.overlong_buffer_cfg.len")
     assert not ks.load_keyset("0.9.0", "fsdp").has("reward.reward_kwargs.overlong_buffer_cfg.len")
