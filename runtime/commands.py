@@ -153,38 +153,23 @@ RUN_REF_HELP = ("a run id (tutorrl-<bundle id>-<attempt>: found under ./bundles/
                 "that `tutorrl run` of several bundles printed")
 
 
-def _gpu_count(text: str) -> int:
-    import argparse
+def _whole(low: int, high: int, what: str):
+    """An argparse type: a whole number from ``low`` to ``high``, refused naming ``what`` it counts."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not {what} from {low} to {high}")
+        return value
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 1024:
-        raise argparse.ArgumentTypeError(f"{text} is not a GPU count from 0 to 1024")
-    return value
-
-
-def _parallel(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"{text} is not a count of runs from 1 to 256")
-    return value
+    return parse
 
 
-def _retries(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"{text} is not a number of retries from 0 to 100")
-    return value
+_gpu_count = _whole(0, 1024, "a GPU count")
+_parallel = _whole(1, 256, "a count of runs")
+_retries = _whole(0, 100, "a number of retries")
 
 
 def _backoff(text: str) -> float:

@@ -42,13 +42,15 @@ def resolve_parsed(spec, locate, *, refusals: list | None = None):
     except SpecError as exc:
         raise SpecError([locate(tuple((p.key or "experiment.verl").split(".")), p.message, p.hint)
                          for p in exc.problems]) from None
-    try:
-        from tutorrl.compiler.pipeline.recipe_code import pin
-        from tutorrl.compiler.release import find_entry
+    # main_ppo with no recipe (most specs) reads no entries data and hashes nothing: the cold compile's path.
+    if spec.experiment.entry is not None or spec.experiment.recipe is not None:
+        try:
+            from tutorrl.compiler.pipeline.recipe_code import pin
+            from tutorrl.compiler.release import find_entry
 
-        spec = pin(spec, find_entry(spec.experiment.entry))
-    except SpecError as exc:
-        raise SpecError([locate(tuple(p.key.split(".")), p.message, p.hint) for p in exc.problems]) from None
+            spec = pin(spec, find_entry(spec.experiment.entry))
+        except SpecError as exc:
+            raise SpecError([locate(tuple(p.key.split(".")), p.message, p.hint) for p in exc.problems]) from None
     try:
         spec = normalize(spec)
         findings: list[Finding] = check_rules(spec, lock)
