@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cpus-per-task", metavar="N", type=int, default=None,
                    help="slurm: CPUs of each node, given to Ray as --num-cpus (default: 64, as verl's recipe)")
     p.add_argument("--mem", metavar="SIZE", help="slurm: memory of each node, e.g. 200G (default: 200G, as verl's recipe)")
+    p.add_argument("--retries", metavar="N", type=int, default=None,
+                   help="slurm: #SBATCH --requeue, a failed or preempted job restarted up to N times, resuming from "
+                        "the newest checkpoint whose evidence verifies (default: the spec's [run] retries)")
     from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(p)
@@ -63,7 +66,8 @@ def _export(args) -> int:
         from tutorrl.export import slurm
 
         text = slurm.render(bundle, partition=args.partition, time_limit=args.time_limit,
-                            cpus_per_task=args.cpus_per_task, mem=args.mem, account=args.account)
+                            cpus_per_task=args.cpus_per_task, mem=args.mem, account=args.account,
+                            retries=args.retries)
     common.write_output(text, args.output)
     if args.output not in (None, "-"):
         from tutorrl._files import display_path

@@ -37,7 +37,7 @@ and verl's config composition, no training.
 
 from __future__ import annotations
 
-from tutorrl.export.common import Bundle, check_script, header, sh_quote, wait_function
+from tutorrl.export.common import REFUSED, Bundle, check_script, header, sh_quote, wait_function
 from tutorrl.export.yamltext import comment_lines
 
 
@@ -47,8 +47,10 @@ DEFAULT_MEM = "200G"
 
 
 def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | None = None,
-           cpus_per_task: int | None = None, mem: str | None = None, account: str | None = None) -> str:
+           cpus_per_task: int | None = None, mem: str | None = None, account: str | None = None,
+           retries: int | None = None) -> str:
     gpus = bundle.uniform_gpus_per_node
+    retries = bundle.retries if retries is None else retries
     sbatch = [f"--job-name=tutorrl-{bundle.id}", f"--nodes={bundle.nodes}", "--ntasks-per-node=1",
               f"--gpus-per-node={gpus}", f"--cpus-per-task={cpus_per_task or DEFAULT_CPUS_PER_TASK}",
               f"--mem={mem or DEFAULT_MEM}", f"--output=tutorrl-{bundle.id}-%j.out"]
@@ -58,6 +60,8 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
         sbatch.append(f"--partition={partition}")
     if time_limit:
         sbatch.append(f"--time={time_limit}")
+    if retries:
+        sbatch.append("--requeue")
     comments = header(bundle, "slurm") + (
         f"The nodes' Python must hold verl {bundle.verl}; the bundle folder must be on a file system every node"
         " shares.",
@@ -116,8 +120,86 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
         f"    --num-cpus=\"$SLURM_CPUS_PER_TASK\" --num-gpus={gpus} --block &\n"
         "done\n"
         f"tutorrl_wait_nodes \"$head_ip:$port\" {bundle.nodes}\n"
+        + (_launch() if not retries else _launch_requeued(bundle, retries))
+    )
+
+
+def _launch() -> str:
+    return ("RAY_ADDRESS=\"$head_ip:$port\" srun --overlap --nodes=1 --ntasks=1 -w \"$head_node\" \\\n"
+            "  bash \"$bundle/launch.sh\" \"$@\"\n")
+
+
+def resume_keys(bundle: Bundle) -> tuple[str, str, str, str, str]:
+    """launch.sh's arguments for verl ``bundle.verl``'s resume: (the path's key, then resume_mode set to
+    resume_path, disable and auto), spelled as the release spells them."""
+    from tutorrl.compiler.release import load_lock, render_value
+    from tutorrl.errors import RefusedError
+
+    targets = load_lock(bundle.verl, bundle.variant).targets
+    mode, path = targets.get("trainer.resume_mode"), targets.get("trainer.resume_from")
+    if mode is None or path is None:
+        raise RefusedError(f"--retries: verl {bundle.verl} ({bundle.variant}) has no resume_mode/resume_from keys "
+                           "to resume with")
+    return (path.spelled(), *(f"{mode.spelled()}={render_value(v)}" for v in ("resume_path", "disable", "auto")))
+
+
+def resume_function(bundle: Bundle, retries: int, count: str, what: str) -> str:
+    """A bash function ``tutorrl_resume_args`` that sets the array ``resume`` to launch.sh's resume
+    arguments for a restarted job (shell expression ``count``: how many times it started before; ``what``:
+    the launcher's word for it), and stops a job started more than ``retries`` times.
+
+    Where the job's Python has tutorrl, the job resumes from the newest checkpoint whose evidence record
+    verifies with its files hashed again (export/resume_node.py), or from scratch when none does (verl's
+    ``auto`` would take the newest folder, verified or not); elsewhere verl's own ``auto`` resume, and the
+    job says that the evidence is not checked."""
+    path, at, scratch, auto = resume_keys(bundle)
+    return (
+        "# tutorrl-resume: the arguments a restarted job gives launch.sh (verl's resume keys).\n"
+        "tutorrl_resume_args() {\n"
+        f"  local restarts={count} dir\n"
+        "  resume=()\n"
+        "  [ \"$restarts\" -gt 0 ] || return 0\n"
+        f"  if [ \"$restarts\" -gt {retries} ]; then\n"
+        f"    echo \"tutorrl: {what} $restarts of at most {retries}; not starting again\" >&2\n"
+        "    exit 1\n"
+        "  fi\n"
+        "  if \"$python_bin\" -c 'import tutorrl.export.resume_node' 2>/dev/null; then\n"
+        f"    dir=$(\"$python_bin\" -m tutorrl.export.resume_node \"$bundle\") || exit {REFUSED}\n"
+        "    if [ -n \"$dir\" ]; then\n"
+        f"      resume=({sh_quote(at)} {sh_quote(path + '=')}\"$dir\")\n"
+        "    else\n"
+        f"      resume=({sh_quote(scratch)})\n"
+        "    fi\n"
+        "  else\n"
+        f"    echo \"tutorrl: {what} $restarts of {retries}: $python_bin has no tutorrl, so no checkpoint's evidence is\"\\\n"
+        "\" checked; verl resumes from its newest checkpoint folder, whatever its files\" >&2\n"
+        f"    resume=({sh_quote(auto)})\n"
+        "  fi\n"
+        "}\n"
+        "# tutorrl-resume-end\n"
+    )
+
+
+def _launch_requeued(bundle: Bundle, retries: int) -> str:
+    return (
+        resume_function(bundle, retries, "${SLURM_RESTART_COUNT:-0}", "restart")
+        + "tutorrl_resume_args\n"
+        "status=0\n"
         "RAY_ADDRESS=\"$head_ip:$port\" srun --overlap --nodes=1 --ntasks=1 -w \"$head_node\" \\\n"
-        "  bash \"$bundle/launch.sh\" \"$@\"\n"
+        "  bash \"$bundle/launch.sh\" ${resume[@]+\"${resume[@]}\"} \"$@\" || status=$?\n"
+        "# A failed job goes back in the queue (#SBATCH --requeue covers a lost node or preemption); launch.sh's\n"
+        "# refusals (2, 3) would be refused again.\n"
+        "case $status in\n"
+        "  0) exit 0 ;;\n"
+        "  2|3) echo \"tutorrl: launch.sh refused the job (exit $status); not requeued\" >&2; exit \"$status\" ;;\n"
+        "esac\n"
+        f"if [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {retries} ]; then\n"
+        f"  echo \"tutorrl: the job failed (exit $status); requeued, restart $((${{SLURM_RESTART_COUNT:-0}} + 1)) of {retries}\" >&2\n"
+        "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+        "else\n"
+        f"  echo \"tutorrl: the job failed (exit $status) after {retries} restart(s); not requeued\" >&2\n"
+        "fi\n"
+        "exit \"$status\"\n"
     )
 
 
