@@ -34,8 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slurm: CPUs of each node, given to Ray as --num-cpus (default: 64, as verl's recipe)")
     p.add_argument("--mem", metavar="SIZE", help="slurm: memory of each node, e.g. 200G (default: 200G, as verl's recipe)")
     p.add_argument("--retries", metavar="N", type=int, default=None,
-                   help="slurm: #SBATCH --requeue, a failed or preempted job restarted up to N times, resuming from "
+                   help="slurm, skypilot --managed: a failed or preempted job restarted up to N times, resuming from "
                         "the newest checkpoint whose evidence verifies (default: the spec's [run] retries)")
+    p.add_argument("--managed", action="store_true", default=None,
+                   help="skypilot: a managed job (sky jobs launch) that SkyPilot recovers, checkpoints and evidence "
+                        "on --bucket (implied by --retries or the spec's [run] retries)")
+    p.add_argument("--bucket", metavar="NAME",
+                   help="skypilot --managed: the bucket (SkyPilot storage name) mounted for checkpoints and evidence")
     from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(p)
@@ -61,7 +66,23 @@ def _export(args) -> int:
     elif args.to == "skypilot":
         from tutorrl.export import skypilot
 
-        text = skypilot.render(bundle, accelerator=args.accelerator, image=args.image)
+        managed = bool(args.managed or args.retries or bundle.retries)
+        if managed and not args.bucket:
+            from tutorrl.errors import InputError, Problem
+
+            why = "--managed" if args.managed else "--retries" if args.retries else "the spec's [run] retries"
+            raise InputError([Problem(f"{why}: a managed SkyPilot job needs --bucket NAME",
+                                      hint="the SkyPilot storage bucket that holds its checkpoints and evidence")])
+        if args.bucket and not managed:
+            from tutorrl.errors import InputError, Problem
+
+            raise InputError([Problem("--bucket is for a managed job: add --managed or --retries N")])
+        if managed and (why := skypilot.managed_problem(bundle)):
+            from tutorrl.errors import InputError, Problem
+
+            raise InputError([Problem(f"{args.bundle}: cannot export as a managed job: {why}")])
+        text = skypilot.render(bundle, accelerator=args.accelerator, image=args.image,
+                               bucket=args.bucket if managed else None, retries=args.retries)
     else:
         from tutorrl.export import slurm
 
