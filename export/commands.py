@@ -66,7 +66,8 @@ def _export(args) -> int:
     elif args.to == "skypilot":
         from tutorrl.export import skypilot
 
-        managed = bool(args.managed or args.retries or bundle.retries)
+        retries = args.retries if args.retries is not None else bundle.retries  # the flag wins, 0 included
+        managed = bool(args.managed or retries)
         if managed and not args.bucket:
             from tutorrl.errors import InputError, Problem
 

@@ -132,3 +132,26 @@ def test_a_node_python_without_tutorrl_leaves_the_resume_to_verl_and_says_so(tmp
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ['trainer.resume_mode="auto"']
     assert "has no tutorrl, so no checkpoint's evidence is checked" in result.stderr
+
+
+def test_the_specs_run_retries_drive_the_export_and_the_flag_wins(tmp_path):
+    from evidence_helpers import EXAMPLE_SPEC
+
+    from tutorrl.compiler import compile_bytes, write_bundle
+
+    text = support.spec_toml(support.example_spec(EXAMPLE_SPEC), trainer={"output_dir": "checkpoints/r"},
+                             run={"retries": 3})
+    bundle = write_bundle(compile_bytes(text.encode(), "retries.toml"), tmp_path / "bundles").path
+    shown = f"bundles/{bundle.name}"
+    script = export(shown, "--to", "slurm", cwd=tmp_path)
+    assert script.returncode == 0, script.stderr
+    assert "#SBATCH --requeue\n" in script.stdout and 'if [ "$restarts" -gt 3 ]; then' in script.stdout
+    plain = export(shown, "--to", "slurm", "--retries", "0", cwd=tmp_path)
+    assert plain.returncode == 0 and "--requeue" not in plain.stdout and "SLURM_RESTART_COUNT" not in plain.stdout
+    # SkyPilot: retries make the task a managed job, which needs its bucket.
+    sky = export(shown, "--to", "skypilot", "--accelerator", "H100", cwd=tmp_path)
+    assert sky.returncode == 2 and "the spec's [run] retries: a managed SkyPilot job needs --bucket NAME" in sky.stderr
+    sky = export(shown, "--to", "skypilot", "--accelerator", "H100", "--bucket", "b1", cwd=tmp_path)
+    assert sky.returncode == 0 and "max_restarts_on_errors: 3" in sky.stdout
+    sky = export(shown, "--to", "skypilot", "--accelerator", "H100", "--retries", "0", cwd=tmp_path)
+    assert sky.returncode == 0 and "job_recovery" not in sky.stdout and "sky jobs launch" not in sky.stdout
