@@ -99,3 +99,49 @@ def test_skypilots_own_loader_reads_the_managed_task(tmp_path):
     bad = subprocess.run([python, "-c", LOADER, str(path)], cwd=support.REPO, capture_output=True, text=True,
                          timeout=300, env={**os.environ, "HOME": str(tmp_path)})
     assert bad.returncode != 0
+
+
+def test_the_managed_rank0_block_keeps_bundle_evidence_and_checkpoints_on_the_bucket(tmp_path):
+    """The task's rank-0 managed block in real bash, started twice as SkyPilot's recovery would: the bucket
+    is a folder here (the test puts its path where the task says /tutorrl-store), Ray's part is not run."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "evidence"))
+    from evidence_helpers import make_fsdp_step
+    from export_helpers import copy_bundle
+
+    from tutorrl.evidence import record_run_checkpoints
+
+    run = yaml.safe_load(_task(*ARGS))["run"]
+    block = run[run.index("# A managed job:"):run.index("tutorrl_resume_args\n") + len("tutorrl_resume_args\n")]
+    store, work = tmp_path / "bucket", tmp_path / "work"
+    work.mkdir()
+    local = copy_bundle(WANDB, tmp_path / "local")
+    program = (f"set -euo pipefail\nbundle={local}\n" + block.replace("/tutorrl-store", str(store))
+               + "for a in ${resume[@]+\"${resume[@]}\"}; do printf '%s\\n' \"$a\"; done\n"
+               "printf 'BUNDLE %s\\n' \"$TUTORRL_BUNDLE_DIR\"\n")
+    env = {**os.environ, "PYTHONPATH": str(support.REPO), "TUTORRL_PYTHON": sys.executable,
+           "SKYPILOT_TASK_ID": "sky-1"}
+
+    def start(cwd: Path) -> list[str]:
+        result = subprocess.run(["bash", "-c", program], cwd=cwd, env=env, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr
+        # `tutorrl verify`'s line (the bucket's copy re-derived from its spec) aside
+        assert f"ok: {store}/bundles/{WANDB} is bundle" in result.stdout
+        return [line for line in result.stdout.splitlines() if not line.startswith("ok: ")]
+
+    copy = store / "bundles" / WANDB
+    assert start(work) == [f"BUNDLE {copy}"]
+    out = work / "checkpoints" / "chess-tutor" / "chess-tutor-grpo-wandb"
+    assert out.is_symlink() and out.resolve() == (store / "checkpoints" / WANDB).resolve()
+    # What the run left on the bucket: a checkpoint and the record the evidence callback would append.
+    make_fsdp_step(out, 1)
+    record_run_checkpoints(copy, "skypilot-sky-1", False, cwd=work)
+    # A recovered start, on a new machine: a fresh working folder, the bucket as it was.
+    work2 = tmp_path / "work2"
+    work2.mkdir()
+    out2 = work2 / "checkpoints" / "chess-tutor" / "chess-tutor-grpo-wandb"
+    assert start(work2) == ['trainer.resume_mode="resume_path"',
+                                          f'trainer.resume_from_path="{out2 / "global_step_1"}"', f"BUNDLE {copy}"]
+    assert (store / "starts" / WANDB).read_text() == "2\n"
