@@ -33,6 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cpus-per-task", metavar="N", type=int, default=None,
                    help="slurm: CPUs of each node, given to Ray as --num-cpus (default: 64, as verl's recipe)")
     p.add_argument("--mem", metavar="SIZE", help="slurm: memory of each node, e.g. 200G (default: 200G, as verl's recipe)")
+    p.add_argument("--retries", metavar="N", type=int, default=None,
+                   help="slurm, skypilot --managed: a failed or preempted job restarted up to N times, resuming from "
+                        "the newest checkpoint whose evidence verifies (default: the spec's [run] retries)")
+    p.add_argument("--managed", action="store_true", default=None,
+                   help="skypilot: a managed job (sky jobs launch) that SkyPilot recovers, checkpoints and evidence "
+                        "on --bucket (implied by --retries or the spec's [run] retries)")
+    p.add_argument("--bucket", metavar="NAME",
+                   help="skypilot --managed: the bucket (SkyPilot storage name) mounted for checkpoints and evidence")
     from tutorrl._argparse import add_trust_digests_option
 
     add_trust_digests_option(p)
@@ -58,12 +66,30 @@ def _export(args) -> int:
     elif args.to == "skypilot":
         from tutorrl.export import skypilot
 
-        text = skypilot.render(bundle, accelerator=args.accelerator, image=args.image)
+        retries = args.retries if args.retries is not None else bundle.retries  # the flag wins, 0 included
+        managed = bool(args.managed or retries)
+        if managed and not args.bucket:
+            from tutorrl.errors import InputError, Problem
+
+            why = "--managed" if args.managed else "--retries" if args.retries else "the spec's [run] retries"
+            raise InputError([Problem(f"{why}: a managed SkyPilot job needs --bucket NAME",
+                                      hint="the SkyPilot storage bucket that holds its checkpoints and evidence")])
+        if args.bucket and not managed:
+            from tutorrl.errors import InputError, Problem
+
+            raise InputError([Problem("--bucket is for a managed job: add --managed or --retries N")])
+        if managed and (why := skypilot.managed_problem(bundle)):
+            from tutorrl.errors import InputError, Problem
+
+            raise InputError([Problem(f"{args.bundle}: cannot export as a managed job: {why}")])
+        text = skypilot.render(bundle, accelerator=args.accelerator, image=args.image,
+                               bucket=args.bucket if managed else None, retries=args.retries)
     else:
         from tutorrl.export import slurm
 
         text = slurm.render(bundle, partition=args.partition, time_limit=args.time_limit,
-                            cpus_per_task=args.cpus_per_task, mem=args.mem, account=args.account)
+                            cpus_per_task=args.cpus_per_task, mem=args.mem, account=args.account,
+                            retries=args.retries)
     common.write_output(text, args.output)
     if args.output not in (None, "-"):
         from tutorrl._files import display_path

@@ -42,6 +42,10 @@ class Bundle(msgspec.Struct, frozen=True):
     # The rollout's own pool (one_step_off, fully_async: rollout.nnodes x rollout.n_gpus_per_node); 0 where
     # the rollout shares the trainer's GPUs.
     rollout_gpus: int = 0
+    # The spec's `[run] retries` (None: not set); an export with retries requeues a failed job that many times.
+    retries: int | None = None
+    # The spec's trainer.output_dir as written (roots unexpanded); None where unset.
+    output_dir: str | None = None
 
     def sha256(self) -> dict[str, str]:
         import hashlib
@@ -88,7 +92,8 @@ def load(path: str, *, trust_digests: bool = False) -> Bundle:
         env=dict(sorted(((job.get("runtime_env") or {}).get("env_vars") or {}).items())),
         passthrough=tuple(sorted(passthrough_names(job))), nodes=nodes, gpus_per_node=per_node,
         reward_gpus=reward, rollout_gpus=rollout, entrypoint_num_cpus=job.get("entrypoint_num_cpus") or 0,
-        entrypoint_num_gpus=job.get("entrypoint_num_gpus") or 0, warnings=bundle.warnings)
+        entrypoint_num_gpus=job.get("entrypoint_num_gpus") or 0, warnings=bundle.warnings,
+        retries=bundle.spec.run.retries, output_dir=bundle.spec.trainer.output_dir)
 
 
 def _check_names(path: str, job: dict) -> None:

@@ -9,7 +9,8 @@ from tutorrl.errors import InputError, Problem
 # Options that belong to one target; given to another they would be silently ignored.
 _OWN = {"image": ("kuberay", "skypilot"), "secret": ("kuberay",), "accelerator": ("skypilot",),
         "partition": ("slurm",), "time_limit": ("slurm",), "account": ("slurm",), "cpus_per_task": ("slurm",),
-        "mem": ("slurm",)}
+        "mem": ("slurm",), "retries": ("slurm", "skypilot"),
+        "managed": ("skypilot",), "bucket": ("skypilot",)}
 _REQUIRED = {"kuberay": ("image",), "skypilot": ("accelerator",), "slurm": ()}
 _FLAG = {"time_limit": "--time", "cpus_per_task": "--cpus-per-task"}
 # A Kubernetes Secret name (DNS-1123 subdomain); the others must fit one line of their format.
@@ -36,9 +37,13 @@ def check_options(args) -> None:
                                 "(lower-case letters, digits, '-' and '.')"))
     if getattr(args, "cpus_per_task", None) is not None and args.cpus_per_task < 1:
         problems.append(Problem(f"--cpus-per-task {args.cpus_per_task}: at least 1"))
+    if getattr(args, "retries", None) is not None and not 0 <= args.retries <= 100:
+        problems.append(Problem(f"--retries {args.retries}: 0 to 100"))
     if getattr(args, "mem", None) is not None and not _MEM.fullmatch(args.mem):
         problems.append(Problem(f"--mem {args.mem!r} is not a Slurm memory size",
                                 hint="a whole number with an optional unit K, M, G or T, e.g. 200G"))
+    if getattr(args, "bucket", None) is not None and not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,62}", args.bucket):
+        problems.append(Problem(f"--bucket {args.bucket!r}: a bucket name (lower-case letters, digits, '.', '_', '-')"))
     for name in ("image", "accelerator", "partition", "account", "time_limit"):
         value = getattr(args, name, None)
         if value is not None and not _WORD.fullmatch(value):

@@ -38,6 +38,7 @@ and verl's config composition, no training.
 from __future__ import annotations
 
 from tutorrl.export.common import Bundle, check_script, header, sh_quote, wait_function
+from tutorrl.export.resume import resume_function
 from tutorrl.export.yamltext import comment_lines
 
 
@@ -47,8 +48,10 @@ DEFAULT_MEM = "200G"
 
 
 def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | None = None,
-           cpus_per_task: int | None = None, mem: str | None = None, account: str | None = None) -> str:
+           cpus_per_task: int | None = None, mem: str | None = None, account: str | None = None,
+           retries: int | None = None) -> str:
     gpus = bundle.uniform_gpus_per_node
+    retries = bundle.retries if retries is None else retries
     sbatch = [f"--job-name=tutorrl-{bundle.id}", f"--nodes={bundle.nodes}", "--ntasks-per-node=1",
               f"--gpus-per-node={gpus}", f"--cpus-per-task={cpus_per_task or DEFAULT_CPUS_PER_TASK}",
               f"--mem={mem or DEFAULT_MEM}", f"--output=tutorrl-{bundle.id}-%j.out"]
@@ -58,6 +61,8 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
         sbatch.append(f"--partition={partition}")
     if time_limit:
         sbatch.append(f"--time={time_limit}")
+    if retries:
+        sbatch.append("--requeue")
     comments = header(bundle, "slurm") + (
         f"The nodes' Python must hold verl {bundle.verl}; the bundle folder must be on a file system every node"
         " shares.",
@@ -116,8 +121,35 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
         f"    --num-cpus=\"$SLURM_CPUS_PER_TASK\" --num-gpus={gpus} --block &\n"
         "done\n"
         f"tutorrl_wait_nodes \"$head_ip:$port\" {bundle.nodes}\n"
+        + (_launch() if not retries else _launch_requeued(bundle, retries))
+    )
+
+
+def _launch() -> str:
+    return ("RAY_ADDRESS=\"$head_ip:$port\" srun --overlap --nodes=1 --ntasks=1 -w \"$head_node\" \\\n"
+            "  bash \"$bundle/launch.sh\" \"$@\"\n")
+
+
+def _launch_requeued(bundle: Bundle, retries: int) -> str:
+    return (
+        resume_function(bundle, retries, "${SLURM_RESTART_COUNT:-0}", "restart")
+        + "tutorrl_resume_args\n"
+        "status=0\n"
         "RAY_ADDRESS=\"$head_ip:$port\" srun --overlap --nodes=1 --ntasks=1 -w \"$head_node\" \\\n"
-        "  bash \"$bundle/launch.sh\" \"$@\"\n"
+        "  bash \"$bundle/launch.sh\" ${resume[@]+\"${resume[@]}\"} \"$@\" || status=$?\n"
+        "# A failed job goes back in the queue (#SBATCH --requeue covers a lost node or preemption); launch.sh's\n"
+        "# refusals (2, 3) would be refused again.\n"
+        "case $status in\n"
+        "  0) exit 0 ;;\n"
+        "  2|3) echo \"tutorrl: launch.sh refused the job (exit $status); not requeued\" >&2; exit \"$status\" ;;\n"
+        "esac\n"
+        f"if [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {retries} ]; then\n"
+        f"  echo \"tutorrl: the job failed (exit $status); requeued, restart $((${{SLURM_RESTART_COUNT:-0}} + 1)) of {retries}\" >&2\n"
+        "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+        "else\n"
+        f"  echo \"tutorrl: the job failed (exit $status) after {retries} restart(s); not requeued\" >&2\n"
+        "fi\n"
+        "exit \"$status\"\n"
     )
 
 
