@@ -58,7 +58,7 @@ RELEASES = {"grpo_fsdp_lists": "0.9.1", "ppo_critic_rm": "0.6.1", "megatron_moe_
 BEFORE = """
 import sys
 from pathlib import Path
-import tutorrl.cli as cli
+import tutorrl._startup as startup
 import tutorrl.importer.cli_impl as c
 import tutorrl.importer.overrides as o
 import tutorrl.importer.roundtrip as r
@@ -72,9 +72,10 @@ def hydra_first(args, meanwhile=None):
 
 c._launches_from_args = hydra_first
 o.parse = o.parse.__wrapped__
-cli._SHORT = cli._SHORT - {"import"}
+startup.SHORT = startup.SHORT - {"import"}
 
-def whole(root, config_name, overrides, config_path=None, base=None, cache=None):
+def whole(root, config_name, overrides, config_path=None, base=None, cache=None, entry=""):
+    assert entry in ("", "ppo"), "the benchmark's scripts launch main_ppo"
     config_dir = root / "verl" / "trainer" / "config"
     if config_path is not None:
         custom = Path(config_path)

@@ -20,6 +20,9 @@ run's checkpoints skip it (`is_model_record`).
 
 from __future__ import annotations
 
+from typing import Literal
+
+
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,14 +31,14 @@ import msgspec
 
 from tutorrl.errors import CheckpointError
 from tutorrl.evidence.schema import (
-    MODEL_LINK_CHECK, MODEL_SOURCE, BundleRef, ChainLink, Check, CheckpointInfo, Lineage, Merge, Predicate,
+    MODEL_LINK_CHECK, BundleRef, ChainLink, Check, CheckpointInfo, Lineage, Merge, Predicate,
     ResourceDescriptor, RunInfo,
     SafetensorsDigests, Statement, TensorDigest, Tracker, make_verdict,
 )
 
 from tutorrl.contract import EVIDENCE_DIR  # noqa: E402
 
-SOURCE = MODEL_SOURCE
+SOURCE: Literal["model-merger"] = "model-merger"  # the record schema's MODEL_SOURCE
 LINK_CHECK = MODEL_LINK_CHECK
 
 

@@ -68,7 +68,7 @@ def choose(bundle_path: Path, root: Path | None, bundle_digest: str | None = Non
         return Choice(step=None, directory=None, record=None, skipped=[], steps=[])
     chain = verify_evidence(Path(bundle_path), bundle_digest)
     records = [(path, s) for path, s in read_records(Path(bundle_path)) if s is not None]
-    wanted = os.path.realpath(root)
+    wanted = os.path.realpath(root)  # type: ignore[arg-type]  # root is set: steps were found under it
     skipped = []
     for sd in reversed(steps):
         mine = [(path, s) for path, s in records if s.predicate.checkpoint.step == sd.step

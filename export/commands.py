@@ -78,10 +78,11 @@ def _export(args) -> int:
             from tutorrl.errors import InputError, Problem
 
             raise InputError([Problem("--bucket is for a managed job: add --managed or --retries N")])
-        if managed and (why := skypilot.managed_problem(bundle)):
+        problem = skypilot.managed_problem(bundle) if managed else None
+        if problem:
             from tutorrl.errors import InputError, Problem
 
-            raise InputError([Problem(f"{args.bundle}: cannot export as a managed job: {why}")])
+            raise InputError([Problem(f"{args.bundle}: cannot export as a managed job: {problem}")])
         text = skypilot.render(bundle, accelerator=args.accelerator, image=args.image,
                                bucket=args.bucket if managed else None, retries=args.retries)
     else:

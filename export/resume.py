@@ -11,7 +11,7 @@ from __future__ import annotations
 from tutorrl.export.common import REFUSED, Bundle, sh_quote
 
 
-def resume_keys(bundle: Bundle) -> tuple[str, str, str, str, str]:
+def resume_keys(bundle: Bundle) -> tuple[str, str, str, str]:
     """launch.sh's arguments for verl ``bundle.verl``'s resume: (the path's key, then resume_mode set to
     resume_path, disable and auto), spelled as the release spells them."""
     from tutorrl.compiler.release import load_lock, render_value
@@ -22,7 +22,8 @@ def resume_keys(bundle: Bundle) -> tuple[str, str, str, str, str]:
     if mode is None or path is None:
         raise RefusedError(f"--retries: verl {bundle.verl} ({bundle.variant}) has no resume_mode/resume_from keys "
                            "to resume with")
-    return (path.spelled(), *(f"{mode.spelled()}={render_value(v)}" for v in ("resume_path", "disable", "auto")))
+    at, scratch, auto = (f"{mode.spelled()}={render_value(v)}" for v in ("resume_path", "disable", "auto"))
+    return path.spelled(), at, scratch, auto
 
 
 def resume_function(bundle: Bundle, retries: int | None, count: str, what: str) -> str:

@@ -176,7 +176,7 @@ def make_model(bundle: str, out: str, *, step: int | None = None, merge_lora: bo
             shutil.move(str(tmp / ADAPTER), str(spare / ADAPTER))
             shutil.rmtree(tmp)
             spare.rename(tmp)
-        merge = evidence.Merge(merger="verl.model_merger", backend=backend, verl=source.verl,
+        merge = evidence.Merge(merger="verl.model_merger", backend=backend, verl=source.verl,  # type: ignore[arg-type]
                                lora_adapter=has_adapter, lora_merged=merge_lora, lora_alpha_from=alpha_from)
         hashed = evidence.inspect_model(tmp, workers=workers)
         problem = evidence.model_dir_problem(target)

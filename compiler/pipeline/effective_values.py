@@ -90,9 +90,10 @@ class GpuPool(msgspec.Struct, frozen=True):
 
     @property
     def total(self) -> int | None:
-        if None in (self.nodes, self.per_node, self.rollout_nodes, self.rollout_per_node):
+        nodes, per_node, r_nodes, r_per_node = self.nodes, self.per_node, self.rollout_nodes, self.rollout_per_node
+        if nodes is None or per_node is None or r_nodes is None or r_per_node is None:
             return None
-        return self.nodes * self.per_node + self.rollout_nodes * self.rollout_per_node + self.reward
+        return nodes * per_node + r_nodes * r_per_node + self.reward
 
 
 _POOL = ("resources.nodes", "resources.trainer_gpus_per_node")

@@ -120,9 +120,10 @@ def findings(spec, resolved, lock) -> list:
             out.append(Finding(key, f"{name} is both a root and in [env]", "keep it in one place: [roots] for a folder"))
     used: set[str] = set()
     recipe = spec.experiment.recipe
-    if recipe is not None and reference(recipe.path) is not None:
+    ref = reference(recipe.path) if recipe is not None else None
+    if ref is not None:
         # launch.sh puts the root's value into the recipe folder's path (assemble._recipe_lines).
-        used.add(reference(recipe.path)[0])
+        used.add(ref[0])
     for o in resolved.overrides:
         target = lock.targets.get(o.setting)
         table = target is not None and target.kind == "table"

@@ -73,7 +73,9 @@ def _dry_run(bundle: Path, cwd: Path, head, extra_env: dict[str, str]):
 
 def _summary(proc, bundle: Path, record: dict, standin_python, cwd: Path, env: dict | None = None) -> Path:
     """The dry run's three-line summary, checked against what launch.sh really passes verl."""
-    overrides = standin_python.argv(bundle, env=env)[4:]  # after -m verl.trainer.main_ppo --config-name NAME
+    # After -m <entry module> --config-name NAME; Hydra's own settings (an entry point's hydra.searchpath)
+    # are not the task's overrides verl reports.
+    overrides = [o for o in standin_python.argv(bundle, env=env)[4:] if not o.startswith("hydra.")]
     assert len(overrides) > 20
     run_dir = bundle / "runs" / record["run_id"]
     assert (f"dry run succeeded: verl 0.9.1 (the bundle's target release) composed its config and "

@@ -129,6 +129,11 @@ def test_the_post_run_scan_takes_the_runs_bundle_and_reads_the_chain_once(tmp_pa
 
     monkeypatch.setattr(verify_module, "_rederive", counted_rederive)
     monkeypatch.setattr(record_module, "read_records", counted_read)
+    # The package's face keeps a name once asked for (tutorrl/_face.py): an earlier test's lookup would
+    # otherwise hand the scan the uncounted function.
+    import tutorrl.evidence as evidence_face
+
+    monkeypatch.setattr(evidence_face, "read_records", counted_read, raising=False)
     record = msgspec.convert({
         "schema": 1, "run_id": "run-b", "bundle": str(bundle), "submission_id": "s", "attempt": 1,
         "address_kind": "embedded", "address": "http://127.0.0.1:1", "dry_run": False,
