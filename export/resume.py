@@ -14,14 +14,12 @@ from tutorrl.export.common import REFUSED, Bundle, sh_quote
 def resume_keys(bundle: Bundle) -> tuple[str, str, str, str]:
     """launch.sh's arguments for verl ``bundle.verl``'s resume: (the path's key, then resume_mode set to
     resume_path, disable and auto), spelled as the release spells them."""
-    from tutorrl.compiler.release import load_lock, render_value
-    from tutorrl.errors import RefusedError
+    from tutorrl.compiler.release import render_value
+    from tutorrl.runtime import no_resume_keys, resume_targets
 
-    targets = load_lock(bundle.verl, bundle.variant).targets
-    mode, path = targets.get("trainer.resume_mode"), targets.get("trainer.resume_from")
+    mode, path = resume_targets(bundle.verl, bundle.variant)
     if mode is None or path is None:
-        raise RefusedError(f"--retries: verl {bundle.verl} ({bundle.variant}) has no resume_mode/resume_from keys "
-                           "to resume with")
+        raise no_resume_keys(bundle.verl, bundle.variant)
     at, scratch, auto = (f"{mode.spelled()}={render_value(v)}" for v in ("resume_path", "disable", "auto"))
     return path.spelled(), at, scratch, auto
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tutorrl.runtime.preflight import gpu_layout, needed_gpus
     from tutorrl.runtime.progress import Progress
     from tutorrl.runtime.records import LOG_FILE, RunRecord
+    from tutorrl.runtime.retry import no_resume_keys, resume_targets
     from tutorrl.runtime.run import RunSession, exit_code_of
     from tutorrl.runtime.stack_derive import derive_stack, wheel_requirements
     from tutorrl.runtime.submit import passthrough_names
@@ -32,6 +33,7 @@ _EXPORTS = {
     "preflight": ("gpu_layout", "needed_gpus"),
     "progress": ("Progress",),
     "records": ("LOG_FILE", "RunRecord"),
+    "retry": ("no_resume_keys", "resume_targets"),
     "run": ("RunSession", "exit_code_of"),
     "stack_derive": ("derive_stack", "wheel_requirements"),
     "submit": ("passthrough_names",),
@@ -51,8 +53,10 @@ __all__ = [
     "exit_code_of",
     "gpu_layout",
     "needed_gpus",
+    "no_resume_keys",
     "passthrough_names",
     "reconcile",
+    "resume_targets",
     "stop_run",
     "wheel_requirements",
 ]

@@ -91,23 +91,35 @@ def user_error(exit_code: int | None, log_tail: str) -> str | None:
     return None
 
 
+def resume_targets(release: str, variant: str):
+    """(resume_mode's target, resume_from's target) in verl ``release``'s lock, each None where it has no such
+    key: the one place the retry (here) and the exports' restart (export/resume.py) spell verl's resume."""
+    from tutorrl.compiler.release import load_lock
+
+    targets = load_lock(release, variant).targets
+    return targets.get("trainer.resume_mode"), targets.get("trainer.resume_from")
+
+
+def no_resume_keys(release: str, variant: str) -> RefusedError:
+    return RefusedError(f"--retries: verl {release} ({variant}) has no resume_mode/resume_from keys to resume with")
+
+
 def resume_overrides(release: str, variant: str, directory: str) -> list[str]:
     """launch.sh's arguments that make verl ``release`` resume from ``directory`` (a ``global_step_N`` folder)."""
-    from tutorrl.compiler.release import load_lock, render_value
+    from tutorrl.compiler.release import render_value
 
-    lock = load_lock(release, variant)
-    mode, path = lock.targets.get("trainer.resume_mode"), lock.targets.get("trainer.resume_from")
+    mode, path = resume_targets(release, variant)
     if mode is None or path is None:
-        raise RefusedError(f"--retries: verl {release} ({variant}) has no resume_mode/resume_from keys to resume with")
+        raise no_resume_keys(release, variant)
     return [f"{mode.spelled()}={render_value('resume_path')}", f"{path.spelled()}={render_value(directory)}"]
 
 
 def fresh_overrides(release: str, variant: str) -> list[str]:
     """launch.sh's arguments for a retry from scratch: verl's "auto" would resume from the checkpoints that did
     not verify."""
-    from tutorrl.compiler.release import load_lock, render_value
+    from tutorrl.compiler.release import render_value
 
-    mode = load_lock(release, variant).targets.get("trainer.resume_mode")
+    mode, _ = resume_targets(release, variant)
     return [] if mode is None else [f"{mode.spelled()}={render_value('disable')}"]
 
 
