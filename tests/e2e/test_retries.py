@@ -206,7 +206,11 @@ def test_two_killed_trainers_then_a_run_that_ends_0_having_trained_each_step_onc
     assert ids == [record["run_id"], record["run_id"] + "-r1", record["run_id"] + "-r2"]
     assert record["submission_id"] == ids[-1]
     assert f"Load from checkpoint folder: {retried.step_dir / 'global_step_2'}" in retried.log
-    assert sorted(metrics(retried.log)) == [1, 2, 3, 4]
+    # verl logs a step's metrics after it saves that step's checkpoint, and the kill comes as soon as the
+    # step-2 tracker names it: step 2's console line may or may not have been printed first. Steps 1, 3 and
+    # 4 always are (1 by the second attempt, 3 and 4 by the third) and no step beyond the run's is.
+    logged = set(metrics(retried.log))
+    assert {1, 3, 4} <= logged <= {1, 2, 3, 4}, sorted(logged)
     err = retried.run.stderr
     assert "no checkpoint whose evidence verifies: attempt 2 starts from scratch" in err
     assert f"attempt 3 resumes from {retried.step_dir / 'global_step_2'} (record 000002.json" in err
