@@ -12,6 +12,7 @@ root allowed), as data paths are: the bundle names no machine's folder.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Mapping
 
@@ -19,13 +20,10 @@ import msgspec
 
 from tutorrl.errors import Problem, SpecError
 
-# One hashing, shared by the compiler (exec'd below) and by launch.sh (`python -c`): a
-# folder's files, walked without following linked folders; caches and git's own
-# folder are not code. Paths in '/' form, sorted, so the order files were made in
-# (and the machine) does not matter.
-_DEFS = r'''
-import hashlib, os
+# Folders a recipe's code never lives in: git's own and Python's caches.
 SKIP_DIRS = {".git", "__pycache__"}
+
+
 def recipe_files(folder):
     out = {}
     for top, dirs, names in os.walk(folder):
@@ -38,31 +36,35 @@ def recipe_files(folder):
             with open(path, "rb") as fh:
                 out[rel] = hashlib.sha256(fh.read()).hexdigest()
     return dict(sorted(out.items()))
+
+
 def recipe_digest(files):
     text = "".join(f"{sha}  {rel}\n" for rel, sha in sorted(files.items()))
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-'''
 
-_MAIN = r'''
-import sys
-folder, want = sys.argv[1], sys.argv[2]
-if not os.path.isdir(folder):
-    sys.exit(f"tutorrl: the recipe folder {folder} is absent where the job runs (the spec's [experiment.recipe] path)")
-got = recipe_digest(recipe_files(folder))
-if got != want:
-    sys.exit(f"tutorrl: the recipe code in {folder} is not what this bundle was compiled with ({got}, "
-             f"the bundle pins {want}); `tutorrl verify` names the changed files")
-'''
 
-_NS: dict = {}
-exec(compile(_DEFS, __name__, "exec"), _NS)  # noqa: S102 - our own constant text, the one hashing
-recipe_files = _NS["recipe_files"]
-recipe_digest = _NS["recipe_digest"]
+# What launch.sh adds after the two functions: the folder and the pinned digest from its
+# arguments, exit non-zero on other code.
+_CHECK = (
+    "import sys",
+    "folder, want = sys.argv[1], sys.argv[2]",
+    "if not os.path.isdir(folder):",
+    '    sys.exit(f"tutorrl: the recipe folder {folder} is absent where the job runs (the spec\'s [experiment.recipe] path)")',
+    "got = recipe_digest(recipe_files(folder))",
+    "if got != want:",
+    '    sys.exit(f"tutorrl: the recipe code in {folder} is not what this bundle was compiled with ({got}, "',
+    '             f"the bundle pins {want}); `tutorrl verify` names the changed files")',
+)
 
 
 def launch_program() -> str:
-    """What launch.sh runs (``python -c``) with the folder and the pinned digest: exit non-zero on other code."""
-    return _DEFS + _MAIN
+    """What launch.sh runs (``python -c``) with the folder and the pinned digest: :func:`recipe_files` and
+    :func:`recipe_digest` by their own source (the job's Python need not have tutorrl), never a copy, so
+    the job hashes the folder as the compiler did."""
+    from tutorrl.compiler.release.hydra import function_source
+
+    return "\n".join(["", "import hashlib, os", "SKIP_DIRS = {%s}" % ", ".join(f'"{d}"' for d in sorted(SKIP_DIRS)),
+                      function_source(recipe_files) + function_source(recipe_digest), *_CHECK, ""])
 
 
 def folder_of(path: str, roots: Mapping, env: Mapping[str, str]) -> str | None:

@@ -81,7 +81,8 @@ def test_launch_programs_carry_each_function_as_inspect_reads_it():
     import inspect
 
     from tutorrl.compiler.release import hydra
-    from tutorrl.compiler.pipeline import roots
+    from tutorrl.compiler.pipeline import recipe_code, roots
 
-    for function in (hydra.omegaconf_escape, hydra.quote_string, hydra.render_value, roots.join):
+    for function in (hydra.omegaconf_escape, hydra.quote_string, hydra.render_value, roots.join,
+                     recipe_code.recipe_files, recipe_code.recipe_digest):
         assert hydra.function_source(function) == inspect.getsource(function), function.__name__
