@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHO
 
 SHIM = support.REPO / "tools" / "cpu_training" / "shim"
 DEADLINE_S = 900
+CLUSTER_MARKER = "TUTORRL_TEST_RETRY_CLUSTER"
 
 
 def shim_path() -> str:
@@ -239,21 +240,47 @@ def test_runs_lists_the_attempts(retried):
     assert "3 attempts" in row and "resumed from 2" in row
 
 
+@pytest.fixture
+def cluster():
+    """A Ray head tutorrl did not start (support.RayNodes: `ray start --head` from the training environment,
+    loopback, token auth): the retries of `tutorrl run --address` resubmit to it, as on a user's cluster."""
+    python, _ = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
+    nodes = support.RayNodes(str(Path(python).parent / "ray"), CLUSTER_MARKER, env={
+        "PYTHONPATH": str(SHIM), "TUTORRL_PYTHON": python, "GLOO_SOCKET_IFNAME": "lo"})
+    try:
+        yield nodes.start_head("--num-gpus=1", "--num-cpus=3", "--object-store-memory=300000000")
+    finally:
+        nodes.stop()
+        assert support.procs_with_env(CLUSTER_MARKER, str(nodes.root)) == [], "processes of the test's Ray are left"
+
+
+def _cluster_jobs(nodes) -> list[dict]:
+    """The cluster's jobs, as its Jobs API lists them (``GET /api/jobs/``)."""
+    import urllib.request
+
+    from tutorrl.runtime import cluster
+
+    req = urllib.request.Request(f"{nodes.url}/api/jobs/", headers=cluster.auth_headers(nodes.token))
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.load(resp)
+
+
+@pytest.mark.needs_ray
 def test_a_checkpoint_changed_after_its_record_is_passed_over_and_the_retry_resumes_from_the_one_before(
-        tmp_path, monkeypatch, capsys):
-    """In-process, so the backoff is the test's: between the attempts (after the first attempt's
-    checkpoints are recorded) it flips a byte of step 2's model shard, as a disk or a stray writer might."""
+        tmp_path, monkeypatch, capsys, cluster):
+    """On an existing cluster (``--address``), in-process, so the backoff is the test's: between the attempts
+    (after the first attempt's checkpoints are recorded) it flips a byte of step 2's model shard, as a disk or
+    a stray writer might."""
     from tutorrl.runtime.options import RunOptions
     from tutorrl.runtime.progress import Progress
     from tutorrl.runtime.run import RunSession
 
-    python, tiny = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
+    _, tiny = training_env("TUTORRL_TRAIN_PYTHON", ".complete", "the CPU training environment")
     ckpt, step_dir = tmp_path / "ckpt", tmp_path / "ckpt" / "tiny-cpu-grpo"
-    for name, value in {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(ckpt), "PYTHONPATH": shim_path(),
-                        "TUTORRL_PYTHON": python}.items():
-        monkeypatch.setenv(name, value)
     for name in [n for n in os.environ if n.startswith("RAY_")]:
         monkeypatch.delenv(name)
+    for name, value in {"TINY_ROOT": str(tiny), "CKPT_ROOT": str(ckpt), "RAY_AUTH_TOKEN": cluster.token}.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
     compiled = tutorrl("compile", str(four_step_spec(tmp_path)), "--out", str(tmp_path / "bundles"), cwd=tmp_path)
     assert compiled.returncode == 0, compiled.stderr
@@ -270,7 +297,7 @@ def test_a_checkpoint_changed_after_its_record_is_passed_over_and_the_retry_resu
 
     killer = Killer(ckpt, step_dir, ["2"])
     killer.start()
-    session = RunSession(RunOptions(bundle=str(bundle), num_gpus=1, retries=1), Progress(tty=False))
+    session = RunSession(RunOptions(bundle=str(bundle), address=cluster.url, retries=1), Progress(tty=False))
     session.echo = False
     session.wait = corrupt_then_go_on
     try:
@@ -293,6 +320,11 @@ def test_a_checkpoint_changed_after_its_record_is_passed_over_and_the_retry_resu
     first, second = record["attempts"]
     assert first["status"] == "failed" and first["trained"][:2] == [1, 2]
     assert second["resumed_step"] == 1 and second["trained"] == [2, 3, 4]
+    assert record["address_kind"] == "cluster"
+    ids = [a["submission_id"] for a in record["attempts"]]
+    # Both attempts are jobs of the cluster's own Jobs API, which still lists them after the run.
+    jobs = {j["submission_id"]: j["status"] for j in _cluster_jobs(cluster) if j.get("submission_id")}
+    assert [jobs.get(i) for i in ids] == ["FAILED", "SUCCEEDED"], jobs
     assert second["skipped"] and second["skipped"][0].startswith("global_step_2: its files")
     # The retry wrote step 2 again: its new record links the record of step 1, which it resumed from.
     statements = [_statement(p)["predicate"] for p in sorted((bundle / "evidence").glob("[0-9]*.json"))]
