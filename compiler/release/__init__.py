@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tutorrl.compiler.release.adding import release_files
     from tutorrl.compiler.release.built import load_built
     from tutorrl.compiler.release.entries import EntryPoint, find_entry, load_entries
-    from tutorrl.compiler.release.hydra import launch_prelude, render_value
+    from tutorrl.compiler.release.hydra import function_source, launch_prelude, render_value
     from tutorrl.compiler.release.keymap import (
         Lock,
         Target,
@@ -49,7 +49,7 @@ _EXPORTS = {
     "adding": ("release_files",),
     "built": ("load_built",),
     "entries": ("EntryPoint", "find_entry", "load_entries"),
-    "hydra": ("launch_prelude", "render_value"),
+    "hydra": ("function_source", "launch_prelude", "render_value"),
     "keymap": (
         "Lock",
         "Target",
@@ -86,6 +86,7 @@ __all__ = [
     "find_entry",
     "fetch_wheel",
     "forget_user_releases",
+    "function_source",
     "is_runtime",
     "is_user_release",
     "launch_prelude",
