@@ -27,7 +27,6 @@ from tutorrl.compiler.release import (
 )
 from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE as _EXTRA
 from tutorrl.compiler.pipeline.raw_overrides import screen_override
-from tutorrl.compiler.pipeline.value_types import type_refusal
 from tutorrl.compiler.spec import Spec, flatten_table, settings
 from tutorrl.errors import Finding
 
@@ -490,6 +489,10 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
                           "verl would accept it and never read it" + _elsewhere(key, lock, engine),
                           moved_key(key, lock))
         if exists and prefix != "~":
+            # Here, not at module level: its patterns are compiled on import, and a spec without
+            # extra_overrides never needs them.
+            from tutorrl.compiler.pipeline.value_types import type_refusal
+
             info = keyset.keys[key]
             wrong = type_refusal(key, text.partition("=")[2], info.type, info.default, lock.release)
             if wrong is not None and not _PLACEHOLDER.search(text):
