@@ -856,6 +856,10 @@ def _attempts_text(r: records.RunRecord) -> str:
             + (f"; resumed from {', '.join(resumed)}" if resumed else ""))
 
 
+def _tracker_text(r: records.RunRecord) -> str:
+    return tracker.text(r.tracker_id, r.mlflow_run_id)
+
+
 def runs_command(args) -> int:
     import msgspec
 
@@ -883,7 +887,7 @@ def runs_command(args) -> int:
     rows = [("RUN", "STARTED (UTC)", "WHERE", "STATUS", "EXIT")]
     # Columns only some runs have values for are shown only then (a plain run's table is as it was).
     retried = any(r is not None and r.retries is not None for _, r in entries)
-    tracked = any(r is not None and r.tracker_id is not None for _, r in entries)
+    tracked = any(r is not None and _tracker_text(r) for _, r in entries)
     if retried:
         rows[0] += ("ATTEMPTS",)
     if tracked:
@@ -901,7 +905,7 @@ def runs_command(args) -> int:
         if retried:
             row += (_attempts_text(r),)
         if tracked:
-            row += (f"wandb {r.tracker_id}" if r.tracker_id else "",)
+            row += (_tracker_text(r),)
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
