@@ -206,6 +206,13 @@ def _ray_status(client, submission_id: str) -> str | None:
         return None
 
 
+def _between_attempts(record: records.RunRecord) -> bool:
+    """A retried run whose attempt failed while its owner lives: the next attempt may follow (runtime/retry.py)."""
+    from tutorrl.runtime.retry import may_follow
+
+    return may_follow(record) and bool(lifecycle.alive(record.owner))
+
+
 def logs_command(args) -> int:
     run_dir = lifecycle.find_run(args.run)
     record = lifecycle.reconcile(run_dir)
@@ -249,7 +256,7 @@ def logs_command(args) -> int:
             pass
         except ReadError as exc:
             raise RefusedError(f"{exc}; nothing read from it") from None
-        if not args.follow or record.status in records.TERMINAL:
+        if not args.follow or (record.status in records.TERMINAL and not _between_attempts(record)):
             if args.follow and chunk:
                 continue  # drain what the owner wrote before it closed the record
             return 0
@@ -272,7 +279,7 @@ def stop_run(run_dir: Path) -> Stopped:
     """Stop one run: its owner stops the job and then its head (as on Ctrl-C), or, with
     no owner left, the cluster is asked to stop the job. Refuses a record it cannot trust."""
     record = lifecycle.reconcile(run_dir)
-    if record.status in records.TERMINAL:
+    if record.status in records.TERMINAL and not _between_attempts(record):
         return Stopped(record, True, f"already {record.status}", already=True)
     if not records.verified(record):
         raise lifecycle.NotVerified(f"{run_dir}: {lifecycle.UNVERIFIED}; stop it where it was started")

@@ -474,8 +474,13 @@ class RunSession:
                 self.record = records.read_record(self.run_dir)
             attempt = self._close_attempt(bundle_path)
             run_id, n = self.record.run_id, len(self.record.attempts)
-            if self.record.status == "stopped" or interrupts():
+            if self.record.status == "stopped":
                 return code
+            if interrupts():
+                if self.record.status != "failed":
+                    return code
+                self._save(status="stopped", exit_code=EXIT_INTERRUPTED, message=f"interrupted before retry {n}")
+                return EXIT_INTERRUPTED
             if self.record.status == "succeeded":
                 short = retry.shortfall(succeeded=True, resumed_step=attempt.resumed_step, trained=attempt.trained,
                                         reached=self._reached(), total=total)
@@ -498,7 +503,9 @@ class RunSession:
                           + (f" in {delay:g}s" if delay else " now"))
             wait = self.wait or (lambda seconds: interrupts.event.wait(seconds))
             if wait(delay) or interrupts():
-                return code
+                # Stopped between two attempts (`tutorrl stop`, Ctrl-C during the backoff): no job runs to stop.
+                self._save(status="stopped", exit_code=EXIT_INTERRUPTED, message=f"interrupted before retry {n}")
+                return EXIT_INTERRUPTED
             code = self._resubmit(n, bundle, bundle_path, digest, passthrough, interrupts)
 
     def _close_attempt(self, bundle_path: Path) -> records.Attempt:

@@ -181,6 +181,32 @@ def test_detached_run_ends_by_itself(make_bundle, workdir):
     wait_for(lambda: not Path(f"/proc/{rec['owner']['pid']}").exists(), 30, "the supervisor to exit")
 
 
+def test_a_detached_run_retries_in_its_supervisor(make_bundle, workdir, tmp_path):
+    """`--detach --retries 1`: the supervisor (its own session) resubmits the failed job and closes one
+    record of both attempts; `status` shows them. The stand-in job fails once, then trains its one step."""
+    marker = tmp_path / "failed-once"
+    launch = (f'#!/usr/bin/env bash\nif [ ! -e "{marker}" ]; then touch "{marker}"; echo "lost the node"; exit 1; fi\n'
+              'echo "step:1 - actor/loss:0.5 - critic/score:1.0"\necho finished\n')
+    bundle = make_bundle(launch, gpus=1)
+    detach = run_tutorrl(["run", str(bundle), "--detach", "--retries", "1"], workdir, clean_env(**ENV))
+    assert detach.returncode == 0, detach.stderr
+    run_id = detach.stdout.strip()
+    follow = run_tutorrl(["logs", run_id, "--follow"], workdir, timeout=120)  # returns when the run ends
+    assert follow.returncode == 0
+    assert "lost the node" in follow.stdout and "finished" in follow.stdout
+    (rec,) = _records(bundle)
+    assert rec["status"] == "succeeded" and rec["exit_code"] == 0 and rec["detached"] is True
+    assert rec["retries"] == 1 and [a["status"] for a in rec["attempts"]] == ["failed", "succeeded"]
+    assert [a["submission_id"] for a in rec["attempts"]] == [run_id, f"{run_id}-r1"]
+    assert rec["attempts"][1]["reached_step"] == 1
+    supervisor_log = (bundle / "runs" / run_id / "supervisor.log").read_text()
+    assert f"{run_id}: attempt 1 failed (exit 1); retry 1/1" in supervisor_log
+    status = run_tutorrl(["status", run_id], workdir)
+    assert "  attempts:  2 of at most 2" in status.stdout
+    assert f"    2. {run_id}-r1: succeeded (exit 0), from scratch, reached step 1" in status.stdout
+    _assert_closed_cleanly(bundle, rec)
+
+
 def test_cluster_run_killed_then_reconciled_from_ray(ray_cluster, make_bundle, workdir):
     """The submitter dies; the job ends on the cluster with nobody watching; `status` closes the record."""
     bundle = make_bundle('#!/usr/bin/env bash\necho started >&2\nsleep 3\necho finished >&2\n', gpus=1)
