@@ -78,9 +78,23 @@ def _probe(python: str, role: str, ask: dict, env: dict[str, str], timeout: floa
         return {"kind": "error", "error": f"exit {proc.returncode}: {tail[0]}"}
 
 
-def open_run(python: str, ask: dict, env: dict[str, str], timeout: float = 120.0) -> tuple[str, str]:
-    """(the tutorrl run's MLflow run, the new run this launch logs into); refused with why when MLflow cannot
-    make them (verl, asked to log to the same store, would fail the same way, after minutes of start-up)."""
+def open_run(python: str, ask: dict, env: dict[str, str], *, inherited: bool = False,
+             timeout: float = 120.0) -> tuple[str, str, str | None]:
+    """(the tutorrl run's MLflow run, the new run this launch logs into, a note or None); refused with why when
+    MLflow cannot make them (verl, asked to log to the same store, would fail the same way, after minutes of
+    start-up). ``inherited``: ``ask["parent"]`` is the run of the run this one resumes from; where it cannot be
+    used (logged to another store, deleted) this run makes its own, and the note says so."""
+    try:
+        return (*_open(python, ask, env, timeout), None)
+    except RefusedError as exc:
+        if not inherited or ask.get("parent") is None:
+            raise
+        parent, run = _open(python, {**ask, "parent": None}, env, timeout)
+        return parent, run, (f"MLflow run {ask['parent']} (of the run resumed from) cannot be used, so this run "
+                             f"made its own: {exc}")
+
+
+def _open(python: str, ask: dict, env: dict[str, str], timeout: float) -> tuple[str, str]:
     answer = _probe(python, "mlflow-run", ask, env, timeout)
     if answer.get("kind") == "ok":
         return answer["parent"], answer["run"]

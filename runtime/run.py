@@ -666,16 +666,10 @@ class RunSession:
         ask = mlflow_run.ask_for_run(env=self.job_env, experiment=spec.experiment.project,
                                      run_name=spec.experiment.name, parent=self.record.mlflow_run_id,
                                      identity=identity, attempt=len(self.record.mlflow_runs) + 1)
-        python = preflight.job_python(self.job_env)
-        try:
-            parent, run = mlflow_run.open_run(python, ask, self.job_env)
-        except RefusedError as exc:
-            if ask["parent"] is None or self.record.mlflow_runs:
-                raise
-            # The run resumed from logged to another MLflow store (or its run is gone): this run starts its own.
-            self.progress.note(f"tracker: MLflow run {ask['parent']} (inherited) not reachable, so this run makes "
-                               f"its own: {exc}")
-            parent, run = mlflow_run.open_run(python, {**ask, "parent": None}, self.job_env)
+        parent, run, note = mlflow_run.open_run(preflight.job_python(self.job_env), ask, self.job_env,
+                                                inherited=not self.record.mlflow_runs)
+        if note:
+            self.progress.note(f"tracker: {note}")
         self._save(mlflow_run_id=parent, mlflow_runs=[*self.record.mlflow_runs, run])
         self.progress.note(f"tracker: MLflow run {run}, nested under {parent} (this run's)")
         return {mlflow_run.RUN_ID_ENV: run}

@@ -88,7 +88,8 @@ def test_each_launch_logs_into_its_own_run_under_the_runs_one_and_the_close_stit
     env = _env(tmp_path)
     ask = mlflow_run.ask_for_run(env=env, experiment="tiny-cpu", run_name="tiny", parent=None, identity=IDENTITY,
                                  attempt=1)
-    parent, first = mlflow_run.open_run(python, ask, env)
+    parent, first, note = mlflow_run.open_run(python, ask, env)
+    assert note is None
     # verl's start with MLFLOW_RUN_ID: it attaches to the launch's run (same experiment, so 0.5.0 accepts it).
     started = subprocess.run([python, "-c", VERL_050_START, "tiny-cpu", "tiny", "1", "trainer/resume_mode=auto"],
                              env={**env, mlflow_run.RUN_ID_ENV: first}, capture_output=True, text=True)
@@ -97,7 +98,7 @@ def test_each_launch_logs_into_its_own_run_under_the_runs_one_and_the_close_stit
     # The retry: a new run under the same parent. Its config differs -- MLflow would refuse it in the first run.
     again = mlflow_run.ask_for_run(env=env, experiment="tiny-cpu", run_name="tiny", parent=parent,
                                    identity={**IDENTITY, "evidence_head": "000001.json@sha256:ef"}, attempt=2)
-    same, second = mlflow_run.open_run(python, again, env)
+    same, second, _ = mlflow_run.open_run(python, again, env)
     assert same == parent and second not in (first, parent)
     refused = subprocess.run([python, "-c", VERL_050_START, "tiny-cpu", "tiny", "2", "trainer/resume_mode=resume_path"],
                              env={**env, mlflow_run.RUN_ID_ENV: first}, capture_output=True, text=True)
@@ -133,3 +134,20 @@ def test_a_store_mlflow_refuses_is_said_before_verl_starts(tmp_path):
         mlflow_run.open_run(python, ask, env)
     assert f"MLflow at {(tmp_path / 'mlruns').as_uri()} refused: " in str(err.value)
     assert "MLFLOW_ALLOW_FILE_STORE" in str(err.value)
+
+
+@train
+def test_an_inherited_run_the_store_lacks_gives_way_to_a_new_one_said(tmp_path):
+    """A run resuming another's checkpoint, logging to another store than that run did: its MLflow run is
+    not there. The first launch makes a run of its own and says why; a later launch's missing parent is
+    refused (its own run, made minutes ago, gone)."""
+    python = os.environ["TUTORRL_TRAIN_PYTHON"]
+    env = _env(tmp_path)
+    gone = "0" * 32
+    ask = mlflow_run.ask_for_run(env=env, experiment="tiny-cpu", run_name="tiny", parent=gone, identity=IDENTITY,
+                                 attempt=1)
+    parent, run, note = mlflow_run.open_run(python, ask, env, inherited=True)
+    assert parent != gone and _read(tmp_path, python, run)["tags"]["mlflow.parentRunId"] == parent
+    assert note.startswith(f"MLflow run {gone} (of the run resumed from) cannot be used, so this run made its own: ")
+    with pytest.raises(RefusedError, match=f"MLflow at .* refused: .*{gone}"):
+        mlflow_run.open_run(python, ask, env, inherited=False)
