@@ -8,6 +8,8 @@ no tutorrl, so this file imports nothing of tutorrl and is run by its path::
     python job_probe.py verl-version            verl's installed release (nothing printed without one)
     python job_probe.py merger                  verl's release and whether it has verl.model_merger
     python job_probe.py merge-lora SRC DST      lora_adapter/ merged into SRC's weights (peft), written to DST
+    python job_probe.py mlflow-run ASK_JSON     the MLflow run a verl launch logs into (see runtime/mlflow_run.py)
+    python job_probe.py mlflow-close ASK_JSON   the tutorrl run's MLflow run closed, its steps' metrics logged
 
 Each answer is one JSON object (or a line, for verl-version) on the standard
 output as it was when the program started; what the imported modules print
@@ -24,6 +26,7 @@ if __name__ == "__main__":  # run, not imported (a test): the job's folder first
 import importlib  # noqa: E402 - after the path is the job's
 import json  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 
 
 def _failure(exc):
@@ -115,6 +118,68 @@ def merge_lora(src, dst):
     transformers.AutoTokenizer.from_pretrained(src).save_pretrained(dst)
 
 
+def _mlflow_client(ask):
+    mlflow = importlib.import_module("mlflow")
+    mlflow.set_tracking_uri(ask["uri"])
+    return mlflow, importlib.import_module("mlflow.tracking").MlflowClient()
+
+
+def mlflow_run(ask, answer):
+    """The tutorrl run's MLflow run (``ask["parent"]``, else made now in the experiment verl will name, with
+    ``parent_tags`` and ``parent_params``), and under it a new run for this launch of verl (``tags``), in the
+    same experiment: the one verl is told to log into."""
+    try:
+        _, client = _mlflow_client(ask)
+        parent = ask.get("parent")
+        if parent:
+            experiment_id = client.get_run(parent).info.experiment_id
+        else:
+            found = client.get_experiment_by_name(ask["experiment"])
+            experiment_id = found.experiment_id if found else client.create_experiment(ask["experiment"])
+            parent = client.create_run(experiment_id, run_name=ask.get("run_name"),
+                                       tags=ask["parent_tags"]).info.run_id
+            for key, value in sorted(ask["parent_params"].items()):
+                client.log_param(parent, key, value)
+        tags = dict(ask["tags"], **{"mlflow.parentRunId": parent})
+        child = client.create_run(experiment_id, run_name=ask.get("run_name"), tags=tags).info.run_id
+    except BaseException as exc:  # noqa: BLE001 - the store's refusal is the answer
+        return answer(_failure(exc))
+    answer({"kind": "ok", "parent": parent, "run": child, "experiment_id": experiment_id})
+
+
+def mlflow_close(ask, answer):
+    """Each launch's run ended with its attempt's status; the tutorrl run's MLflow run given every step's
+    metrics as tutorrl read them from verl (the last value of a step trained twice), then ended."""
+    try:
+        mlflow, client = _mlflow_client(ask)
+        entities = importlib.import_module("mlflow.entities")
+        for run_id, status in ask["runs"]:  # the attempt's outcome, whatever verl's process left (a kill: RUNNING)
+            client.set_terminated(run_id, status)
+        points = {}
+        try:
+            with open(ask["metrics_file"]) as fh:
+                for line in fh:
+                    if line.strip():
+                        point = json.loads(line)
+                        points[point["step"]] = point
+        except OSError:
+            pass
+        name = re.compile(r"^[/\w.\- :]{1,250}$")  # MLflow's own rule for metric names
+        batch = []
+        for step in sorted(points):
+            stamp = int(points[step].get("time", 0) * 1000)
+            for key, value in sorted((points[step].get("metrics") or {}).items()):
+                key = key.replace("@", "_at_")  # as verl's MLflow logger names them
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and name.match(key):
+                    batch.append(entities.Metric(key, float(value), stamp, step))
+        for start in range(0, len(batch), 1000):  # MLflow takes at most 1000 metrics a batch
+            client.log_batch(ask["parent"], metrics=batch[start:start + 1000])
+        client.set_terminated(ask["parent"], ask["status"])
+    except BaseException as exc:  # noqa: BLE001
+        return answer(_failure(exc))
+    answer({"kind": "ok", "steps": sorted(points)})
+
+
 def main():
     role, args = sys.argv[1], sys.argv[2:]
     if role == "verl-version":
@@ -139,6 +204,10 @@ def main():
         reward(args[0], args[1], answer)
     elif role == "merger":
         merger(answer)
+    elif role == "mlflow-run":
+        mlflow_run(json.loads(args[0]), answer)
+    elif role == "mlflow-close":
+        mlflow_close(json.loads(args[0]), answer)
     else:
         raise SystemExit("job_probe.py: no role %r" % role)
 

@@ -23,7 +23,7 @@ import msgspec
 
 from tutorrl._read import ReadError, open_regular, read_file
 from tutorrl.errors import RefusedError
-from tutorrl.runtime import lifecycle, metrics, records
+from tutorrl.runtime import lifecycle, metrics, records, tracker
 
 STOP_TIMEOUT_S = 90
 MAX_SPEC = 4 * 1024 * 1024
@@ -93,6 +93,24 @@ def describe(run_dir: Path, record: records.RunRecord) -> dict:
     return out
 
 
+def attempt_lines(attempts: list[dict], retries: int | None) -> list[str]:
+    """A retried run's submissions (`--retries`), one line each: its status and exit, the step it resumed
+    from (or from scratch), the last step it reached."""
+    if retries is None:
+        return []
+    lines = [f"  attempts:  {len(attempts)} of at most {retries + 1}"]
+    for n, a in enumerate(attempts, 1):
+        status = a.get("status") or "running"
+        exit_code = a.get("exit_code")
+        start = "from scratch" if a.get("resumed_step") is None else f"resumed from step {a['resumed_step']}"
+        reached = a.get("reached_step")
+        lines.append(f"    {n}. {a['submission_id']}: {status}" + ("" if exit_code is None else f" (exit {exit_code})")
+                     + f", {start}" + ("" if reached is None else f", reached step {reached}"))
+        for skipped in a.get("skipped") or []:
+            lines.append(f"       not resumed from {skipped}")
+    return lines
+
+
 def _text(d: dict) -> str:
     where = "embedded Ray head" if d["address_kind"] == "embedded" else f"cluster {d['address']}"
     lines = [f"{d['run_id']}: {d['status']}" + (" (dry run)" if d["dry_run"] else "")
@@ -115,6 +133,10 @@ def _text(d: dict) -> str:
         lines.append(f"  {p.reward_key}: {metrics.sparkline(values)}")
         lines.append(f"             steps {p.rewards[0][0]}-{p.rewards[-1][0]}, min {min(values):.4g}, "
                      f"max {max(values):.4g}, last {values[-1]:.4g}")
+    lines += attempt_lines(d.get("attempts") or [], d.get("retries"))
+    tracked = tracker.text(d.get("tracker_id"), d.get("mlflow_run_id"))
+    if tracked:
+        lines.append(f"  tracker:   {tracked}")
     lines.append(f"  started:   {d['started']}" + (f"  ended: {d['ended']}" if d["ended"] else ""))
     lines.append(f"  record:    {d['path']}")
     return "\n".join(lines) + "\n"
@@ -184,6 +206,13 @@ def _ray_status(client, submission_id: str) -> str | None:
         return None
 
 
+def _between_attempts(record: records.RunRecord) -> bool:
+    """A retried run whose attempt failed while its owner lives: the next attempt may follow (runtime/retry.py)."""
+    from tutorrl.runtime.retry import may_follow
+
+    return may_follow(record) and bool(lifecycle.alive(record.owner))
+
+
 def logs_command(args) -> int:
     run_dir = lifecycle.find_run(args.run)
     record = lifecycle.reconcile(run_dir)
@@ -227,7 +256,7 @@ def logs_command(args) -> int:
             pass
         except ReadError as exc:
             raise RefusedError(f"{exc}; nothing read from it") from None
-        if not args.follow or record.status in records.TERMINAL:
+        if not args.follow or (record.status in records.TERMINAL and not _between_attempts(record)):
             if args.follow and chunk:
                 continue  # drain what the owner wrote before it closed the record
             return 0
@@ -250,7 +279,7 @@ def stop_run(run_dir: Path) -> Stopped:
     """Stop one run: its owner stops the job and then its head (as on Ctrl-C), or, with
     no owner left, the cluster is asked to stop the job. Refuses a record it cannot trust."""
     record = lifecycle.reconcile(run_dir)
-    if record.status in records.TERMINAL:
+    if record.status in records.TERMINAL and not _between_attempts(record):
         return Stopped(record, True, f"already {record.status}", already=True)
     if not records.verified(record):
         raise lifecycle.NotVerified(f"{run_dir}: {lifecycle.UNVERIFIED}; stop it where it was started")

@@ -130,6 +130,10 @@ class RunRecord(msgspec.Struct, forbid_unknown_fields=False):
     # The W&B run id the job logs into (runtime/tracker.py): a retried run's every attempt, and a later run
     # resuming from this run's checkpoints, reuse it.
     tracker_id: str | None = None
+    # The MLflow run of this run and of the runs it resumes from (runtime/mlflow_run.py), and the run each
+    # launch of verl logged into, nested under it, in the order of the submissions.
+    mlflow_run_id: str | None = None
+    mlflow_runs: list[str] = []
     # HMAC of every other field under the writer's per-user key (trust.py).
     seal: str | None = None
 

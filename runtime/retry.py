@@ -139,3 +139,9 @@ def shortfall(*, succeeded: bool, resumed_step: int | None, trained: list[int], 
     if total is not None and reached is not None and reached < total:
         return f"verl exited 0 but the run's last step is {reached} of trainer.total_steps = {total}"
     return None
+
+
+def may_follow(record) -> bool:
+    """Whether a run record that reads "failed" may be between two attempts: it has retries left, so its
+    owner (alive: asked by the caller) may yet resubmit it. `logs --follow` and `stop` treat it as running."""
+    return record.retries is not None and record.status == "failed" and len(record.attempts) <= record.retries

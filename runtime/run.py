@@ -22,7 +22,8 @@ from pathlib import Path
 from tutorrl import __version__
 from tutorrl.contract import SET_HEAD_ENV
 from tutorrl.errors import RefusedError, TutorrlError
-from tutorrl.runtime import cluster, dryrun, job_secrets, lifecycle, metrics, preflight, records, retry, submit, tracker
+from tutorrl.runtime import (cluster, dryrun, job_secrets, lifecycle, metrics, mlflow_run, preflight, records, retry,
+                             submit, tracker)
 from tutorrl.runtime.progress import Progress
 
 EXIT_INTERRUPTED = lifecycle.EXIT_INTERRUPTED
@@ -154,8 +155,18 @@ class RunSession:
             cwd=str(self.cwd), owner=lifecycle.this_process(), detached=bool(getattr(self.args, "detach", False)),
             roots=dict(self.roots), prior_steps=list(self.before.steps), resumed_step=self.before.resumed_step,
         )
-        if "wandb" in tracker.loggers(self.bundle.spec) and not self.args.dry_run:
-            self.record.tracker_id = self._parent_tracker_id(bundle_path) or tracker.new_id(self.record.run_id)
+        loggers = tracker.loggers(self.bundle.spec)
+        parent = self._parent_record(bundle_path) if tracker.wanted(self.bundle.spec) and not self.args.dry_run else None
+        if "wandb" in loggers and not self.args.dry_run:
+            inherited = parent.tracker_id if parent is not None and tracker.valid_id(parent.tracker_id) else None
+            if inherited:
+                self.progress.note(f"tracker: W&B run {inherited} of {parent.run_id}, whose checkpoint this run "
+                                   "resumes from")
+            self.record.tracker_id = inherited or tracker.new_id(self.record.run_id)
+        if mlflow_run.wanted(loggers) and parent is not None and parent.mlflow_run_id:
+            self.progress.note(f"tracker: MLflow run {parent.mlflow_run_id} of {parent.run_id}, whose checkpoint "
+                               "this run resumes from")
+            self.record.mlflow_run_id = parent.mlflow_run_id
         if self.retry is not None:
             self.record.retries = self.retry.retries
             self.record.attempts = [records.Attempt(submission_id=self.record.submission_id,
@@ -203,8 +214,8 @@ class RunSession:
         self.retry = self._policy(spec)
         return bundle, bundle_path, digest, bundle_id, job, spec
 
-    def _parent_tracker_id(self, bundle_path: Path) -> str | None:
-        """The W&B run of the run whose recorded checkpoint this one resumes from (its run record says it)."""
+    def _parent_record(self, bundle_path: Path) -> records.RunRecord | None:
+        """The run whose recorded checkpoint this one resumes from (its tracker runs are this run's too)."""
         if self.before.resumed_step is None or self.upload:
             return None
         from tutorrl.evidence import resumed_run
@@ -216,11 +227,7 @@ class RunSession:
             parent = records.read_record(hit[0] / records.RUNS_DIR / hit[1])
         except (OSError, TutorrlError):
             return None
-        if not records.verified(parent) or not tracker.valid_id(parent.tracker_id):
-            return None
-        self.progress.note(f"tracker: W&B run {parent.tracker_id} of {parent.run_id}, whose checkpoint this run "
-                           "resumes from")
-        return parent.tracker_id
+        return parent if records.verified(parent) else None
 
     def _policy(self, spec) -> retry.Policy | None:
         """--retries, else the spec's [run] retries; a dry run (nothing to retry) takes only the flag's."""
@@ -432,6 +439,8 @@ class RunSession:
             self._shutdown()
             for line in self.summary:
                 progress.note(line)
+            if self.record is not None and self.record.status in records.TERMINAL and self.record.mlflow_runs:
+                self._close_mlflow()
             if self.record is not None and self.record.status in records.TERMINAL:
                 self.evidence_failed = lifecycle.scan_evidence(bundle_path, self.record, progress,
                                                                   loaded=getattr(self, "bundle", None))
@@ -465,8 +474,13 @@ class RunSession:
                 self.record = records.read_record(self.run_dir)
             attempt = self._close_attempt(bundle_path)
             run_id, n = self.record.run_id, len(self.record.attempts)
-            if self.record.status == "stopped" or interrupts():
+            if self.record.status == "stopped":
                 return code
+            if interrupts():
+                if self.record.status != "failed":
+                    return code
+                self._save(status="stopped", exit_code=EXIT_INTERRUPTED, message=f"interrupted before retry {n}")
+                return EXIT_INTERRUPTED
             if self.record.status == "succeeded":
                 short = retry.shortfall(succeeded=True, resumed_step=attempt.resumed_step, trained=attempt.trained,
                                         reached=self._reached(), total=total)
@@ -489,7 +503,9 @@ class RunSession:
                           + (f" in {delay:g}s" if delay else " now"))
             wait = self.wait or (lambda seconds: interrupts.event.wait(seconds))
             if wait(delay) or interrupts():
-                return code
+                # Stopped between two attempts (`tutorrl stop`, Ctrl-C during the backoff): no job runs to stop.
+                self._save(status="stopped", exit_code=EXIT_INTERRUPTED, message=f"interrupted before retry {n}")
+                return EXIT_INTERRUPTED
             code = self._resubmit(n, bundle, bundle_path, digest, passthrough, interrupts)
 
     def _close_attempt(self, bundle_path: Path) -> records.Attempt:
@@ -581,6 +597,7 @@ class RunSession:
         if self.head is not None and self.head.run_dir is not None and passthrough:
             secrets_file = self.secrets_file = job_secrets.write(self.head.run_dir, passthrough,
                                                                  job=self.record.submission_id)
+        launch_env = self._mlflow_launch(bundle, bundle_path)
         for _ in range(50):
             sid = self.record.submission_id
             verl_file = None if self.args.dry_run else metrics.file_logger_path(
@@ -589,7 +606,7 @@ class RunSession:
                 bundle.job, bundle_path=bundle_path, cwd=self.cwd, submission_id=sid,
                 upload=self.upload, dry_run=bool(self.args.dry_run), passthrough=passthrough,
                 extra_env={**self.roots, **({metrics.FILE_LOGGER_ENV: str(verl_file)} if verl_file else {}),
-                           **tracker.environment(bundle.spec, self.record.tracker_id)},
+                           **tracker.environment(bundle.spec, self.record.tracker_id), **launch_env},
                 secrets_file=secrets_file, hydra_dir=(self.run_dir / HYDRA_DIR).resolve(),
                 launch_args=self.launch_args + self._tracker_args(bundle, bundle_path),
                 stdout_to=self.run_dir / dryrun.RAW_FILE if self.args.dry_run and not self.upload else None)
@@ -604,7 +621,9 @@ class RunSession:
                 # Another submitter (another checkout of this bundle) used this id on the cluster.
                 self._save(status="refused", ended=records.utc_now(), exit_code=2,
                            message="submission id already used on the cluster")
+                mlflow_ids = {"mlflow_run_id": self.record.mlflow_run_id, "mlflow_runs": self.record.mlflow_runs}
                 self._claim(bundle_path, bundle_id, digest, start_after=self.record.attempt)
+                self._save(**mlflow_ids)  # the MLflow run made for this launch is the new record's
                 continue
             self.submitted = True
             self.attempt_steps = []
@@ -628,6 +647,41 @@ class RunSession:
             self.follower.start()
             return
         raise RefusedError("could not find a free submission id on the cluster after 50 attempts")
+
+    def _mlflow_launch(self, bundle, bundle_path: Path) -> dict[str, str]:
+        """The MLflow run this launch of verl logs into (runtime/mlflow_run.py), as its environment."""
+        spec = bundle.spec
+        if not mlflow_run.wanted(tracker.loggers(spec)) or self.args.dry_run:
+            return {}
+        if self.upload or not spec.experiment.project:
+            self.progress.note("tracker: verl starts an MLflow run of its own, not tied to this run's record ("
+                               + ("the job runs on the cluster, whose MLflow store tutorrl may not reach)" if self.upload
+                                  else "set [experiment] project: verl names the MLflow experiment by it)"))
+            return {}
+        from tutorrl.evidence import evidence_head
+
+        m = bundle.manifest
+        identity = {"bundle": m.digest, "bundle_id": m.id, "run_id": self.record.run_id,
+                    "experiment": spec.experiment.name, "verl": m.verl, "evidence_head": evidence_head(bundle_path)}
+        ask = mlflow_run.ask_for_run(env=self.job_env, experiment=spec.experiment.project,
+                                     run_name=spec.experiment.name, parent=self.record.mlflow_run_id,
+                                     identity=identity, attempt=len(self.record.mlflow_runs) + 1)
+        parent, run, note = mlflow_run.open_run(preflight.job_python(self.job_env), ask, self.job_env,
+                                                inherited=not self.record.mlflow_runs)
+        if note:
+            self.progress.note(f"tracker: {note}")
+        self._save(mlflow_run_id=parent, mlflow_runs=[*self.record.mlflow_runs, run])
+        self.progress.note(f"tracker: MLflow run {run}, nested under {parent} (this run's)")
+        return {mlflow_run.RUN_ID_ENV: run}
+
+    def _close_mlflow(self) -> None:
+        r = self.record
+        statuses = [a.status for a in r.attempts] if r.attempts else [r.status]
+        runs = [(run, statuses[i] if i < len(statuses) else r.status) for i, run in enumerate(r.mlflow_runs)]
+        why = mlflow_run.close_run(preflight.job_python(self.job_env), env=self.job_env, parent=r.mlflow_run_id,
+                                   runs=runs, status=r.status, metrics_file=self.run_dir / metrics.METRICS_FILE)
+        if why:
+            self.progress.note(f"tracker: MLflow run {r.mlflow_run_id} not closed: {why}")
 
     def _tracker_args(self, bundle, bundle_path: Path) -> list[str]:
         if not tracker.wanted(bundle.spec) or self.args.dry_run:
@@ -812,6 +866,10 @@ def _attempts_text(r: records.RunRecord) -> str:
             + (f"; resumed from {', '.join(resumed)}" if resumed else ""))
 
 
+def _tracker_text(r: records.RunRecord) -> str:
+    return tracker.text(r.tracker_id, r.mlflow_run_id)
+
+
 def runs_command(args) -> int:
     import msgspec
 
@@ -839,7 +897,7 @@ def runs_command(args) -> int:
     rows = [("RUN", "STARTED (UTC)", "WHERE", "STATUS", "EXIT")]
     # Columns only some runs have values for are shown only then (a plain run's table is as it was).
     retried = any(r is not None and r.retries is not None for _, r in entries)
-    tracked = any(r is not None and r.tracker_id is not None for _, r in entries)
+    tracked = any(r is not None and _tracker_text(r) for _, r in entries)
     if retried:
         rows[0] += ("ATTEMPTS",)
     if tracked:
@@ -857,7 +915,7 @@ def runs_command(args) -> int:
         if retried:
             row += (_attempts_text(r),)
         if tracked:
-            row += (f"wandb {r.tracker_id}" if r.tracker_id else "",)
+            row += (_tracker_text(r),)
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

@@ -18,8 +18,7 @@ changing the bundle's bytes:
   the run id plus a random suffix, so two checkouts of one bundle, whose run
   ids are the same, never write into each other's W&B run.
 
-MLflow: its run ids are made by its server when a run starts, so no id can be
-handed to verl before; a later run is not tied to an earlier MLflow run here.
+MLflow: runtime/mlflow_run.py (a run of the run's own, each launch's nested under it).
 """
 
 from __future__ import annotations
@@ -64,3 +63,8 @@ def config_overrides(*, digest: str, bundle_id: str, run_id: str, experiment: st
     values = {"bundle": digest, "bundle_id": bundle_id, "run_id": run_id, "experiment": experiment,
               "verl": release, "evidence_head": evidence_head, "tracker_id": tracker_id}
     return [f"+tutorrl.{key}={render_value(value)}" for key, value in values.items() if value is not None]
+
+
+def text(wandb_id: str | None, mlflow_id: str | None) -> str:
+    """The tracker runs a run logged into, as `tutorrl runs` and `status` show them ("" for none)."""
+    return "; ".join(f"{name} {value}" for name, value in (("wandb", wandb_id), ("mlflow", mlflow_id)) if value)

@@ -139,13 +139,23 @@ train_venv="${TUTORRL_TRAIN_VENV:-.venv-train}"
 train_stack="runtime/stacks/verl-0.5.0-hf.txt"
 tiny="${TUTORRL_TINY_DIR:-build/tiny}"
 
+extra_pins() {  # $1: an extra of pyproject.toml (the one list of tutorrl's dependencies): its requirements, one a line
+  "$python" -c 'import sys, tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$1"
+}
+
 install_training() {
   phase "installing verl 0.5.0's CPU training stack in $train_venv" "$@" -c "$train_stack" \
     "verl==0.5.0" "ray[default]==2.60.0" "transformers<5" "pyarrow<26" "$torch_pin"
+  # verl's MLflow logger (trainer.loggers = ["mlflow"]): tutorrl's [mlflow] extra, within the stack's pins.
+  local mlflow
+  mapfile -t mlflow < <(extra_pins mlflow)
+  phase "installing ${mlflow[*]} (verl's MLflow logger) in $train_venv" "$@" -c "$train_stack" "${mlflow[@]}"
 }
 
 setup_training() {
-  venv_setup "$train_venv" train "the verl 0.5.0 training environment" "$(cat "$train_stack")" install_training
+  venv_setup "$train_venv" train "the verl 0.5.0 training environment" "$(cat "$train_stack"; extra_pins mlflow)" \
+    install_training
   tiny_assets "$train_venv" "$train_stack"
 }
 

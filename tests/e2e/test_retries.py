@@ -8,6 +8,9 @@ by its title and by this test's checkpoint folder in its environment -- what a p
 OOM-killed trainer looks like to Ray. Nothing waits a fixed time: the test polls for the process
 and for verl's tracker file.
 
+The same run logs to W&B (offline) and to MLflow (a file store under the test's folder): one W&B run id
+across the attempts, one MLflow run of the tutorrl run with each launch's run nested under it.
+
 A second run (in-process, so the backoff wait is the test's own) corrupts the recorded step-2
 checkpoint between the attempts: the retry passes it over, says why, and resumes from step 1.
 """
@@ -40,14 +43,15 @@ def shim_path() -> str:
 
 
 def four_step_spec(folder: Path, *, steps: int = 4, resume: str | None = None, wandb: bool = False) -> Path:
-    """specs/tiny_cpu_grpo.toml for 4 steps, leaving trainer.resume_mode to the retry (verl's default)."""
+    """specs/tiny_cpu_grpo.toml for 4 steps, leaving trainer.resume_mode to the retry (verl's default); with
+    ``wandb``, verl's W&B and MLflow loggers too."""
     text = (support.SPECS / "tiny_cpu_grpo.toml").read_text()
     assert 'resume_mode = "disable"\n' in text and "total_steps = 2\n" in text
     text = text.replace('resume_mode = "disable"\n', f'resume_mode = "{resume}"\n' if resume else "")
     text = text.replace("total_steps = 2\n", f"total_steps = {steps}\n")
     if wandb:
         assert 'loggers = ["console"]' in text
-        text = text.replace('loggers = ["console"]', 'loggers = ["console", "wandb"]')
+        text = text.replace('loggers = ["console"]', 'loggers = ["console", "wandb", "mlflow"]')
     path = folder / f"tiny_retry_{steps}.toml"
     path.write_text(text)
     return path
@@ -136,7 +140,9 @@ class Retried:
                     "TUTORRL_PYTHON": python, "TUTORRL_TRAIN_PYTHON": python, "XDG_STATE_HOME": str(state),
                     "TUTORRL_STATE_HOME": str(state / "tutorrl"),
                     # verl's W&B logger, offline: its run files under WANDB_DIR, nothing sent anywhere.
-                    "WANDB_MODE": "offline", "WANDB_DIR": str(root / "wandb"), "WANDB_SILENT": "true"}
+                    "WANDB_MODE": "offline", "WANDB_DIR": str(root / "wandb"), "WANDB_SILENT": "true",
+                    # verl's MLflow logger, on a file store here (MLflow 3 asks for the opt-in to use one).
+                    "MLFLOW_TRACKING_URI": (root / "mlruns").as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
         (root / "wandb").mkdir()
         compiled = tutorrl("compile", str(four_step_spec(root, wandb=True)), "--out", str(root / "bundles"), cwd=root)
         assert compiled.returncode == 0, compiled.stderr
@@ -359,7 +365,53 @@ def test_the_w_and_b_run_is_one_across_the_attempts_and_its_config_names_the_bun
     assert f"wandb {tracker_id}" in listed.stdout
 
 
-def test_a_later_run_resuming_a_recorded_checkpoint_logs_into_the_same_w_and_b_run(retried):
+def _mlflow_run(root: Path, run_id: str) -> dict:
+    """An MLflow run as its file store holds it (read as files, not through MLflow): its tags, params,
+    status and each metric's steps."""
+    (folder,) = [p for p in (root / "mlruns").glob(f"*/{run_id}") if p.is_dir()]
+
+    def table(kind: str) -> dict[str, str]:
+        base = folder / kind
+        return {str(p.relative_to(base)): p.read_text() for p in base.rglob("*") if p.is_file()}
+
+    meta = dict(line.split(": ", 1) for line in (folder / "meta.yaml").read_text().splitlines() if ": " in line)
+    steps = {key: [int(line.split()[2]) for line in text.splitlines()] for key, text in table("metrics").items()}
+    return {"experiment": folder.parent.name, "tags": table("tags"), "params": table("params"),
+            "status": meta["status"].strip(), "steps": steps}
+
+
+FINISHED, FAILED = "3", "4"  # MLflow's RunStatus numbers, as its file store writes them
+
+
+def test_the_mlflow_run_is_one_for_the_run_with_each_attempts_run_under_it(retried):
+    record = retried.record
+    parent, runs = record["mlflow_run_id"], record["mlflow_runs"]
+    assert parent and len(runs) == 3 and len({parent, *runs}) == 4, record
+    top = _mlflow_run(retried.root, parent)
+    assert top["tags"]["tutorrl.bundle"] == top["params"]["tutorrl.bundle"] == record["bundle"]
+    assert top["params"]["tutorrl.run_id"] == record["run_id"] and top["status"] == FINISHED
+    launches = [_mlflow_run(retried.root, r) for r in runs]
+    assert {r["tags"]["mlflow.parentRunId"] for r in launches} == {parent}
+    assert {r["experiment"] for r in launches} == {top["experiment"]}
+    assert [r["status"] for r in launches] == [FAILED, FAILED, FINISHED]
+    assert [r["tags"]["tutorrl.attempt"] for r in launches] == ["1", "2", "3"]
+    # The resumed launch: verl's own parameters (the composed config, the tutorrl table in it) and its steps.
+    resumed = launches[2]
+    assert resumed["params"]["tutorrl/bundle"] == record["bundle"]
+    assert resumed["params"]["trainer/resume_mode"] == "resume_path"
+    assert resumed["params"]["trainer/resume_from_path"] == str(retried.step_dir / "global_step_2")
+    assert resumed["tags"]["tutorrl.evidence_head"].startswith("000002.json@sha256:")
+    assert resumed["steps"]["timing_s/step"] == [3, 4]
+    assert 1 in launches[1]["steps"]["timing_s/step"]  # the from-scratch attempt trained from step 1
+    # The run's own MLflow run: each step once, as tutorrl read verl's metrics (the whole curve).
+    lines = (retried.run_dir / "metrics.jsonl").read_text().splitlines()
+    seen = sorted({json.loads(line)["step"] for line in lines})
+    assert top["steps"]["timing_s/step"] == seen and {1, 3, 4} <= set(seen), seen
+    listed = tutorrl("runs", str(retried.bundle), cwd=retried.root, env=retried.env)
+    assert f"mlflow {parent}" in listed.stdout
+
+
+def test_a_later_run_resuming_a_recorded_checkpoint_logs_into_the_same_w_and_b_and_mlflow_runs(retried):
     """Another spec (5 steps, resume_mode auto) on the same folder: verl resumes step 4, and the run
     finds the W&B run through step 4's evidence record and the run record it names."""
     compiled = tutorrl("compile", str(four_step_spec(retried.root, steps=5, resume="auto", wandb=True)), "--out",
@@ -373,6 +425,15 @@ def test_a_later_run_resuming_a_recorded_checkpoint_logs_into_the_same_w_and_b_r
     assert record["resumed_step"] == 4
     assert record["tracker_id"] == retried.record["tracker_id"]
     assert f"tracker: W&B run {record['tracker_id']} of {retried.record['run_id']}" in run.stderr
+    # The same MLflow run: a new launch's run under the first run's, which now holds step 5 too.
+    assert record["mlflow_run_id"] == retried.record["mlflow_run_id"]
+    assert f"tracker: MLflow run {record['mlflow_run_id']} of {retried.record['run_id']}" in run.stderr
+    (launch,) = record["mlflow_runs"]
+    later = _mlflow_run(retried.root, launch)
+    assert later["tags"]["mlflow.parentRunId"] == record["mlflow_run_id"] and later["status"] == FINISHED
+    assert later["steps"]["timing_s/step"] == [5] and later["params"]["trainer/resume_mode"] == "auto"
+    assert _mlflow_run(retried.root, record["mlflow_run_id"])["steps"]["timing_s/step"][-1] == 5
     newest = max((retried.root / "wandb" / "wandb").glob("offline-run-*"), key=lambda p: p.stat().st_mtime)
     assert newest.name.endswith(record["tracker_id"])
     assert f"'tutorrl': {{'bundle': '{record['bundle']}'" in (newest / "logs" / "debug.log").read_text(errors="replace")
+

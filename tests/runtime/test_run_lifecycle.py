@@ -181,6 +181,58 @@ def test_detached_run_ends_by_itself(make_bundle, workdir):
     wait_for(lambda: not Path(f"/proc/{rec['owner']['pid']}").exists(), 30, "the supervisor to exit")
 
 
+def _fails_once(marker: Path) -> str:
+    """A stand-in job that fails the first time (as a lost node would), then trains its one step."""
+    return (f'#!/usr/bin/env bash\nif [ ! -e "{marker}" ]; then touch "{marker}"; echo "lost the node"; exit 1; fi\n'
+            'echo "step:1 - actor/loss:0.5 - critic/score:1.0"\necho finished\n')
+
+
+def test_a_detached_run_retries_in_its_supervisor(make_bundle, workdir, tmp_path):
+    """`--detach --retries 1`: the supervisor (its own session) resubmits the failed job and closes one
+    record of both attempts; `status` shows them. During the backoff the record reads failed while the
+    supervisor lives: `logs --follow` follows on into the second attempt."""
+    bundle = make_bundle(_fails_once(tmp_path / "failed-once"), gpus=1)
+    detach = run_tutorrl(["run", str(bundle), "--detach", "--retries", "1", "--retry-backoff", "2"], workdir,
+                         clean_env(**ENV))
+    assert detach.returncode == 0, detach.stderr
+    run_id = detach.stdout.strip()
+    follow = run_tutorrl(["logs", run_id, "--follow"], workdir, timeout=120)  # returns when the run ends
+    assert follow.returncode == 0
+    assert "lost the node" in follow.stdout and "finished" in follow.stdout
+    (rec,) = _records(bundle)
+    assert rec["status"] == "succeeded" and rec["exit_code"] == 0 and rec["detached"] is True
+    assert rec["retries"] == 1 and [a["status"] for a in rec["attempts"]] == ["failed", "succeeded"]
+    assert [a["submission_id"] for a in rec["attempts"]] == [run_id, f"{run_id}-r1"]
+    assert rec["attempts"][1]["reached_step"] == 1
+    supervisor_log = (bundle / "runs" / run_id / "supervisor.log").read_text()
+    assert f"{run_id}: attempt 1 failed (exit 1); retry 1/1 in 2s" in supervisor_log
+    status = run_tutorrl(["status", run_id], workdir)
+    assert "  attempts:  2 of at most 2" in status.stdout
+    assert f"    2. {run_id}-r1: succeeded (exit 0), from scratch, reached step 1" in status.stdout
+    _assert_closed_cleanly(bundle, rec)
+
+
+def test_a_detached_run_stopped_between_attempts_is_stopped(make_bundle, workdir, tmp_path):
+    """`tutorrl stop` during the backoff before a retry: the supervisor resubmits nothing and the record
+    says stopped (not the failed its first attempt ended as)."""
+    bundle = make_bundle(_fails_once(tmp_path / "failed-once"), gpus=1)
+    detach = run_tutorrl(["run", str(bundle), "--detach", "--retries", "1", "--retry-backoff", "300"], workdir,
+                         clean_env(**ENV))
+    assert detach.returncode == 0, detach.stderr
+    run_id = detach.stdout.strip()
+    wait_for(lambda: "retry 1/1 in 300s" in (bundle / "runs" / run_id / "supervisor.log").read_text(), 120,
+             "the supervisor to wait before its retry")
+    stop = run_tutorrl(["stop", run_id], workdir)
+    assert stop.returncode == 0, stop.stderr
+    (rec,) = _records(bundle)
+    assert rec["status"] == "stopped" and rec["exit_code"] == 130, rec
+    assert rec["message"] == "interrupted before retry 1"
+    assert [a["status"] for a in rec["attempts"]] == ["failed"]
+    _assert_closed_cleanly(bundle, rec)
+    wait_for(lambda: not Path(f"/proc/{rec['owner']['pid']}").exists()
+             or b"zombie" in Path(f"/proc/{rec['owner']['pid']}/status").read_bytes(), 30, "the supervisor to exit")
+
+
 def test_cluster_run_killed_then_reconciled_from_ray(ray_cluster, make_bundle, workdir):
     """The submitter dies; the job ends on the cluster with nobody watching; `status` closes the record."""
     bundle = make_bundle('#!/usr/bin/env bash\necho started >&2\nsleep 3\necho finished >&2\n', gpus=1)
