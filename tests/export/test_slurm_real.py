@@ -9,11 +9,18 @@ sha256 and re-derives it, writes its own Ray token, starts Ray's head in a
 HOME holds a stale ``~/.ray/auth_token``, which is what made the export before
 this one hang: Ray 2.60 turns token auth on when that file exists.
 
+With retries (`--retries 1`) the first start's trainer is killed with SIGKILL, as the OOM killer or a
+crash ends it; the job requeues itself (`scontrol requeue`), Slurm starts it again after the
+cluster's cred_expire (10 s here, 120 s by Slurm's default) and the second start resumes from scratch
+(no checkpoint) and runs the dry run to the end: Slurm's own Restarts=1 and COMPLETED, and one output
+file holding both starts.
+
 Installing needs root and apt-get (CI runs as root on Debian); without them
 the test is skipped with that reason. Every daemon, and every process the job
 started, carries a marker in its environment, and the fixture's finalizer
-ends each of them by id, on failure too. 35 to 55 s on the 2-core development
-machine once Slurm is installed (the job, submit to end, ~30 s of it).
+ends each of them by id, on failure too. On the 2-core development machine once Slurm
+is installed: the plain job 45-50 s, the requeued one 80-120 s (submit to COMPLETED,
+two starts of verl's dry run).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ pytestmark = pytest.mark.slow
 NEEDED = ("munged", "slurmctld", "slurmd", "sbatch")
 GPUS = 8  # the chess bundle's 7 trainer GPUs + 1 reward GPU
 MARKER = "TUTORRL_TEST_SLURM"
+REQUEUE_MARKER = "TUTORRL_TEST_REQUEUE"  # the requeued job's processes, apart from the other test's
 CRED_EXPIRE_S = 10
 
 
@@ -206,11 +214,11 @@ def test_exported_job_starts_ray_and_verl_under_a_real_slurmctld(slurm, tmp_path
     print(f"slurm job {job_id}: submitted to {job['JobState']} in {elapsed:.1f} s")
 
 
-def _verl_mains(marker: str) -> list[int]:
-    """The pids of verl's trainer (launch.sh execs `python -m verl.trainer.main_ppo`) that carry ``marker``
-    in their environment: this test's job, not another process on the machine."""
-    return [pid for pid in support.procs_with_env(*marker.split("=", 1))
-            if _cmdline(pid).count(b"verl.trainer.main_ppo")]
+def _verl_mains(marked: str) -> list[int]:
+    """The pids of verl's trainer (launch.sh execs `python -m verl.trainer.main_ppo`) whose environment has
+    REQUEUE_MARKER=``marked``: this test's job, not another process on the machine."""
+    return [pid for pid in support.procs_with_env(REQUEUE_MARKER, marked)
+            if b"verl.trainer.main_ppo" in _cmdline(pid)]
 
 
 def _cmdline(pid: int) -> bytes:
@@ -222,7 +230,7 @@ def _cmdline(pid: int) -> bytes:
 
 
 def test_a_killed_trainer_is_requeued_by_slurm_and_its_second_start_runs(slurm, tmp_path):
-    """`--retries 1`: the first start's trainer is killed (SIGKILL, as the OOM killer or a lost node ends
+    """`--retries 1`: the first start's trainer is killed (SIGKILL, as the OOM killer or a crash ends
     it), the job requeues itself with `scontrol requeue`, and Slurm starts it again, which asks
     tutorrl where to resume (no checkpoint yet: from scratch) and runs verl's dry run to the end."""
     bundle = bundle_named("chess-tutor-grpo")
@@ -232,8 +240,8 @@ def test_a_killed_trainer_is_requeued_by_slurm_and_its_second_start_runs(slurm, 
     result = export(f"bundles/{bundle}", "--to", "slurm", "--cpus-per-task", "1", "--mem", "500M", "--retries",
                     "1", "-o", "job.sbatch", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    marker = f"TUTORRL_TEST_REQUEUE={tmp_path}"
-    env = _submit_env(slurm, home, **dict([marker.split("=", 1)]))
+    marked = str(tmp_path)
+    env = _submit_env(slurm, home, **{REQUEUE_MARKER: marked})
     started = time.monotonic()
     submitted = subprocess.run(["sbatch", "--parsable", "job.sbatch", "--cfg", "job"], cwd=tmp_path, env=env,
                                capture_output=True, text=True, timeout=60)
@@ -241,12 +249,9 @@ def test_a_killed_trainer_is_requeued_by_slurm_and_its_second_start_runs(slurm, 
     job_id = submitted.stdout.strip().split(";")[0]
     out_file = tmp_path / f"tutorrl-{bundle}-{job_id}.out"
 
-    def output() -> str:
-        return out_file.read_text(errors="replace") if out_file.is_file() else "(no output file)"
-
     # The first start's trainer, once verl's Python has started (it imports verl for seconds before its
     # dry run ends, so a poll finds it in time).
-    first = support.wait_until(lambda: _verl_mains(marker), 300, "the first start's verl trainer",
+    first = support.wait_until(lambda: _verl_mains(marked), 300, "the first start's verl trainer",
                                procs=slurm.procs, logs=lambda: sorted((slurm.root / "log").iterdir()))
     assert slurm.job(job_id).get("Restarts") == "0"
     os.kill(first[0], signal.SIGKILL)
@@ -254,12 +259,12 @@ def test_a_killed_trainer_is_requeued_by_slurm_and_its_second_start_runs(slurm, 
     # cred_expire, so nothing of the second has started yet. Nothing of the first may be left: its Ray head
     # would still hold the port the second start's head takes.
     slurm._wait(lambda: slurm.job(job_id).get("JobState") == "PENDING", 120, f"job {job_id} to be requeued")
-    assert support.procs_with_env(*marker.split("=", 1)) == [], "the first start left processes running"
+    assert support.procs_with_env(REQUEUE_MARKER, marked) == [], "the first start left processes running"
     ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
     # Not COMPLETING: the state Slurm holds once every step of the second start has ended, not only its script.
     slurm._wait(lambda: slurm.job(job_id).get("JobState") in ended, 300, f"job {job_id} to end")
     job, elapsed = slurm.job(job_id), time.monotonic() - started
-    out = output()
+    out = out_file.read_text(errors="replace") if out_file.is_file() else "(no output file)"
     # Slurm's own account: started again once, and the second start ended 0.
     assert job["Restarts"] == "1" and job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", \
         f"{job}\n{out[-4000:]}\n{slurm.logs()}"
