@@ -13,14 +13,15 @@ With retries (`--retries 1`) the first start's trainer is killed with SIGKILL, a
 crash ends it; the job requeues itself (`scontrol requeue`), Slurm starts it again after the
 cluster's cred_expire (10 s here, 120 s by Slurm's default) and the second start resumes from scratch
 (no checkpoint) and runs the dry run to the end: Slurm's own Restarts=1 and COMPLETED, and one output
-file holding both starts.
+file holding both starts. Submitted with `sbatch --no-requeue`, the same job is refused its requeue by
+Slurm and ends FAILED with the trainer's status.
 
 Installing needs root and apt-get (CI runs as root on Debian); without them
 the test is skipped with that reason. Every daemon, and every process the job
 started, carries a marker in its environment, and the fixture's finalizer
 ends each of them by id, on failure too. On the 2-core development machine once Slurm
-is installed: the plain job 45-50 s, the requeued one 80-120 s (submit to COMPLETED,
-two starts of verl's dry run).
+is installed: the plain job 30-50 s, the requeued one 80-120 s (submit to COMPLETED,
+two starts of verl's dry run), the one not requeued ~30 s.
 """
 
 from __future__ import annotations
@@ -229,42 +230,54 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def test_a_killed_trainer_is_requeued_by_slurm_and_its_second_start_runs(slurm, tmp_path):
-    """`--retries 1`: the first start's trainer is killed (SIGKILL, as the OOM killer or a crash ends
-    it), the job requeues itself with `scontrol requeue`, and Slurm starts it again, which asks
-    tutorrl where to resume (no checkpoint yet: from scratch) and runs verl's dry run to the end."""
-    bundle = bundle_named("chess-tutor-grpo")
-    copy_bundle(bundle, tmp_path)
-    home = tmp_path / "home"
-    home.mkdir()
-    result = export(f"bundles/{bundle}", "--to", "slurm", "--cpus-per-task", "1", "--mem", "500M", "--retries",
-                    "1", "-o", "job.sbatch", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    marked = str(tmp_path)
-    env = _submit_env(slurm, home, **{REQUEUE_MARKER: marked})
-    started = time.monotonic()
-    submitted = subprocess.run(["sbatch", "--parsable", "job.sbatch", "--cfg", "job"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=60)
-    assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.strip().split(";")[0]
-    out_file = tmp_path / f"tutorrl-{bundle}-{job_id}.out"
+class Killed:
+    """The chess bundle exported with `--retries 1`, submitted as a dry run (`sbatch [SBATCH_ARGS] job.sbatch
+    --cfg job`), and its first start's verl trainer killed with SIGKILL, as the OOM killer or a crash ends it."""
 
-    # The first start's trainer, once verl's Python has started (it imports verl for seconds before its
-    # dry run ends, so a poll finds it in time).
-    first = support.wait_until(lambda: _verl_mains(marked), 300, "the first start's verl trainer",
-                               procs=slurm.procs, logs=lambda: sorted((slurm.root / "log").iterdir()))
-    assert slurm.job(job_id).get("Restarts") == "0"
-    os.kill(first[0], signal.SIGKILL)
+    def __init__(self, slurm: Slurm, tmp_path: Path, *sbatch_args: str):
+        self.bundle = bundle_named("chess-tutor-grpo")
+        copy_bundle(self.bundle, tmp_path)
+        home = tmp_path / "home"
+        home.mkdir()
+        result = export(f"bundles/{self.bundle}", "--to", "slurm", "--cpus-per-task", "1", "--mem", "500M",
+                        "--retries", "1", "-o", "job.sbatch", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        self.marked = str(tmp_path)
+        env = _submit_env(slurm, home, **{REQUEUE_MARKER: self.marked})
+        self.started = time.monotonic()
+        submitted = subprocess.run(["sbatch", "--parsable", *sbatch_args, "job.sbatch", "--cfg", "job"],
+                                   cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert submitted.returncode == 0, submitted.stderr
+        self.id = submitted.stdout.strip().split(";")[0]
+        self.out_file = tmp_path / f"tutorrl-{self.bundle}-{self.id}.out"
+        # The first start's trainer, once verl's Python has started (it imports verl for seconds before its
+        # dry run ends, so a poll finds it in time).
+        first = support.wait_until(lambda: _verl_mains(self.marked), 300, "the first start's verl trainer",
+                                   procs=slurm.procs, logs=lambda: sorted((slurm.root / "log").iterdir()))
+        assert slurm.job(self.id).get("Restarts") == "0"
+        os.kill(first[0], signal.SIGKILL)
+
+    def output(self) -> str:
+        return self.out_file.read_text(errors="replace") if self.out_file.is_file() else "(no output file)"
+
+
+# Not COMPLETING: the states Slurm holds once every step of the job has ended, not only its script.
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
+
+
+def test_a_killed_trainer_is_requeued_by_slurm_and_its_second_start_runs(slurm, tmp_path):
+    """`--retries 1`: the first start's trainer is killed, the job requeues itself with `scontrol requeue`,
+    and Slurm starts it again, which asks tutorrl where to resume (no checkpoint yet: from scratch) and
+    runs verl's dry run to the end."""
+    killed = Killed(slurm, tmp_path)
+    job_id, bundle = killed.id, killed.bundle
     # Requeued: pending again once Slurm has ended every process of the first start, and it is held back for
     # cred_expire, so nothing of the second has started yet. Nothing of the first may be left: its Ray head
     # would still hold the port the second start's head takes.
     slurm._wait(lambda: slurm.job(job_id).get("JobState") == "PENDING", 120, f"job {job_id} to be requeued")
-    assert support.procs_with_env(REQUEUE_MARKER, marked) == [], "the first start left processes running"
-    ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
-    # Not COMPLETING: the state Slurm holds once every step of the second start has ended, not only its script.
-    slurm._wait(lambda: slurm.job(job_id).get("JobState") in ended, 300, f"job {job_id} to end")
-    job, elapsed = slurm.job(job_id), time.monotonic() - started
-    out = out_file.read_text(errors="replace") if out_file.is_file() else "(no output file)"
+    assert support.procs_with_env(REQUEUE_MARKER, killed.marked) == [], "the first start left processes running"
+    slurm._wait(lambda: slurm.job(job_id).get("JobState") in ENDED, 300, f"job {job_id} to end")
+    job, elapsed, out = slurm.job(job_id), time.monotonic() - killed.started, killed.output()
     # Slurm's own account: started again once, and the second start ended 0.
     assert job["Restarts"] == "1" and job["JobState"] == "COMPLETED" and job["ExitCode"] == "0:0", \
         f"{job}\n{out[-4000:]}\n{slurm.logs()}"
@@ -280,3 +293,18 @@ def test_a_killed_trainer_is_requeued_by_slurm_and_its_second_start_runs(slurm, 
     assert "Ray runtime started." in second_part and "InvalidAuthToken" not in out
     assert not list(tmp_path.glob(".tutorrl-slurm-*"))
     print(f"slurm job {job_id}: killed, requeued and COMPLETED in {elapsed:.1f} s")
+
+
+def test_a_job_submitted_with_no_requeue_ends_with_the_trainers_status(slurm, tmp_path):
+    """`sbatch --no-requeue` wins over the script's `#SBATCH --requeue`, and Slurm then refuses the job's
+    `scontrol requeue`: the job says so and ends FAILED with the killed trainer's status (137), not
+    scontrol's (1), and is not started again."""
+    killed = Killed(slurm, tmp_path, "--no-requeue")
+    slurm._wait(lambda: slurm.job(killed.id).get("JobState") in ENDED, 300, f"job {killed.id} to end")
+    job, out = slurm.job(killed.id), killed.output()
+    assert job["JobState"] == "FAILED" and job["ExitCode"] == "137:0" and job["Restarts"] == "0", \
+        f"{job}\n{out[-4000:]}\n{slurm.logs()}"
+    assert "Requested operation is presently disabled" in out, out[-4000:]
+    assert "tutorrl: Slurm did not requeue the job; it ends failed\n" in out
+    assert out.count("ok: bundles/") == 1 and not list(tmp_path.glob(".tutorrl-slurm-*"))
+    print(f"slurm job {killed.id}: killed, not requeued, FAILED in {time.monotonic() - killed.started:.1f} s")

@@ -127,9 +127,9 @@ case $status in
 esac
 if [ "${SLURM_RESTART_COUNT:-0}" -lt 2 ]; then
   echo "tutorrl: the job failed (exit $status); requeued, restart $((${SLURM_RESTART_COUNT:-0} + 1)) of 2" >&2
-  # Slurm ends this script as it requeues the job; where scontrol fails, the job ends with launch.sh's
-  # status and says so (under set -e it would end with scontrol's, after saying it was requeued).
-  scontrol requeue "$SLURM_JOB_ID" || echo "tutorrl: scontrol requeue failed; the job ends failed" >&2
+  # Slurm refuses a job submitted with --no-requeue ("presently disabled"): the job then says so and ends
+  # with launch.sh's status (under set -e it would end with scontrol's, having said it was requeued).
+  scontrol requeue "$SLURM_JOB_ID" || echo "tutorrl: Slurm did not requeue the job; it ends failed" >&2
 else
   echo "tutorrl: the job failed (exit $status) after 2 restart(s); not requeued" >&2
 fi
