@@ -20,8 +20,8 @@ Installing needs root and apt-get (CI runs as root on Debian); without them
 the test is skipped with that reason. Every daemon, and every process the job
 started, carries a marker in its environment, and the fixture's finalizer
 ends each of them by id, on failure too. On the 2-core development machine once Slurm
-is installed: the plain job 30-50 s, the requeued one 80-120 s (submit to COMPLETED,
-two starts of verl's dry run), the one not requeued ~30 s.
+is installed (as the machine's load varies): the plain job 25-50 s, the requeued one 65-120 s
+(submit to COMPLETED, two starts of verl's dry run), the one not requeued 17-30 s.
 """
 
 from __future__ import annotations
