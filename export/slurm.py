@@ -62,7 +62,9 @@ def render(bundle: Bundle, *, partition: str | None = None, time_limit: str | No
     if time_limit:
         sbatch.append(f"--time={time_limit}")
     if retries:
-        sbatch.append("--requeue")
+        # Append: a requeued job starts again with the same --output file, which Slurm truncates by default
+        # (JobFileAppend=0), so without it the failed start's output, and why it was requeued, would be lost.
+        sbatch += ["--requeue", "--open-mode=append"]
     comments = header(bundle, "slurm") + (
         f"The nodes' Python must hold verl {bundle.verl}; the bundle folder must be on a file system every node"
         " shares.",
@@ -135,8 +137,10 @@ def _launch_requeued(bundle: Bundle, retries: int) -> str:
         resume_function(bundle, retries, "${SLURM_RESTART_COUNT:-0}", "restart")
         + "tutorrl_resume_args\n"
         "status=0\n"
+        "# The resume arguments after the job's own: verl's command line is Hydra's argparse, whose overrides are\n"
+        "# one run of positionals, so an option such as the dry run's --cfg job must come before them all.\n"
         "RAY_ADDRESS=\"$head_ip:$port\" srun --overlap --nodes=1 --ntasks=1 -w \"$head_node\" \\\n"
-        "  bash \"$bundle/launch.sh\" ${resume[@]+\"${resume[@]}\"} \"$@\" || status=$?\n"
+        "  bash \"$bundle/launch.sh\" \"$@\" ${resume[@]+\"${resume[@]}\"} || status=$?\n"
         "# A failed job goes back in the queue (#SBATCH --requeue covers a lost node or preemption); launch.sh's\n"
         "# refusals (2, 3) would be refused again.\n"
         "case $status in\n"
@@ -145,7 +149,9 @@ def _launch_requeued(bundle: Bundle, retries: int) -> str:
         "esac\n"
         f"if [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {retries} ]; then\n"
         f"  echo \"tutorrl: the job failed (exit $status); requeued, restart $((${{SLURM_RESTART_COUNT:-0}} + 1)) of {retries}\" >&2\n"
-        "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+        "  # Slurm refuses a job submitted with --no-requeue (\"presently disabled\"): the job then says so and ends\n"
+        "  # with launch.sh's status (under set -e it would end with scontrol's, having said it was requeued).\n"
+        "  scontrol requeue \"$SLURM_JOB_ID\" || echo \"tutorrl: Slurm did not requeue the job; it ends failed\" >&2\n"
         "else\n"
         f"  echo \"tutorrl: the job failed (exit $status) after {retries} restart(s); not requeued\" >&2\n"
         "fi\n"

@@ -8,6 +8,7 @@
 #SBATCH --output=tutorrl-838c15f905d3e2b4-%j.out
 #SBATCH --partition=gpu
 #SBATCH --requeue
+#SBATCH --open-mode=append
 # tutorrl export --to slurm: bundle 838c15f905d3e2b4 (sha256:838c15f905d3e2b4fbcd5fd6dbe20e25fb4a41df9f865841cddc6f226ba73fdd)
 # experiment chess-tutor-grpo-wandb, verl 0.9.1 (fsdp); 1 node(s) x 7 trainer GPU(s) + 1 reward GPU(s)
 # The job checks the sha256 of every bundle file before it starts and refuses a changed bundle.
@@ -114,8 +115,10 @@ tutorrl_resume_args() {
 # tutorrl-resume-end
 tutorrl_resume_args
 status=0
+# The resume arguments after the job's own: verl's command line is Hydra's argparse, whose overrides are
+# one run of positionals, so an option such as the dry run's --cfg job must come before them all.
 RAY_ADDRESS="$head_ip:$port" srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \
-  bash "$bundle/launch.sh" ${resume[@]+"${resume[@]}"} "$@" || status=$?
+  bash "$bundle/launch.sh" "$@" ${resume[@]+"${resume[@]}"} || status=$?
 # A failed job goes back in the queue (#SBATCH --requeue covers a lost node or preemption); launch.sh's
 # refusals (2, 3) would be refused again.
 case $status in
@@ -124,7 +127,9 @@ case $status in
 esac
 if [ "${SLURM_RESTART_COUNT:-0}" -lt 2 ]; then
   echo "tutorrl: the job failed (exit $status); requeued, restart $((${SLURM_RESTART_COUNT:-0} + 1)) of 2" >&2
-  scontrol requeue "$SLURM_JOB_ID"
+  # Slurm refuses a job submitted with --no-requeue ("presently disabled"): the job then says so and ends
+  # with launch.sh's status (under set -e it would end with scontrol's, having said it was requeued).
+  scontrol requeue "$SLURM_JOB_ID" || echo "tutorrl: Slurm did not requeue the job; it ends failed" >&2
 else
   echo "tutorrl: the job failed (exit $status) after 2 restart(s); not requeued" >&2
 fi
