@@ -54,18 +54,9 @@ def test_a_job_python_without_mlflow_is_refused_naming_it(tmp_path):
     assert "trainer.loggers has mlflow" in text and f"({sys.executable}) has no mlflow" in text
 
 
-train = pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON")
-
-# verl 0.5.0's verl/utils/tracking.py, its MLflow start as it is (the project names the experiment).
-VERL_050_START = """
-import os, sys, mlflow
-mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI", "sqlite:////tmp/mlruns.db"))
-experiment = mlflow.set_experiment(sys.argv[1])
-mlflow.start_run(experiment_id=experiment.experiment_id, run_name=sys.argv[2])
-mlflow.log_params(dict(arg.split("=", 1) for arg in sys.argv[4:]))
-mlflow.log_metrics({"actor/pg_loss": 0.5}, step=int(sys.argv[3]))
-print(mlflow.active_run().info.run_id)
-"""
+# verl's own tracker started with the mlflow backend, run by the training environment's Python (a file: that
+# Python has verl, this one need not).
+VERL_START = str(Path(__file__).resolve().parents[2] / "tools" / "cpu_training" / "verl050" / "verl_tracker_start.py")
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -82,7 +73,7 @@ def _read(tmp_path: Path, python: str, run: str) -> dict:
     return json.loads(out.stdout)
 
 
-@train
+@pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON")
 def test_each_launch_logs_into_its_own_run_under_the_runs_one_and_the_close_stitches_the_steps(tmp_path):
     python = os.environ["TUTORRL_TRAIN_PYTHON"]
     env = _env(tmp_path)
@@ -91,7 +82,7 @@ def test_each_launch_logs_into_its_own_run_under_the_runs_one_and_the_close_stit
     parent, first, note = mlflow_run.open_run(python, ask, env)
     assert note is None
     # verl's start with MLFLOW_RUN_ID: it attaches to the launch's run (same experiment, so 0.5.0 accepts it).
-    started = subprocess.run([python, "-c", VERL_050_START, "tiny-cpu", "tiny", "1", "trainer/resume_mode=auto"],
+    started = subprocess.run([python, VERL_START, "tiny-cpu", "tiny", "1", "auto"],
                              env={**env, mlflow_run.RUN_ID_ENV: first}, capture_output=True, text=True)
     assert started.returncode == 0, started.stderr[-3000:]
     assert started.stdout.split()[-1] == first
@@ -100,10 +91,10 @@ def test_each_launch_logs_into_its_own_run_under_the_runs_one_and_the_close_stit
                                    identity={**IDENTITY, "evidence_head": "000001.json@sha256:ef"}, attempt=2)
     same, second, _ = mlflow_run.open_run(python, again, env)
     assert same == parent and second not in (first, parent)
-    refused = subprocess.run([python, "-c", VERL_050_START, "tiny-cpu", "tiny", "2", "trainer/resume_mode=resume_path"],
+    refused = subprocess.run([python, VERL_START, "tiny-cpu", "tiny", "2", "resume_path"],
                              env={**env, mlflow_run.RUN_ID_ENV: first}, capture_output=True, text=True)
     assert refused.returncode != 0 and "Changing param values is not allowed" in refused.stderr
-    resumed = subprocess.run([python, "-c", VERL_050_START, "tiny-cpu", "tiny", "2", "trainer/resume_mode=resume_path"],
+    resumed = subprocess.run([python, VERL_START, "tiny-cpu", "tiny", "2", "resume_path"],
                              env={**env, mlflow_run.RUN_ID_ENV: second}, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     points = tmp_path / "metrics.jsonl"
@@ -124,7 +115,7 @@ def test_each_launch_logs_into_its_own_run_under_the_runs_one_and_the_close_stit
     assert one["status"] == "FAILED" and two["status"] == "FINISHED"
 
 
-@train
+@pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON")
 def test_a_store_mlflow_refuses_is_said_before_verl_starts(tmp_path):
     python = os.environ["TUTORRL_TRAIN_PYTHON"]
     env = {**os.environ, "MLFLOW_TRACKING_URI": (tmp_path / "mlruns").as_uri()}
@@ -136,7 +127,7 @@ def test_a_store_mlflow_refuses_is_said_before_verl_starts(tmp_path):
     assert "MLFLOW_ALLOW_FILE_STORE" in str(err.value)
 
 
-@train
+@pytest.mark.needs_train_env("TUTORRL_TRAIN_PYTHON")
 def test_an_inherited_run_the_store_lacks_gives_way_to_a_new_one_said(tmp_path):
     """A run resuming another's checkpoint, logging to another store than that run did: its MLflow run is
     not there. The first launch makes a run of its own and says why; a later launch's missing parent is
