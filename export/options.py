@@ -4,7 +4,30 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from tutorrl.errors import InputError, Problem
+
+TARGETS = ("kuberay", "skypilot", "slurm")
+
+
+class ExportOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``tutorrl export`` is given besides the bundle: the target launcher and its options (each
+    field a flag of the same name; one another target owns is refused, not ignored)."""
+
+    to: str
+    image: str | None = None
+    secret: str | None = None
+    accelerator: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    time_limit: str | None = None
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    retries: int | None = None
+    managed: bool | None = None
+    bucket: str | None = None
+    trust_digests: bool = False
 
 # Options that belong to one target; given to another they would be silently ignored.
 _OWN = {"image": ("kuberay", "skypilot"), "secret": ("kuberay",), "accelerator": ("skypilot",),
@@ -24,8 +47,10 @@ def flag(name: str) -> str:
     return _FLAG.get(name, f"--{name}")
 
 
-def check_options(args) -> None:
+def check_options(args: ExportOptions) -> None:
     problems = []
+    if args.to not in TARGETS:
+        raise InputError([Problem(f"--to {args.to!r}: one of {', '.join(TARGETS)}")])
     for name, targets in _OWN.items():
         if getattr(args, name, None) is not None and args.to not in targets:
             problems.append(Problem(f"{flag(name)} is for --to {' or '.join(targets)}, not --to {args.to}"))

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         might_compose,
         read_chain,
     )
-    from tutorrl.compiler.pipeline.migrate import cmd_migrate
+    from tutorrl.compiler.pipeline.migrate import Migrated, migrate_file
     from tutorrl.compiler.pipeline.raw_overrides import screen_override
     from tutorrl.compiler.pipeline.resolve import check_extra, interpolated, interpolated_into, never_read
     from tutorrl.compiler.pipeline.roots import expand, reference, references
@@ -51,7 +51,7 @@ _EXPORTS = {
         "might_compose",
         "read_chain",
     ),
-    "migrate": ("cmd_migrate",),
+    "migrate": ("Migrated", "migrate_file"),
     "raw_overrides": ("screen_override",),
     "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read"),
     "roots": ("expand", "reference", "references"),
@@ -68,11 +68,11 @@ __all__ = [
     "CompiledPoint",
     "Effective",
     "LoadedBundle",
+    "Migrated",
     "RESERVED_ENV_PREFIX",
     "bases_of",
     "bash_changes",
     "check_extra",
-    "cmd_migrate",
     "compile_bytes",
     "compile_family",
     "compile_raw",
@@ -84,6 +84,7 @@ __all__ = [
     "interpolated",
     "interpolated_into",
     "looks_secret",
+    "migrate_file",
     "might_compose",
     "never_read",
     "read_chain",

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
         settings_writing,
         supported_releases,
     )
-    from tutorrl.compiler.release.keyset_import import cmd_import, cmd_list, extract_config, fetch_wheel
+    from tutorrl.compiler.release.keyset_import import ImportedKeySet, KeySets, extract_config, fetch_wheel, import_keysets, list_keysets
     from tutorrl.compiler.release.keysets import available_keysets, load_keyset
-    from tutorrl.compiler.release.lockgen import cmd_lock
+    from tutorrl.compiler.release.lockgen import LockResult, lock_keys
     from tutorrl.compiler.release.spelling import (
         EVIDENCE_CALLBACK,
         WORDS,
@@ -56,16 +56,18 @@ _EXPORTS = {
         "describe_releases",
         "entry_at",
         "forget_user_releases",
+    "import_keysets",
         "load_keymap",
         "load_lock",
+    "lock_keys",
         "release_tuple",
         "releases_with",
         "settings_writing",
         "supported_releases",
     ),
-    "keyset_import": ("cmd_import", "cmd_list", "extract_config", "fetch_wheel"),
+    "keyset_import": ("ImportedKeySet", "KeySets", "extract_config", "fetch_wheel", "import_keysets", "list_keysets"),
     "keysets": ("available_keysets", "load_keyset"),
-    "lockgen": ("cmd_lock",),
+    "lockgen": ("LockResult", "lock_keys"),
     "spelling": ("EVIDENCE_CALLBACK", "WORDS", "is_runtime", "launch_program", "skipped", "spell"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
@@ -73,28 +75,31 @@ __getattr__, __dir__ = attach(__name__, _EXPORTS)
 __all__ = [
     "EVIDENCE_CALLBACK",
     "EntryPoint",
+    "ImportedKeySet",
+    "KeySets",
+    "LockResult",
     "Lock",
     "Target",
     "WORDS",
     "available_keysets",
-    "cmd_import",
-    "cmd_list",
-    "cmd_lock",
     "describe_releases",
     "entry_at",
     "extract_config",
     "find_entry",
     "fetch_wheel",
     "forget_user_releases",
+    "import_keysets",
     "is_runtime",
     "is_user_release",
     "launch_prelude",
     "launch_program",
+    "list_keysets",
     "load_built",
     "load_entries",
     "load_keymap",
     "load_keyset",
     "load_lock",
+    "lock_keys",
     "packaged_releases",
     "release_files",
     "release_tuple",
