@@ -382,6 +382,7 @@ def run(bundle: str | os.PathLike[str] | RunOptions, *, jobs: Jobs | None = None
     ``tutorrl run --quiet``). Refused input raises; a job that fails returns
     a Run whose ``exit_code`` says so.
     """
+    from tutorrl.compiler.pipeline import require_bundle_folder
     from tutorrl.runtime import RunOptions
     from tutorrl.runtime import Progress
     from tutorrl.runtime import RunSession, exit_code_of
@@ -392,6 +393,7 @@ def run(bundle: str | os.PathLike[str] | RunOptions, *, jobs: Jobs | None = None
         chosen = bundle
     else:
         chosen = RunOptions(bundle=str(bundle), **options)
+    require_bundle_folder(chosen.bundle)  # a spec given by mistake is named as one, before Ray loads
     session = RunSession(chosen, Progress(quiet=not progress), jobs=jobs)
     session.echo = progress if echo is None else echo
     code = session.run()
