@@ -99,7 +99,7 @@ def _compile(args) -> int:
         compiled = compile_bytes(raw, path)
     for warning in compiled.warnings:
         # Rules verl itself does not enforce: said, never refused.
-        from tutorrl.cli import printable
+        from tutorrl._text import printable
 
         print(printable(f"warning: {warning.render()}"), file=sys.stderr)
     result = write_bundle(compiled, args.out, spec_dir=os.path.dirname(path), rerecord=getattr(args, "rerecord", False))
@@ -158,7 +158,7 @@ def _compile_many(args, done: dict | None = None) -> int:
     import sys
 
     from tutorrl._files import display_path
-    from tutorrl.cli import printable
+    from tutorrl._text import printable
     from tutorrl.compiler import write_bundle
     from tutorrl.compiler.pipeline import bases_of, compile_family
     from tutorrl.errors import InputError, Problem, SpecError, TutorrlError

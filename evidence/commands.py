@@ -94,7 +94,7 @@ def _show(args) -> int:
     from tutorrl import api
     from tutorrl.evidence.text import failure_lines, summary_line
 
-    bundle, entries = api.evidence(args.bundle)
+    bundle, entries = api.evidence_records(args.bundle)
     if args.format == "json":
         out = [msgspec.to_builtins(e.statement) if e.statement else {"file": e.name, "malformed": True}
                for e in entries]

@@ -55,7 +55,7 @@ def _export(args) -> int:
     from tutorrl._text import printable
 
     options = api.ExportOptions(**{name: getattr(args, name) for name in api.ExportOptions.__struct_fields__})
-    done = api.export(args.bundle, options, output=args.output)
+    done = api.export_bundle(args.bundle, options, output=args.output)
     for warning in done.warnings:
         print(printable(f"warning: {warning}"), file=sys.stderr)
     if done.written is None:

@@ -9,14 +9,14 @@ from tutorrl._face import attach
 
 if TYPE_CHECKING:
     from tutorrl.review.check import CheckReport, run_check
-    from tutorrl.review.compare import Compared, compare
+    from tutorrl.review.comparison import Compared, compare
     from tutorrl.review.model import Diff, diff_sides
     from tutorrl.review.schema import schema_json
     from tutorrl.review.sides import load_side
 
 _EXPORTS = {
     "check": ("CheckReport", "run_check"),
-    "compare": ("Compared", "compare"),
+    "comparison": ("Compared", "compare"),
     "model": ("Diff", "diff_sides"),
     "schema": ("schema_json",),
     "sides": ("load_side",),

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from tutorrl.runtime import ModelMade, RunRecord
 
 __all__ = ["ExportOptions", "ImportOptions", "Run", "RunOptions", "Verification", "add_checkpoint", "anchor", "check", "compare", "compile", "compile_family", "diff",
-           "evidence", "export", "import_script", "keygen", "keys_add", "keys_import", "keys_list", "keys_lock",
+           "evidence_records", "export_bundle", "import_script", "keygen", "keys_add", "keys_import", "keys_list", "keys_lock",
            "keys_remove", "load", "logs", "migrate", "model", "run", "run_set", "runs", "schema", "status", "stop",
            "verify", "write"]
 
@@ -225,7 +225,7 @@ def schema() -> str:
     return schema_json()
 
 
-def export(bundle: str | os.PathLike[str], options: ExportOptions, *, output: str | os.PathLike[str] | None = None) -> Exported:
+def export_bundle(bundle: str | os.PathLike[str], options: ExportOptions, *, output: str | os.PathLike[str] | None = None) -> Exported:
     """The bundle verified, then written as another launcher's job (``options.to``: kuberay, skypilot, slurm).
 
     ``output``: the file to write it to, whole or not at all (None: nothing is written; ``text`` holds it)."""
@@ -288,7 +288,7 @@ def migrate(spec: str | os.PathLike[str], to: str, *, source: str | None = None)
     return migrate_file(os.fspath(spec), to, source)
 
 
-def evidence(bundle: str | os.PathLike[str]) -> tuple[str, list[Entry]]:
+def evidence_records(bundle: str | os.PathLike[str]) -> tuple[str, list[Entry]]:
     """``tutorrl evidence BUNDLE``: the bundle's folder and its evidence records, oldest first."""
     from tutorrl.evidence import records_of
 
