@@ -14,10 +14,10 @@ def migration_text(found: Migrated) -> str:
     if entry is not None:
         from tutorrl.compiler.release import find_entry
 
-        found = find_entry(entry)
-        lines[-1:] = [f"entry point: {entry}" + (f" (python -m {found.module})" if found else ""), ""]
+        point = find_entry(entry)
+        lines[-1:] = [f"entry point: {entry}" + (f" (python -m {point.module})" if point else ""), ""]
     sb, sa = m.selection_before, m.selection_after
-    if (sb.config_name, sb.select) != (sa.config_name, sa.select):
+    if sb is not None and sa is not None and (sb.config_name, sb.select) != (sa.config_name, sa.select):
         lines.append("variant selection:")
         lines.append(f"  --config-name {sb.config_name} {' '.join(sb.select)}".rstrip()
                      + f" -> --config-name {sa.config_name} {' '.join(sa.select)}".rstrip())

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from tutorrl.export.make import Exported, export
     from tutorrl.export.options import ExportOptions
 
-_EXPORTS = {
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "make": ("Exported", "export"),
     "options": ("ExportOptions",),
 }

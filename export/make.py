@@ -1,4 +1,6 @@
-"""A bundle as another launcher's job: what ``tutorrl export`` does, without the printing."""
+"""A bundle as another launcher's job: what ``tutorrl export`` does, without the printing.
+
+The options were checked first (export/options.py): a target's required ones are given, never empty."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def _render(path: str, bundle: common.Bundle, args: ExportOptions) -> str:
     if args.to == "kuberay":
         from tutorrl.export import kuberay
 
-        return kuberay.render(bundle, image=args.image, secret=args.secret or kuberay.DEFAULT_SECRET)
+        return kuberay.render(bundle, image=args.image or "", secret=args.secret or kuberay.DEFAULT_SECRET)
     if args.to == "skypilot":
         from tutorrl.export import skypilot
 
@@ -53,7 +55,7 @@ def _render(path: str, bundle: common.Bundle, args: ExportOptions) -> str:
         problem = skypilot.managed_problem(bundle) if managed else None
         if problem:
             raise InputError([Problem(f"{path}: cannot export as a managed job: {problem}")])
-        return skypilot.render(bundle, accelerator=args.accelerator, image=args.image,
+        return skypilot.render(bundle, accelerator=args.accelerator or "", image=args.image,
                                bucket=args.bucket if managed else None, retries=args.retries)
     from tutorrl.export import slurm
 

@@ -60,14 +60,14 @@ def check_options(args: ExportOptions) -> None:
     if args.secret is not None and (len(args.secret) > 253 or not _SECRET.fullmatch(args.secret)):
         problems.append(Problem(f"--secret {args.secret!r} is not a Kubernetes Secret name "
                                 "(lower-case letters, digits, '-' and '.')"))
-    if getattr(args, "cpus_per_task", None) is not None and args.cpus_per_task < 1:
+    if args.cpus_per_task is not None and args.cpus_per_task < 1:
         problems.append(Problem(f"--cpus-per-task {args.cpus_per_task}: at least 1"))
-    if getattr(args, "retries", None) is not None and not 0 <= args.retries <= 100:
+    if args.retries is not None and not 0 <= args.retries <= 100:
         problems.append(Problem(f"--retries {args.retries}: 0 to 100"))
-    if getattr(args, "mem", None) is not None and not _MEM.fullmatch(args.mem):
+    if args.mem is not None and not _MEM.fullmatch(args.mem):
         problems.append(Problem(f"--mem {args.mem!r} is not a Slurm memory size",
                                 hint="a whole number with an optional unit K, M, G or T, e.g. 200G"))
-    if getattr(args, "bucket", None) is not None and not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,62}", args.bucket):
+    if args.bucket is not None and not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,62}", args.bucket):
         problems.append(Problem(f"--bucket {args.bucket!r}: a bucket name (lower-case letters, digits, '.', '_', '-')"))
     for name in ("image", "accelerator", "partition", "account", "time_limit"):
         value = getattr(args, name, None)

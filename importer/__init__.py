@@ -11,7 +11,7 @@ from tutorrl._face import attach
 if TYPE_CHECKING:
     from tutorrl.importer.launch import ImportOptions, ImportReport, Imported, import_script
 
-_EXPORTS = {
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "launch": ("ImportOptions", "ImportReport", "Imported", "import_script"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)

@@ -21,7 +21,7 @@ def report_text(r: ImportReport) -> str:
     if r.skipped:
         lines.append("not copied into the sandbox (the script cannot read them):")
         lines += [f"  {s}" for s in r.skipped]
-    by = {}
+    by: dict[str, list] = {}
     for m in r.mapped:
         by.setdefault(m.how, []).append(m)
     lines.append(f"overrides: {len(by.get('field', []))} to spec fields, {len(by.get('extra', []))} to "

@@ -38,7 +38,7 @@ def show_status(run: str | None, fmt: str = "text", show_all: bool = False) -> i
 
     if show_all and run:
         raise RefusedError("--all lists every set; it takes no run or set id")
-    if is_set_ref(run):
+    if run is not None and is_set_ref(run):
         from tutorrl.runtime.runset import status_set
 
         return status_set(run, fmt)

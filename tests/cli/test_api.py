@@ -168,3 +168,11 @@ def test_every_command_of_the_shell_has_its_python_form():
     assert set(COMMANDS) == set(COMMAND_OWNERS)
     named = [name for names in COMMANDS.values() for name in names]
     assert sorted(named) == sorted(SURFACE)  # each function is some command's, and each is named once
+
+
+def test_the_stub_names_what_the_package_exports():
+    import ast
+
+    stub = ast.parse((support.REPO / "tutorrl" / "__init__.pyi").read_text())
+    named = [a.asname for node in stub.body if isinstance(node, ast.ImportFrom) for a in node.names]
+    assert named == tutorrl.__all__
