@@ -1,11 +1,11 @@
-"""The text ``tutorrl migrate`` prints for a :class:`~tutorrl.compiler.pipeline.migrate.Migrated`."""
+"""The text ``tutorrl compile`` (a sweep's table) and ``tutorrl migrate`` print for what the API returned."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.pipeline import Migrated
+    from tutorrl.compiler.pipeline import Migrated, WrittenLaunch
 
 
 def migration_text(found: Migrated) -> str:
@@ -63,3 +63,18 @@ def migration_json(found: Migrated) -> str:
         doc["entry"] = found.entry
     doc["compiles"] = m.compiles
     return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+
+
+def points_table(spec: str, launches: list[WrittenLaunch]) -> str:
+    """A sweep's points and their bundles, one row each, the swept settings as columns."""
+    from tutorrl._files import display_path
+    from tutorrl.compiler.spec import shown
+
+    keys = [k for k, _ in launches[0].point or ()]
+    rows = [[str(n + 1)] + [shown(v) for _, v in launch.point or ()] + [display_path(launch.folder)]
+            for n, launch in enumerate(launches)]
+    header = ["point"] + keys + ["bundle"]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    lines = [f"{spec}: a sweep of {len(launches)} points"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    return "\n".join(lines)

@@ -25,7 +25,7 @@ del _os, _here
 # The API, imported on first use (PEP 562): `tutorrl compile` starts through
 # this file, and must not pay for what it does not call.
 __all__ = ["ExportOptions", "ImportOptions", "Run", "RunOptions", "Verification", "add_checkpoint", "anchor", "check",
-           "compare", "compile", "compile_family", "diff", "evidence_records", "export_bundle", "import_script", "keygen", "keys_add",
+           "compare", "compile", "compile_family", "compile_files", "diff", "evidence_records", "export_bundle", "import_script", "keygen", "keys_add",
            "keys_import", "keys_list", "keys_lock", "keys_remove", "load", "logs", "migrate", "model", "run", "run_set",
            "runs", "schema", "status", "stop", "verify", "write"]
 _API = {"RunOptions": "tutorrl.runtime.options"}

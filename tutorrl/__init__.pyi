@@ -12,6 +12,7 @@ from tutorrl.api import check as check
 from tutorrl.api import compare as compare
 from tutorrl.api import compile as compile
 from tutorrl.api import compile_family as compile_family
+from tutorrl.api import compile_files as compile_files
 from tutorrl.api import diff as diff
 from tutorrl.api import evidence_records as evidence_records
 from tutorrl.api import export_bundle as export_bundle

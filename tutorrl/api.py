@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
+    from tutorrl.compiler import CompiledFiles
     from tutorrl.compiler.bundle import CompiledBundle
     from tutorrl.compiler.bundle import WriteResult
     from tutorrl.compiler.pipeline import CompiledPoint
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from tutorrl.review import CheckReport, Compared
     from tutorrl.runtime import ModelMade, RunRecord
 
-__all__ = ["ExportOptions", "ImportOptions", "Run", "RunOptions", "Verification", "add_checkpoint", "anchor", "check", "compare", "compile", "compile_family", "diff",
+__all__ = ["ExportOptions", "ImportOptions", "Run", "RunOptions", "Verification", "add_checkpoint", "anchor", "check", "compare", "compile", "compile_family", "compile_files", "diff",
            "evidence_records", "export_bundle", "import_script", "keygen", "keys_add", "keys_import", "keys_list", "keys_lock",
            "keys_remove", "load", "logs", "migrate", "model", "run", "run_set", "runs", "schema", "status", "stop",
            "verify", "write"]
@@ -97,6 +98,18 @@ def compile_family(spec: str | os.PathLike[str], *, sets: list[str] | tuple[str,
     from tutorrl.compiler import compile_family as family
 
     return family(str(spec), sets=tuple(sets))
+
+
+def compile_files(specs: list[str] | tuple[str, ...], out: str | os.PathLike[str] = "bundles", *,
+                  sets: list[str] | tuple[str, ...] = (), rerecord: bool = False) -> CompiledFiles:
+    """``tutorrl compile``: spec files (or quoted globs) compiled and written under ``out``, all or nothing.
+
+    Every spec is compiled first; with several (or a pattern, or a sweep) nothing is written unless all
+    compile (:class:`~tutorrl.errors.SpecError` names every problem of every spec). ``rerecord``: record
+    this spec's sources in a bundle already there even where its record cannot be proved false."""
+    from tutorrl.compiler import compile_files as impl
+
+    return impl([os.fspath(s) for s in specs], os.fspath(out), sets=sets, rerecord=rerecord)
 
 
 def write(compiled: CompiledBundle, out: str | os.PathLike[str] = "bundles", *,

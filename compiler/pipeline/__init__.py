@@ -15,6 +15,7 @@ from tutorrl._face import attach
 if TYPE_CHECKING:
     from tutorrl.compiler.pipeline.assemble import spec_settings
     from tutorrl.compiler.pipeline.compile import compile_bytes, resolve_bytes
+    from tutorrl.compiler.pipeline.from_files import CompiledFiles, WrittenLaunch, compile_files
     from tutorrl.compiler.pipeline.effective_values import Effective, effective, gpu_pool
     from tutorrl.compiler.pipeline.family import (
         CompiledPoint,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "assemble": ("spec_settings",),
     "compile": ("compile_bytes", "resolve_bytes"),
+    "from_files": ("CompiledFiles", "WrittenLaunch", "compile_files"),
     "effective_values": ("Effective", "effective", "gpu_pool"),
     "family": (
         "CompiledPoint",
@@ -65,16 +67,19 @@ _EXPORTS = {
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
+    "CompiledFiles",
     "CompiledPoint",
     "Effective",
     "LoadedBundle",
     "Migrated",
     "RESERVED_ENV_PREFIX",
+    "WrittenLaunch",
     "bases_of",
     "bash_changes",
     "check_extra",
     "compile_bytes",
     "compile_family",
+    "compile_files",
     "compile_raw",
     "compile_spec",
     "compose",
@@ -84,8 +89,8 @@ __all__ = [
     "interpolated",
     "interpolated_into",
     "looks_secret",
-    "migrate_file",
     "might_compose",
+    "migrate_file",
     "never_read",
     "read_chain",
     "reference",

@@ -25,6 +25,7 @@ SURFACE = {
     'compare': "(old: 'str', new: 'list[str] | tuple[str, ...]' = (), *, against: 'str | None' = None, trust_digests: 'bool' = False) -> 'Compared'",
     'compile': "(spec: 'str | os.PathLike[str] | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
     'compile_family': "(spec: 'str | os.PathLike[str]', *, sets: 'list[str] | tuple[str, ...]' = ()) -> 'list[CompiledPoint]'",
+    'compile_files': "(specs: 'list[str] | tuple[str, ...]', out: 'str | os.PathLike[str]' = 'bundles', *, sets: 'list[str] | tuple[str, ...]' = (), rerecord: 'bool' = False) -> 'CompiledFiles'",
     'diff': "(old: 'str | os.PathLike[str]', new: 'str | os.PathLike[str]', *, trust_digests: 'bool' = False) -> 'Diff'",
     'evidence_records': "(bundle: 'str | os.PathLike[str]') -> 'tuple[str, list[Entry]]'",
     'export_bundle': "(bundle: 'str | os.PathLike[str]', options: 'ExportOptions', *, output: 'str | os.PathLike[str] | None' = None) -> 'Exported'",
@@ -153,7 +154,7 @@ def test_write_keeps_a_recorded_provenance_unless_the_specs_folder_shows_it_no_l
 # What each command of the shell is in Python: every command has its functions, and only the command line's
 # own helper (`completion`, which writes shell code for the parser) has none.
 COMMANDS = {
-    "compile": ["compile", "compile_family", "write"], "verify": ["load", "verify"],
+    "compile": ["compile", "compile_family", "compile_files", "write"], "verify": ["load", "verify"],
     "keys": ["keys_add", "keys_import", "keys_list", "keys_lock", "keys_remove"], "migrate": ["migrate"],
     "run": ["run", "run_set"], "runs": ["runs"], "status": ["status"], "logs": ["logs"], "stop": ["stop"],
     "model": ["model"], "evidence": ["add_checkpoint", "anchor", "evidence_records", "keygen"],

@@ -10,9 +10,7 @@ that registers commands (``*/commands.py``, ``compiler/keys_commands.py``): what
   API returned into text (no reading, no writing, no library work).
 
 A handler that reached past the API (``from tutorrl.runtime.run import run_command``) fails here, naming
-the line. ``compile`` is the one handler not yet moved (its fast path, parse_compile, and the all-or-nothing
-writing of a set live in compiler/commands.py): it is listed in :data:`NOT_YET`, so that the list can only
-shrink.
+the line.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ HANDLER_MODULES = sorted([*support.REPO.glob("*/commands.py"), support.REPO / "c
 
 # Presentation functions a handler may import beside the API: module -> names.
 TEXT = {
-    "tutorrl.compiler.text": {"migration_json", "migration_text"},
+    "tutorrl.compiler.text": {"migration_json", "migration_text", "points_table"},
     "tutorrl.evidence.text": {"failure_lines", "summary_line"},
     "tutorrl.importer.text": {"report_text"},
     "tutorrl.review.render": {"render", "use_color"},
@@ -33,10 +31,8 @@ TEXT = {
     "tutorrl.review.layers": {"render_layers"},
     "tutorrl.review.check": {"format_report", "report_json"},
 }
-# Handlers still reaching into the library, with what they import (issue 41: compile is next).
-NOT_YET = {
-    "compiler/commands.py": {"tutorrl.compiler", "tutorrl.compiler.spec", "tutorrl.compiler.pipeline"},
-}
+# Handlers still reaching into the library, with what they import: none (the list can only stay empty).
+NOT_YET: dict[str, set[str]] = {}
 
 
 def _allowed(module: str, name: str | None) -> bool:
