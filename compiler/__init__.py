@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from tutorrl._face import attach
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.bundle import CompiledBundle, Manifest, WriteResult, write_bundle
+    from tutorrl.compiler.bundle import CompiledBundle, WriteResult, write_bundle
     from tutorrl.compiler.pipeline import (
         CompiledFiles,
         LoadedBundle,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
-    "bundle": ("CompiledBundle", "Manifest", "WriteResult", "write_bundle"),
+    "bundle": ("CompiledBundle", "WriteResult", "write_bundle"),
     "pipeline": ("CompiledFiles", "LoadedBundle", "compile_bytes", "compile_family", "compile_files", "compile_spec",
                  "verify_bundle"),
 }
@@ -43,7 +43,6 @@ __all__ = [
     "CompiledBundle",
     "CompiledFiles",
     "LoadedBundle",
-    "Manifest",
     "WriteResult",
     "compile_bytes",
     "compile_family",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.pipeline import Migrated, WrittenLaunch
+    from tutorrl.compiler.pipeline import Migrated
+    from tutorrl.compiler.pipeline.from_files import WrittenLaunch
 
 
 def migration_text(found: Migrated) -> str:

@@ -10,7 +10,7 @@ from tutorrl._face import attach
 
 if TYPE_CHECKING:
     from tutorrl.evidence.anchor import parse_anchor
-    from tutorrl.evidence.bundle import BundleInfo, bundle_info, load_bundle
+    from tutorrl.evidence.bundle import bundle_info, load_bundle
     from tutorrl.evidence.lineage import Before
     from tutorrl.evidence.manual import Anchored, Entry, KeyMade, add_checkpoint, anchor_chain, make_signing_key, records_of
     from tutorrl.evidence.merged import Merge, inspect_model, model_dir_problem, record_model, source_checkpoint
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         output_dir_before_run,
         record_run_checkpoints,
         resumed_run,
-        verify_evidence,
     )
     from tutorrl.evidence.sign import ENV_KEY, configured_key_path, find_signer, load_trusted
     from tutorrl.evidence.text import recorded_line
@@ -30,13 +29,13 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "anchor": ("parse_anchor",),
-    "bundle": ("BundleInfo", "bundle_info", "load_bundle"),
+    "bundle": ("bundle_info", "load_bundle"),
     "lineage": ("Before",),
     "manual": ("Anchored", "Entry", "KeyMade", "add_checkpoint", "anchor_chain", "make_signing_key", "records_of"),
     "merged": ("Merge", "inspect_model", "model_dir_problem", "record_model", "source_checkpoint"),
     "record": ("read_entry", "read_records"),
     "runs": ("choose_resume_point", "evidence_head", "evidence_length", "output_dir_before_run",
-             "record_run_checkpoints", "resumed_run", "verify_evidence"),
+             "record_run_checkpoints", "resumed_run"),
     "sign": ("ENV_KEY", "configured_key_path", "find_signer", "load_trusted"),
     "text": ("recorded_line",),
     "verify": ("check_evidence", "rehash_evidence"),
@@ -46,7 +45,6 @@ __getattr__, __dir__ = attach(__name__, _EXPORTS)
 __all__ = [
     "Anchored",
     "Before",
-    "BundleInfo",
     "ENV_KEY",
     "Entry",
     "KeyMade",
@@ -76,5 +74,4 @@ __all__ = [
     "rehash_evidence",
     "resumed_run",
     "source_checkpoint",
-    "verify_evidence",
 ]

@@ -1,5 +1,5 @@
 """What a run asks of its bundle's evidence: its checkpoints recorded, where a retry resumes, which run a
-resumed one continues, the chain's head and length, the output folder before the run, the chain verified."""
+resumed one continues, the chain's head and length, the output folder before the run."""
 
 from __future__ import annotations
 
@@ -75,9 +75,3 @@ def output_dir_before_run(bundle_path: Path | BundleInfo, cwd: Path | None, root
     from tutorrl.evidence.record import output_dir_before_run as impl
 
     return impl(bundle_path, cwd, roots)
-
-
-def verify_evidence(bundle_path: Path, bundle_digest: str | None = None) -> list[str]:
-    from tutorrl.evidence.verify import verify_evidence as impl
-
-    return impl(bundle_path, bundle_digest)

@@ -30,9 +30,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from tutorrl.compiler import CompiledFiles
-    from tutorrl.compiler.bundle import CompiledBundle
-    from tutorrl.compiler.bundle import WriteResult
+    from tutorrl.compiler import CompiledBundle, CompiledFiles, WriteResult
     from tutorrl.compiler.pipeline import CompiledPoint
     from tutorrl.compiler.pipeline import LoadedBundle
     from tutorrl.review import Diff

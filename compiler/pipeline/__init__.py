@@ -15,54 +15,27 @@ from tutorrl._face import attach
 if TYPE_CHECKING:
     from tutorrl.compiler.pipeline.assemble import spec_settings
     from tutorrl.compiler.pipeline.compile import compile_bytes, resolve_bytes
-    from tutorrl.compiler.pipeline.from_files import CompiledFiles, WrittenLaunch, compile_files
     from tutorrl.compiler.pipeline.effective_values import Effective, effective, gpu_pool
-    from tutorrl.compiler.pipeline.family import (
-        CompiledPoint,
-        bases_of,
-        compile_family,
-        compile_raw,
-        compile_spec,
-        compose,
-        might_compose,
-        read_chain,
-    )
+    from tutorrl.compiler.pipeline.family import CompiledPoint, bases_of, compile_family, compile_raw, compile_spec, compose, might_compose, read_chain
+    from tutorrl.compiler.pipeline.from_files import CompiledFiles, compile_files
     from tutorrl.compiler.pipeline.migrate import Migrated, migrate_file
-    from tutorrl.compiler.pipeline.raw_overrides import screen_override
     from tutorrl.compiler.pipeline.resolve import check_extra, interpolated, interpolated_into, never_read
     from tutorrl.compiler.pipeline.roots import expand, reference, references
     from tutorrl.compiler.pipeline.rules import RESERVED_ENV_PREFIX, bash_changes, looks_secret, takes_over
-    from tutorrl.compiler.pipeline.verify import (
-        LoadedBundle,
-        require_bundle_folder,
-        verify_bundle,
-    )
+    from tutorrl.compiler.pipeline.verify import LoadedBundle, require_bundle_folder, verify_bundle
+
 
 _EXPORTS = {
     "assemble": ("spec_settings",),
-    "compile": ("compile_bytes", "resolve_bytes"),
-    "from_files": ("CompiledFiles", "WrittenLaunch", "compile_files"),
-    "effective_values": ("Effective", "effective", "gpu_pool"),
-    "family": (
-        "CompiledPoint",
-        "bases_of",
-        "compile_family",
-        "compile_raw",
-        "compile_spec",
-        "compose",
-        "might_compose",
-        "read_chain",
-    ),
-    "migrate": ("Migrated", "migrate_file"),
-    "raw_overrides": ("screen_override",),
-    "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read"),
-    "roots": ("expand", "reference", "references"),
-    "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over"),
-    "verify": (
-        "LoadedBundle",
-        "require_bundle_folder",
-        "verify_bundle",
-    ),
+    "compile": ("compile_bytes", "resolve_bytes",),
+    "effective_values": ("Effective", "effective", "gpu_pool",),
+    "family": ("CompiledPoint", "bases_of", "compile_family", "compile_raw", "compile_spec", "compose", "might_compose", "read_chain",),
+    "from_files": ("CompiledFiles", "compile_files",),
+    "migrate": ("Migrated", "migrate_file",),
+    "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read",),
+    "roots": ("expand", "reference", "references",),
+    "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over",),
+    "verify": ("LoadedBundle", "require_bundle_folder", "verify_bundle",),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
@@ -73,7 +46,6 @@ __all__ = [
     "LoadedBundle",
     "Migrated",
     "RESERVED_ENV_PREFIX",
-    "WrittenLaunch",
     "bases_of",
     "bash_changes",
     "check_extra",
@@ -97,7 +69,6 @@ __all__ = [
     "references",
     "require_bundle_folder",
     "resolve_bytes",
-    "screen_override",
     "spec_settings",
     "takes_over",
     "verify_bundle",

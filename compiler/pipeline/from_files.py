@@ -58,7 +58,8 @@ def compile_files(specs: list[str], out: str = "bundles", *, sets: list[str] | t
     import os
 
     from tutorrl.compiler.bundle import write_bundle
-    from tutorrl.compiler.spec import might_compose, read_spec_bytes
+    from tutorrl.compiler.spec import read_spec_bytes
+    from tutorrl.compiler.spec.compose import might_compose
 
     path = specs[0]
     raw = read_spec_bytes(path, path)

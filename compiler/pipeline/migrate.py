@@ -16,18 +16,9 @@ from __future__ import annotations
 import msgspec
 
 from tutorrl.compiler.pipeline.resolve import resolve
-from tutorrl.compiler.release import (
-    Lock,
-    Target,
-    WORDS,
-    describe_releases,
-    load_lock,
-    releases_with,
-    render_value,
-    skipped,
-    spell,
-    supported_releases,
-)
+from tutorrl.compiler.release import Lock, describe_releases, load_lock, render_value, skipped, spell
+from tutorrl.compiler.release.keymap import Target, releases_with, supported_releases
+from tutorrl.compiler.release.spelling import WORDS
 from tutorrl.compiler.spec import Spec, flatten_table, settings, variant_of
 from tutorrl.errors import Problem, SpecError
 
@@ -179,7 +170,7 @@ def _compile_blockers(spec: Spec, target: str, locate) -> list[Blocker]:
     from tutorrl.compiler.pipeline.compile import resolve_parsed
 
     if locate is None:
-        from tutorrl.compiler.spec import Locator
+        from tutorrl.compiler.spec.load import Locator
 
         locate = Locator("spec", {})
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
@@ -203,7 +194,7 @@ class Migrated(msgspec.Struct, frozen=True):
 def migrate_file(path: str, target: str, source: str | None = None) -> Migrated:
     """What moves for the spec file at ``path`` from ``source`` (default: its own ``experiment.verl``) to ``target``."""
     from tutorrl.compiler.spec import parse_spec, read_spec_bytes
-    from tutorrl.compiler.spec import normalize
+    from tutorrl.compiler.spec.normal_form import normalize
 
     as_written, locate = parse_spec(read_spec_bytes(path, path), path)
     spec = normalize(as_written)

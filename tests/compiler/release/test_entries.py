@@ -218,7 +218,8 @@ def test_the_example_specs_of_each_entry_compile():
 def test_migrate_says_the_entry_and_that_a_release_without_it_stops_the_compile(tmp_path):
     from tutorrl.compiler.pipeline.migrate import Migrated, migrate_spec
     from tutorrl.compiler.text import migration_text
-    from tutorrl.compiler.spec import normalize, parse_spec
+    from tutorrl.compiler.spec import parse_spec
+    from tutorrl.compiler.spec.normal_form import normalize
 
     as_written, locate = parse_spec(spec("fully_async", extra=("async_training.require_batches=2",)).encode(), "s.toml")
     normal = normalize(as_written)
