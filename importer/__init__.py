@@ -9,16 +9,15 @@ from typing import TYPE_CHECKING
 from tutorrl._face import attach
 
 if TYPE_CHECKING:
-    from tutorrl.importer.launch import ImportOptions, ImportReport, Imported, import_script
+    from tutorrl.importer.launch import ImportOptions, Imported, import_script
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "launch": ("ImportOptions", "ImportReport", "Imported", "import_script"),
+    "launch": ("ImportOptions", "Imported", "import_script"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
     "ImportOptions",
-    "ImportReport",
     "Imported",
     "import_script",
 ]

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from tutorrl.compiler.bundle.store import WriteResult, recorded_still_true, write_bundle
 
 
-_EXPORTS = {
-    "manifest": ("CompiledBundle", "Manifest", "bundle_id",),
-    "store": ("WriteResult", "recorded_still_true", "write_bundle",),
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "manifest": ("CompiledBundle", "Manifest", "bundle_id"),
+    "store": ("WriteResult", "recorded_still_true", "write_bundle"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 

@@ -25,17 +25,17 @@ if TYPE_CHECKING:
     from tutorrl.compiler.pipeline.verify import LoadedBundle, require_bundle_folder, verify_bundle
 
 
-_EXPORTS = {
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "assemble": ("spec_settings",),
-    "compile": ("compile_bytes", "resolve_bytes",),
-    "effective_values": ("Effective", "effective", "gpu_pool",),
-    "family": ("CompiledPoint", "bases_of", "compile_family", "compile_raw", "compile_spec", "compose", "might_compose", "read_chain",),
-    "from_files": ("CompiledFiles", "compile_files",),
-    "migrate": ("Migrated", "migrate_file",),
-    "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read",),
-    "roots": ("expand", "reference", "references",),
-    "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over",),
-    "verify": ("LoadedBundle", "require_bundle_folder", "verify_bundle",),
+    "compile": ("compile_bytes", "resolve_bytes"),
+    "effective_values": ("Effective", "effective", "gpu_pool"),
+    "family": ("CompiledPoint", "bases_of", "compile_family", "compile_raw", "compile_spec", "compose", "might_compose", "read_chain"),
+    "from_files": ("CompiledFiles", "compile_files"),
+    "migrate": ("Migrated", "migrate_file"),
+    "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read"),
+    "roots": ("expand", "reference", "references"),
+    "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over"),
+    "verify": ("LoadedBundle", "require_bundle_folder", "verify_bundle"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 

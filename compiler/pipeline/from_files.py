@@ -202,9 +202,9 @@ def _compile_many(specs: list[str], out: str, sets: list[str], rerecord: bool,
             written[id(launch)] = write_bundle(launch.bundle, out, spec_dir=spec_dir)
     for launch, spec_dir in again:
         written[id(launch)] = write_bundle(launch.bundle, out, spec_dir=spec_dir)
-    done = [SpecLaunches(path, [_launch(path, launch.bundle, written[id(launch)], launch.point)
-                                for launch in families[path]]) for path in paths]
-    return CompiledFiles(done, warnings, partial)
+    compiled_specs = [SpecLaunches(path, [_launch(path, launch.bundle, written[id(launch)], launch.point)
+                                          for launch in families[path]]) for path in paths]
+    return CompiledFiles(compiled_specs, warnings, partial)
 
 
 def _bases_in(paths: list[str], bases_of) -> dict[str, int]:

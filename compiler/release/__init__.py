@@ -26,17 +26,17 @@ if TYPE_CHECKING:
     from tutorrl.compiler.release.spelling import EVIDENCE_CALLBACK, skipped, spell
 
 
-_EXPORTS = {
-    "added": ("packaged_releases", "user_releases",),
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "added": ("packaged_releases", "user_releases"),
     "adding": ("release_files",),
     "built": ("load_built",),
-    "entries": ("find_entry", "load_entries",),
+    "entries": ("find_entry", "load_entries"),
     "hydra": ("render_value",),
-    "keymap": ("Lock", "describe_releases", "forget_user_releases", "load_keymap", "load_lock", "settings_writing",),
-    "keyset_import": ("ImportedKeySet", "KeySets", "extract_config", "fetch_wheel", "import_keysets", "list_keysets",),
+    "keymap": ("Lock", "describe_releases", "forget_user_releases", "load_keymap", "load_lock", "settings_writing"),
+    "keyset_import": ("ImportedKeySet", "KeySets", "extract_config", "fetch_wheel", "import_keysets", "list_keysets"),
     "keysets": ("load_keyset",),
-    "lockgen": ("LockResult", "lock_keys",),
-    "spelling": ("EVIDENCE_CALLBACK", "skipped", "spell",),
+    "lockgen": ("LockResult", "lock_keys"),
+    "spelling": ("EVIDENCE_CALLBACK", "skipped", "spell"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 

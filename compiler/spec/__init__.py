@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from tutorrl.compiler.spec.sweep import Sweep, order_key, shown
 
 
-_EXPORTS = {
-    "flat": ("flatten_table", "settings", "variant_of",),
-    "load": ("parse_spec", "read_spec_bytes",),
-    "rewards": ("available", "load_plugin", "plugin_fill", "plugin_of",),
-    "structs": ("Spec", "get_field", "to_builtins",),
-    "sweep": ("Sweep", "order_key", "shown",),
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "flat": ("flatten_table", "settings", "variant_of"),
+    "load": ("parse_spec", "read_spec_bytes"),
+    "rewards": ("available", "load_plugin", "plugin_fill", "plugin_of"),
+    "structs": ("Spec", "get_field", "to_builtins"),
+    "sweep": ("Sweep", "order_key", "shown"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 

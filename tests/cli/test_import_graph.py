@@ -202,8 +202,9 @@ for _face_pkg in sorted(PACKAGES):
     if _path is None:
         continue
     _tree = ast.parse(_path.read_text())
-    _exports = next((ast.literal_eval(n.value) for n in _tree.body if isinstance(n, ast.Assign)
-                     and any(getattr(t, "id", "") == "_EXPORTS" for t in n.targets)), None)
+    _exports = next((ast.literal_eval(n.value) for n in _tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                     and any(getattr(t, "id", "") == "_EXPORTS" for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))),
+                    None)
     if _exports is not None:
         FACES[_face_pkg] = (_tree, _exports)
 
