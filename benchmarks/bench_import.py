@@ -59,7 +59,7 @@ BEFORE = """
 import sys
 from pathlib import Path
 import tutorrl._startup as startup
-import tutorrl.importer.cli_impl as c
+import tutorrl.importer.launch as c
 import tutorrl.importer.overrides as o
 import tutorrl.importer.roundtrip as r
 

@@ -21,22 +21,32 @@ from typing import TYPE_CHECKING
 from tutorrl._face import attach
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.bundle import CompiledBundle, Manifest, WriteResult, write_bundle
-    from tutorrl.compiler.pipeline import LoadedBundle, compile_bytes, compile_family, compile_spec, verify_bundle
+    from tutorrl.compiler.bundle import CompiledBundle, WriteResult, write_bundle
+    from tutorrl.compiler.pipeline import (
+        CompiledFiles,
+        LoadedBundle,
+        compile_bytes,
+        compile_family,
+        compile_files,
+        compile_spec,
+        verify_bundle,
+    )
 
 _EXPORTS = {
-    "bundle": ("CompiledBundle", "Manifest", "WriteResult", "write_bundle"),
-    "pipeline": ("LoadedBundle", "compile_bytes", "compile_family", "compile_spec", "verify_bundle"),
+    "bundle": ("CompiledBundle", "WriteResult", "write_bundle"),
+    "pipeline": ("CompiledFiles", "LoadedBundle", "compile_bytes", "compile_family", "compile_files", "compile_spec",
+                 "verify_bundle"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
     "CompiledBundle",
+    "CompiledFiles",
     "LoadedBundle",
-    "Manifest",
     "WriteResult",
     "compile_bytes",
     "compile_family",
+    "compile_files",
     "compile_spec",
     "verify_bundle",
     "write_bundle",

@@ -9,33 +9,80 @@ import argparse
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.release import cmd_import
+    from tutorrl import api
 
-    return cmd_import(args)
+    for done in api.keys_import(args.releases, dest=args.dest, wheel_cache=getattr(args, "wheel_cache", None)):
+        print(f"{done.path}  ({done.keys} keys; {done.recipe})")
+    return 0
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.release import cmd_list
+    import sys
 
-    return cmd_list(args)
+    from tutorrl import api
+
+    found = api.keys_list()
+    for release, folder in found.shadowed:
+        print(f"note: verl {release} was added ({folder}) and now ships with tutorrl: "
+              f"the package's data is used; `tutorrl keys remove {release}` removes the folder", file=sys.stderr)
+    if getattr(args, "format", "text") == "json":
+        import json
+
+        import msgspec
+
+        print(json.dumps(msgspec.to_builtins(found.rows), indent=2))
+        return 0
+    for r in found.rows:
+        recipe = " ".join([r.config_name, *r.overrides])
+        added = f"  (added: {r.added})" if r.added is not None else ""
+        print(f"{r.release:<12} {r.variant:<9} {r.keys:>5} keys  {recipe}{added}")
+    return 0
 
 
 def _run_add(args: argparse.Namespace) -> int:
-    from tutorrl.release_add import cmd_add
+    import os
+    import sys
 
-    return cmd_add(args)
+    from tutorrl import api
+
+    done = api.keys_add(args.release, wheel=args.wheel, moves=getattr(args, "move", None) or [],
+                        wheel_cache=getattr(args, "wheel_cache", None))
+    for line in done.lines:
+        print(line)
+    for warning in done.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"added verl {done.release} in {done.seconds:.1f} s: {done.folder} (the whole diff: "
+          f"{os.path.join(done.folder, 'diff.txt')}); specs with verl = \"{done.release}\" now compile, and "
+          "`tutorrl run` checks its stack", file=sys.stderr)
+    return 0
 
 
 def _run_remove(args: argparse.Namespace) -> int:
-    from tutorrl.release_add import cmd_remove
+    import sys
 
-    return cmd_remove(args)
+    from tutorrl import api
+
+    folder = api.keys_remove(args.release)
+    print(f"removed verl {args.release} ({folder})", file=sys.stderr)
+    return 0
 
 
 def _run_lock(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.release import cmd_lock
+    import sys
 
-    return cmd_lock(args)
+    from tutorrl import api
+
+    found = api.keys_lock(check=args.check)
+    for name in found.changed:
+        print(f"{'stale' if found.checked else 'wrote'}  {name}")
+    for name in found.stale:
+        print(f"{'extra' if found.checked else 'removed'}  {name}")
+    if found.checked and not found.current:
+        print("locks are out of date: run `tutorrl keys lock`", file=sys.stderr)
+        return 1
+    if found.current:
+        print(f"{found.locks} locks up to date")
+    return 0
 
 
 def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
@@ -118,9 +165,12 @@ def add_keys_verbs(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.pipeline import cmd_migrate
+    from tutorrl import api
+    from tutorrl.compiler.text import migration_json, migration_text
 
-    return cmd_migrate(args)
+    found = api.migrate(args.spec, args.target, source=args.source)
+    print(migration_json(found) if args.format == "json" else migration_text(found), end="")
+    return 0
 
 
 def register_migrate(subparsers) -> None:

@@ -70,21 +70,101 @@ def _handle(args) -> int:
         raise TutorrlError("--out only applies to `tutorrl evidence anchor BUNDLE`")
     if action is not None and (args.add or args.engine or args.base_model):
         raise TutorrlError(f"--add, --engine and --base-model do not apply to `tutorrl evidence {action}`")
-    from tutorrl.evidence import cli_impl
-
     if action == "keygen":
         if args.anchor_bundle is not None:
             raise TutorrlError(f"`tutorrl evidence keygen` takes no bundle (got {args.anchor_bundle!r})")
-        return cli_impl.keygen(args)
+        return _keygen(args)
     if action == "anchor":
         if args.anchor_bundle is None:
             raise TutorrlError("`tutorrl evidence anchor` needs the bundle: tutorrl evidence anchor bundles/<id>")
-        return cli_impl.anchor(args)
+        return _anchor(args)
     if args.add is None:
         if args.engine or args.base_model:
             raise TutorrlError("--engine and --base-model only apply with --add CKPT_DIR")
-        return cli_impl.show(args)
-    return cli_impl.add(args)
+        return _show(args)
+    return _add(args)
+
+
+def _show(args) -> int:
+    import json
+    import sys
+
+    import msgspec
+
+    from tutorrl import api
+    from tutorrl.evidence.text import failure_lines, summary_line
+
+    bundle, entries = api.evidence_records(args.bundle)
+    if args.format == "json":
+        out = [msgspec.to_builtins(e.statement) if e.statement else {"file": e.name, "malformed": True}
+               for e in entries]
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    if not entries:
+        print(f"{bundle}: no evidence recorded yet", file=sys.stderr)
+    for e in entries:
+        print(summary_line(e.name, e.statement) + e.signed_by)
+        for line in failure_lines(e.statement):
+            print(line)
+    return 0
+
+
+def _keygen(args) -> int:
+    import sys
+
+    from tutorrl import api
+    from tutorrl._files import display_path
+    from tutorrl.contract import EVIDENCE_KEY_ENV
+
+    made = api.keygen(args.key)
+    pub = display_path(made.public)
+    print(f"wrote signing key {display_path(made.key)} (mode 0600; keep it out of bundles and repositories)",
+          file=sys.stderr)
+    print(f"public key {pub}: keyid {made.keyid}", file=sys.stderr)
+    if not made.default:
+        print(f"new records are signed with it when {EVIDENCE_KEY_ENV}={display_path(made.key)} is set where they are "
+              "written", file=sys.stderr)
+    else:
+        print("new records are signed with it wherever this user records evidence", file=sys.stderr)
+    print(f"verify with: tutorrl verify bundles/<id> --trust {pub}", file=sys.stderr)
+    print(pub)
+    return 0
+
+
+def _anchor(args) -> int:
+    import sys
+
+    from tutorrl import api
+
+    done = api.anchor(args.anchor_bundle, out=args.out)
+    for warning in done.warnings:
+        print(f"warning: evidence: {warning}", file=sys.stderr)
+    if done.written:
+        print(f"wrote {done.written}: commit or publish it outside the bundle; check with "
+              f"`tutorrl verify {args.anchor_bundle} --anchor {done.written}`", file=sys.stderr)
+    print(done.json if args.format == "json" else done.text, end="" if args.format == "json" else "\n")
+    return 0
+
+
+def _add(args) -> int:
+    import json
+
+    import msgspec
+
+    from tutorrl import api
+    from tutorrl.evidence.text import failure_lines, summary_line
+
+    e = api.add_checkpoint(args.bundle, args.add, run_id=args.run_id, engines=args.engine, base_model=args.base_model,
+                           workers=args.workers)
+    s = e.statement
+    if args.format == "json":
+        print(json.dumps(msgspec.to_builtins(s) if s else {"file": e.name, "malformed": True}, indent=2, sort_keys=True))
+    else:
+        print(summary_line(e.name, s))
+        for line in failure_lines(s):
+            print(line)
+    # 1, like diff: recorded fine, but what it checked does not hold.
+    return 1 if s is not None and s.predicate.verdict.status == "fail" else 0
 
 
 def register_verify(sub: argparse._SubParsersAction) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+# argparse offers these; export/options.py refuses any other for a Python caller (tests/cli/test_handlers.py keeps them equal).
 TARGETS = ("kuberay", "skypilot", "slurm")
 
 
@@ -50,51 +51,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _export(args) -> int:
     import sys
 
-    from tutorrl.export import common
-    from tutorrl.export.options import check_options
+    from tutorrl import api
+    from tutorrl._text import printable
 
-    check_options(args)
-    bundle = common.load(args.bundle, trust_digests=args.trust_digests)
-    from tutorrl.cli import printable
-
-    for warning in bundle.warnings:
+    options = api.ExportOptions(**{name: getattr(args, name) for name in api.ExportOptions.__struct_fields__})
+    done = api.export_bundle(args.bundle, options, output=args.output)
+    for warning in done.warnings:
         print(printable(f"warning: {warning}"), file=sys.stderr)
-    if args.to == "kuberay":
-        from tutorrl.export import kuberay
-
-        text = kuberay.render(bundle, image=args.image, secret=args.secret or kuberay.DEFAULT_SECRET)
-    elif args.to == "skypilot":
-        from tutorrl.export import skypilot
-
-        retries = args.retries if args.retries is not None else bundle.retries  # the flag wins, 0 included
-        managed = bool(args.managed or retries)
-        if managed and not args.bucket:
-            from tutorrl.errors import InputError, Problem
-
-            why = "--managed" if args.managed else "--retries" if args.retries else "the spec's [run] retries"
-            raise InputError([Problem(f"{why}: a managed SkyPilot job needs --bucket NAME",
-                                      hint="the SkyPilot storage bucket that holds its checkpoints and evidence")])
-        if args.bucket and not managed:
-            from tutorrl.errors import InputError, Problem
-
-            raise InputError([Problem("--bucket is for a managed job: add --managed or --retries N")])
-        problem = skypilot.managed_problem(bundle) if managed else None
-        if problem:
-            from tutorrl.errors import InputError, Problem
-
-            raise InputError([Problem(f"{args.bundle}: cannot export as a managed job: {problem}")])
-        text = skypilot.render(bundle, accelerator=args.accelerator, image=args.image,
-                               bucket=args.bucket if managed else None, retries=args.retries)
+    if done.written is None:
+        sys.stdout.write(done.text)
     else:
-        from tutorrl.export import slurm
-
-        text = slurm.render(bundle, partition=args.partition, time_limit=args.time_limit,
-                            cpus_per_task=args.cpus_per_task, mem=args.mem, account=args.account,
-                            retries=args.retries)
-    common.write_output(text, args.output)
-    if args.output not in (None, "-"):
         from tutorrl._files import display_path
 
-        print(f"{bundle.experiment}: bundle {bundle.id} as a {args.to} job; wrote {display_path(args.output)}",
+        print(f"{done.experiment}: bundle {done.bundle_id} as a {done.target} job; wrote {display_path(done.written)}",
               file=sys.stderr)
     return 0

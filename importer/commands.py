@@ -47,6 +47,23 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tutorrl.importer.cli_impl import cmd_import
+    import json
+    import sys
 
-    return cmd_import(args)
+    import msgspec
+
+    from tutorrl import api
+    from tutorrl._text import printable
+    from tutorrl.importer.text import report_text
+
+    options = api.ImportOptions(**{name: getattr(args, name) for name in api.ImportOptions.__struct_fields__})
+    results = api.import_script(options)
+    if args.format == "json":
+        data = [msgspec.to_builtins(r.report) for r in results]
+        print(json.dumps(data if len(results) > 1 else data[0], indent=2, sort_keys=True))
+    else:
+        for r in results:
+            if r.report.spec_path is None:
+                print(printable(r.text))  # the spec's comments quote the script; TOML's strings are escaped already
+            print(report_text(r.report), file=sys.stderr if r.report.spec_path is None else sys.stdout)
+    return 0 if all(r.exact for r in results) else 1

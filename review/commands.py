@@ -56,96 +56,39 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _diff(args) -> int:
-    import os
     import sys
 
-    from tutorrl.errors import InputError, Problem
+    from tutorrl import api
+    from tutorrl._text import printable
 
-    from tutorrl.review.model import diff_sides
-    from tutorrl.review.render import render, use_color
-    from tutorrl.review.sides import load_side, spec_side
-
-    if args.against is None and (len(args.new) > 1 or any(_is_set(w) for w in [args.old, *args.new])):
-        from tutorrl.review.matrix import load_sides, matrix, render_matrix
-
-        sides = load_sides([args.old, *args.new], trust_digests=args.trust_digests)
-        from tutorrl.cli import printable
-
-        for warning in (w for side in sides for w in side.warnings):
-            print(printable(f"warning: {warning}"), file=sys.stderr)
-        result = matrix(sides)
-        sys.stdout.write(render_matrix(result, args.format))
-        return 0 if result.same else 1
-    if args.against is not None:
-        if args.new:
-            raise InputError([Problem("--against compares one spec with its committed self; "
-                                      "give one spec, not two paths")])
-        from tutorrl.compiler.spec import read_spec_bytes
-        from tutorrl.review.gitref import read_at_ref
-
-        now = read_spec_bytes(args.old, args.old)
-        old = spec_side(read_at_ref(args.old, args.against), f"{args.against}:{args.old}")
-        new = spec_side(now, args.old)
-    else:
-        if not args.new:
-            raise InputError([Problem("give two bundles or specs to compare (or a set: several, a folder of bundles, "
-                                      "a sweep's spec), or one spec and --against REF")])
-        from tutorrl.errors import SpecError
-
-        try:
-            old = load_side(args.old, trust_digests=args.trust_digests)
-        except SpecError:
-            from tutorrl.review import layers
-
-            # A partial base of the other spec: what that spec writes over it, as written.
-            if not os.path.isfile(args.new[0]) or not layers.extends(args.old, args.new[0]):
-                raise
-            result = layers.layer_diff(args.old, args.new[0])
-            sys.stdout.write(layers.render_layers(result, args.format))
-            return 1 if result.changes else 0
-        new = load_side(args.new[0], trust_digests=args.trust_digests)
-    from tutorrl.cli import printable
-
-    for warning in (*old.warnings, *new.warnings):
+    found = api.compare(args.old, args.new, against=args.against, trust_digests=args.trust_digests)
+    for warning in found.warnings:
         print(printable(f"warning: {warning}"), file=sys.stderr)
-    result = diff_sides(old, new)
-    sys.stdout.write(render(result, args.format, use_color(sys.stdout, args.color) and args.format == "text"))
-    return 0 if result.same else 1
+    result = found.result
+    if found.kind == "matrix":
+        from tutorrl.review.matrix import render_matrix
 
+        sys.stdout.write(render_matrix(result, args.format))
+    elif found.kind == "layers":
+        from tutorrl.review.layers import render_layers
 
-def _is_set(word: str) -> bool:
-    """A folder of bundles, or a spec with a sweep: a set to read as a matrix."""
-    import os
+        sys.stdout.write(render_layers(result, args.format))
+    else:
+        from tutorrl.review.render import render, use_color
 
-    from tutorrl.contract import MANIFEST
-
-    if os.path.isdir(word):
-        return not os.path.exists(os.path.join(word, MANIFEST))
-    try:
-        with open(word, "rb") as fh:
-            raw = fh.read(1 << 20)
-    except OSError:
-        return False
-    if b"sweep" not in raw:
-        return False
-    from tutorrl import _toml
-
-    try:
-        return "sweep" in _toml.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, _toml.TOMLDecodeError):
-        return False
+        sys.stdout.write(render(result, args.format, use_color(sys.stdout, args.color) and args.format == "text"))
+    return 0 if found.same else 1
 
 
 def _check(args) -> int:
     import sys
 
-    from tutorrl.review.check import format_report, run_check
+    from tutorrl import api
+    from tutorrl.review.check import format_report, report_json
     from tutorrl.review.render import use_color
 
-    report = run_check(args.specs, args.bundles, staged=args.staged)
+    report = api.check(args.specs, args.bundles, staged=args.staged)
     if args.format == "json":
-        from tutorrl.review.check import report_json
-
         sys.stdout.write(report_json(report))
     else:
         sys.stdout.write(format_report(report, use_color(sys.stdout, args.color)))
@@ -155,7 +98,7 @@ def _check(args) -> int:
 def _schema(args) -> int:
     import sys
 
-    from tutorrl.review.schema import schema_json
+    from tutorrl import api
 
-    sys.stdout.write(schema_json())
+    sys.stdout.write(api.schema())
     return 0

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tutorrl.runtime.run import RunSession, exit_code_of
     from tutorrl.runtime.stack_derive import derive_stack, wheel_requirements
     from tutorrl.runtime.submit import passthrough_names
+    from tutorrl.runtime.verbs import ModelMade, list_runs, make_model_folder, run_bundles, show_logs, show_status, stop_ref
 
 _EXPORTS = {
     "envtransport": ("encode_env",),
@@ -37,12 +38,14 @@ _EXPORTS = {
     "run": ("RunSession", "exit_code_of"),
     "stack_derive": ("derive_stack", "wheel_requirements"),
     "submit": ("passthrough_names",),
+    "verbs": ("ModelMade", "list_runs", "make_model_folder", "run_bundles", "show_logs", "show_status", "stop_ref"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
     "Jobs",
     "LOG_FILE",
+    "ModelMade",
     "Progress",
     "RunOptions",
     "RunRecord",
@@ -52,11 +55,17 @@ __all__ = [
     "encode_env",
     "exit_code_of",
     "gpu_layout",
+    "list_runs",
+    "make_model_folder",
     "needed_gpus",
     "no_resume_keys",
     "passthrough_names",
     "reconcile",
     "resume_targets",
+    "run_bundles",
+    "show_logs",
+    "show_status",
+    "stop_ref",
     "stop_run",
     "wheel_requirements",
 ]

@@ -7,45 +7,51 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.pipeline import require_bundle_folder
+    from tutorrl import api
 
     if len(args.bundle) > 1 or args.max_parallel is not None or _is_folder_of_bundles(args.bundle[0]):
-        from tutorrl.runtime.runset import run_set
-
         if args.retries is not None or args.retry_backoff is not None:
             from tutorrl.errors import RefusedError
 
             raise RefusedError("--retries applies to the run of one bundle, not to a set")
-
-        return run_set(args)
-    args.bundle = args.bundle[0]
+        return api.run_set(args.bundle, max_parallel=args.max_parallel, address=args.address, upload=args.upload,
+                           dry_run=args.dry_run, num_gpus=args.num_gpus, quiet=args.quiet,
+                           no_progress=args.no_progress, trust_digests=args.trust_digests, detach=args.detach)
     if args.retry_backoff is not None and args.retries is None:
         from tutorrl.errors import RefusedError
 
         raise RefusedError("--retry-backoff only applies with --retries")
-    require_bundle_folder(args.bundle)  # a spec given by mistake is named as one, before Ray loads
-    from tutorrl.runtime.run import run_command
-
-    return run_command(args)
+    fields = {name: getattr(args, name) for name in api.RunOptions.__struct_fields__}
+    options = api.RunOptions(**{**fields, "bundle": args.bundle[0]})
+    # --quiet: tutorrl's lines without verl's (hundreds of lines of config and meters).
+    run = api.run(options, progress=not args.no_progress, echo=not args.quiet)
+    return run.exit_code or 0
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.pipeline import require_bundle_folder
+    from tutorrl import api
 
-    require_bundle_folder(args.bundle)
-    from tutorrl.runtime.run import runs_command
-
-    args.json = args.format == "json"  # what runs_command reads
-    return runs_command(args)
+    return api.runs(args.bundle, fmt=args.format)
 
 
 def _model(args: argparse.Namespace) -> int:
-    from tutorrl.compiler.pipeline import require_bundle_folder
+    import sys
 
-    require_bundle_folder(args.bundle)
-    from tutorrl.runtime.model import model_command
+    from tutorrl import api
+    from tutorrl._files import display_path
+    from tutorrl._text import printable
 
-    return model_command(args)
+    made = api.model(args.bundle, args.out, step=args.step, merge_lora=args.merge_lora, python=args.python,
+                     workers=args.workers)
+    if made.recorded is not None:
+        print(made.recorded, file=sys.stderr)
+    where = display_path(made.folder)
+    print(printable(f"model: load it: AutoModelForCausalLM.from_pretrained({where!r}) and "
+                    f"AutoTokenizer.from_pretrained({where!r}) (transformers)"
+                    + (f"; the adapter alone: peft's PeftModel.from_pretrained(model, '{where}/lora_adapter')"
+                       if made.adapter else "")), file=sys.stderr, flush=True)
+    print(where)
+    return 0
 
 
 def _step(text: str) -> int:
@@ -111,41 +117,31 @@ def _is_folder_of_bundles(word: str) -> bool:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from tutorrl.runtime.runset import is_set_ref
+    from tutorrl import api
 
-    if getattr(args, "all", False) and args.run:
-        from tutorrl.errors import RefusedError
-
-        raise RefusedError("--all lists every set; it takes no run or set id")
-    if is_set_ref(args.run):
-        from tutorrl.runtime.runset import status_set
-
-        return status_set(args.run, args.format)
-    if not args.run:
-        from tutorrl.runtime.runset import status_overview
-
-        return status_overview(args.format, show_all=getattr(args, "all", False))
-    from tutorrl.runtime.observe import status_command
-
-    return status_command(args)
+    return api.status(args.run, fmt=args.format, show_all=getattr(args, "all", False))
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from tutorrl.runtime.observe import logs_command
+    from tutorrl import api
 
-    return logs_command(args)
+    return api.logs(args.run, follow=args.follow)
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from tutorrl.runtime.runset import is_set_ref
+    import sys
 
-    if is_set_ref(args.run):
-        from tutorrl.runtime.runset import stop_set
+    from tutorrl import api
 
-        return stop_set(args.run)
-    from tutorrl.runtime.observe import stop_command
-
-    return stop_command(args)
+    done = api.stop(args.run)
+    if isinstance(done, int):  # a set: its lines were written as it stopped
+        return done
+    sid, record = done.record.submission_id, done.record
+    if done.ended and not done.already:
+        print(f"{sid}: {record.status}" + (f" ({record.message})" if record.message else ""), file=sys.stderr)
+    else:
+        print(f"{sid}: {done.note}", file=sys.stderr)
+    return 0 if done.ended else 1
 
 
 RUN_REF_HELP = ("a run id (tutorrl-<bundle id>-<attempt>: found under ./bundles/ or in the index of runs "

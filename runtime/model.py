@@ -208,20 +208,3 @@ def _ties_embeddings(folder: Path) -> bool:
     except (OSError, ValueError):
         return False
     return bool(isinstance(config, dict) and config.get("tie_word_embeddings"))
-
-
-def model_command(args) -> int:
-    from tutorrl._files import display_path
-    from tutorrl.evidence import read_records, recorded_line
-
-    target, record = make_model(args.bundle, args.out, step=args.step, merge_lora=args.merge_lora,
-                                python=args.python, workers=args.workers)
-    statement = next((s for p, s in read_records(Path(args.bundle)) if p.name == record.name), None)
-    if statement is not None:
-        print(recorded_line(record.name, statement), file=sys.stderr)
-    where = display_path(target)
-    _say(f"load it: AutoModelForCausalLM.from_pretrained({where!r}) and AutoTokenizer.from_pretrained({where!r}) "
-         "(transformers)" + (f"; the adapter alone: peft's PeftModel.from_pretrained(model, '{where}/{ADAPTER}')"
-                             if (target / ADAPTER).is_dir() else ""))
-    print(where)
-    return 0

@@ -302,13 +302,3 @@ def stop_run(run_dir: Path) -> Stopped:
     if record.status not in records.TERMINAL:
         return Stopped(record, False, f"still {record.status} (its owner did not stop it within {STOP_TIMEOUT_S}s)")
     return Stopped(record, True)
-
-
-def stop_command(args) -> int:
-    done = stop_run(lifecycle.find_run(args.run))
-    sid, record = done.record.submission_id, done.record
-    if done.ended and not done.already:
-        print(f"{sid}: {record.status}" + (f" ({record.message})" if record.message else ""), file=sys.stderr)
-    else:
-        print(f"{sid}: {done.note}", file=sys.stderr)
-    return 0 if done.ended else 1

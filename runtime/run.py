@@ -849,14 +849,6 @@ def exit_code_of(session: RunSession, code: int) -> int:
     return code
 
 
-def run_command(args) -> int:
-    progress = Progress(quiet=getattr(args, "no_progress", False))
-    session = RunSession(args, progress)
-    # --quiet: tutorrl's lines without verl's (hundreds of lines of config and meters).
-    session.echo = not getattr(args, "quiet", False)
-    return exit_code_of(session, session.run())
-
-
 def _attempts_text(r: records.RunRecord) -> str:
     if r.retries is None:
         return ""

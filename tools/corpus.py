@@ -441,7 +441,7 @@ def import_round_trip(root: Path, cap, launch_index: int, source: str, release: 
     Nothing is done here that the command does not do: placeholders, roots,
     config paths, settings the release never reads are the command's.
     """
-    from tutorrl.importer.cli_impl import import_launch, prepare
+    from tutorrl.importer.launch import import_launch, prepare
 
     prep = prepare(cap, source, root, home=CORPUS_HOME, workdir_root="VERL_CHECKOUT")[launch_index]
     _, report = import_launch(prep, release, root=root, default_config=default_name)
@@ -454,7 +454,7 @@ def import_default(root: Path, cap, launch_index: int, source: str, default_name
     The round trip composes with that release's own config (from its wheel),
     not the tag's: the launch as that release would run it.
     """
-    from tutorrl.importer.cli_impl import import_launch, prepare
+    from tutorrl.importer.launch import import_launch, prepare
 
     prep = prepare(cap, source, root, home=CORPUS_HOME, workdir_root="VERL_CHECKOUT")[launch_index]
     _, report = import_launch(prep, None)
@@ -786,7 +786,7 @@ def run_thirdparty(sources: Sequence[Source], mirror_root: Path, timeout: float,
     """
     from tutorrl.errors import CaptureError
     from tutorrl.importer.capture import capture, is_ppo_launch
-    from tutorrl.importer.cli_impl import _default_config, import_launch, prepare
+    from tutorrl.importer.launch import _default_config, import_launch, prepare
 
     releases = supported_releases()
     scripts: list[ThirdPartyScript] = []
@@ -1277,7 +1277,7 @@ def run_entries(gitdir: Path, tag: str, timeout: float, progress=print) -> dict:
     as :func:`run_tag`, each launch composed with its entry's own config from the release's wheel."""
     from tutorrl.compiler.release import load_entries
     from tutorrl.importer.capture import capture, entry_of
-    from tutorrl.importer.cli_impl import import_launch, prepare
+    from tutorrl.importer.launch import import_launch, prepare
 
     release = tag_release(tag)
     entries = {e.module: e.name for e in load_entries().values() if not e.default and e.source == "wheel"}

@@ -28,7 +28,8 @@ import re
 import sys
 import zipfile
 
-from tutorrl.compiler.release import fetch_wheel, load_built, load_keyset, supported_releases
+from tutorrl.compiler.release import fetch_wheel, load_built, load_keyset
+from tutorrl.compiler.release.keymap import supported_releases
 
 LOOP = "if hasattr(SamplingParams(), str(k))"
 PREFIX = "actor_rollout_ref.rollout."

@@ -1,8 +1,8 @@
 """tutorrl: compile RL post-training specs into verl launch bundles and run them on Ray.
 
 Two public surfaces: the ``tutorrl`` command (``tutorrl.cli``), and the
-Python API below (``tutorrl.compile``, ``compile_family``, ``write``, ``load``,
-``verify``, ``diff``, ``run``; documented in ``docs/api.md``, defined in
+Python API below (``tutorrl.compile``, ``write``, ``verify``, ``run``, ... one
+function or more for every command; documented in ``docs/api.md``, defined in
 :mod:`tutorrl.api`), which the command is made of. Its errors are in
 :mod:`tutorrl.errors`; the bundle's file and variable names in
 :mod:`tutorrl.contract`. Everything else is internal.
@@ -24,7 +24,10 @@ del _os, _here
 
 # The API, imported on first use (PEP 562): `tutorrl compile` starts through
 # this file, and must not pay for what it does not call.
-__all__ = ["Run", "RunOptions", "Verification", "compile", "compile_family", "diff", "load", "run", "verify", "write"]
+__all__ = ["ExportOptions", "ImportOptions", "Run", "RunOptions", "Verification", "add_checkpoint", "anchor", "check",
+           "compare", "compile", "compile_family", "compile_files", "diff", "evidence_records", "export_bundle", "import_script", "keygen", "keys_add",
+           "keys_import", "keys_list", "keys_lock", "keys_remove", "load", "logs", "migrate", "model", "run", "run_set",
+           "runs", "schema", "status", "stop", "verify", "write"]
 _API = {"RunOptions": "tutorrl.runtime.options"}
 
 

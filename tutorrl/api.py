@@ -1,8 +1,11 @@
-"""tutorrl from Python: compile, verify, diff and run bundles with typed values.
+"""tutorrl from Python: every ``tutorrl`` command, with typed options and typed results.
 
-Each function is what a ``tutorrl`` command does, without the printing; the
-command line calls these same functions (or the library functions they are
-made of). Errors are the classes of :mod:`tutorrl.errors`, raised, never
+Each function is what a ``tutorrl`` command does, without the printing: each
+command's handler (``<package>/commands.py``) parses its arguments, makes one
+call here and prints what it returns (tests/cli/test_handlers.py holds that).
+A few commands whose output is a stream (``run``'s progress, ``logs``,
+``status``, ``runs``) still write their report as they go; their functions
+say so. Errors are the classes of :mod:`tutorrl.errors`, raised, never
 printed: ``except tutorrl.errors.TutorrlError as e: print(e.render())``.
 
     import tutorrl
@@ -22,22 +25,50 @@ log and the evidence still tutorrl's own. See ``docs/api.md``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.bundle import CompiledBundle
-    from tutorrl.compiler.bundle import WriteResult
+    from tutorrl.compiler import CompiledBundle, CompiledFiles, WriteResult
     from tutorrl.compiler.pipeline import CompiledPoint
     from tutorrl.compiler.pipeline import LoadedBundle
     from tutorrl.review import Diff
     from tutorrl.runtime import Stopped
     from tutorrl.runtime import Jobs, RunOptions
-    from tutorrl.runtime import RunRecord
+    from tutorrl.export import ExportOptions
+    from tutorrl.importer import ImportOptions
+    from pathlib import Path
 
-__all__ = ["Run", "Verification", "compile", "compile_family", "diff", "load", "run", "verify", "write"]
+    from tutorrl import release_add
+    from tutorrl.compiler.pipeline import Migrated
+    from tutorrl.compiler.release import KeySets, LockResult
+    from tutorrl.compiler.release import ImportedKeySet
+    from tutorrl.evidence import Anchored, Entry, KeyMade
+    from tutorrl.export import Exported
+    from tutorrl.importer import Imported
+    from tutorrl.review import CheckReport, Compared
+    from tutorrl.runtime import ModelMade, RunRecord
+
+__all__ = ["ExportOptions", "ImportOptions", "Run", "RunOptions", "Verification", "add_checkpoint", "anchor", "check", "compare", "compile", "compile_family", "compile_files", "diff",
+           "evidence_records", "export_bundle", "import_script", "keygen", "keys_add", "keys_import", "keys_list", "keys_lock",
+           "keys_remove", "load", "logs", "migrate", "model", "run", "run_set", "runs", "schema", "status", "stop",
+           "verify", "write"]
+
+
+# The option types the functions take, loaded on first use (PEP 562) so that ``tutorrl compile``, which
+# imports this module, does not load the runtime, the importer or the exporters.
+_OPTIONS = {"ExportOptions": "tutorrl.export", "ImportOptions": "tutorrl.importer", "RunOptions": "tutorrl.runtime"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _OPTIONS:
+        raise AttributeError(f"module 'tutorrl.api' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_OPTIONS[name]), name)
+    globals()[name] = value
+    return value
 
 
 def compile(spec: str | os.PathLike[str] | bytes, *, name: str | None = None) -> CompiledBundle:  # noqa: A001
@@ -65,6 +96,18 @@ def compile_family(spec: str | os.PathLike[str], *, sets: list[str] | tuple[str,
     from tutorrl.compiler import compile_family as family
 
     return family(str(spec), sets=tuple(sets))
+
+
+def compile_files(specs: list[str] | tuple[str, ...], out: str | os.PathLike[str] = "bundles", *,
+                  sets: list[str] | tuple[str, ...] = (), rerecord: bool = False) -> CompiledFiles:
+    """``tutorrl compile``: spec files (or quoted globs) compiled and written under ``out``, all or nothing.
+
+    Every spec is compiled first; with several (or a pattern, or a sweep) nothing is written unless all
+    compile (:class:`~tutorrl.errors.SpecError` names every problem of every spec). ``rerecord``: record
+    this spec's sources in a bundle already there even where its record cannot be proved false."""
+    from tutorrl.compiler import compile_files as impl
+
+    return impl([os.fspath(s) for s in specs], os.fspath(out), sets=sets, rerecord=rerecord)
 
 
 def write(compiled: CompiledBundle, out: str | os.PathLike[str] = "bundles", *,
@@ -148,6 +191,8 @@ def verify(bundle: str | os.PathLike[str], *, rehash: bool = False, jobs: int | 
         not_on_disk = list(rehashed.not_on_disk)
         if require_checkpoints:
             problems += not_on_disk
+    from pathlib import Path
+
     records = len(list((Path(loaded.path) / EVIDENCE_DIR).glob("[0-9]*.json")))
     return Verification(ok=not problems, bundle=str(bundle), path=str(loaded.path), digest=loaded.digest, records=records,
                         problems=problems, warnings=list(evidence.warnings), bundle_warnings=list(loaded.warnings),
@@ -163,6 +208,126 @@ def diff(old: str | os.PathLike[str], new: str | os.PathLike[str], *, trust_dige
 
     return diff_sides(load_side(str(old), trust_digests=trust_digests),
                       load_side(str(new), trust_digests=trust_digests))
+
+
+def compare(old: str, new: list[str] | tuple[str, ...] = (), *, against: str | None = None,
+            trust_digests: bool = False) -> Compared:
+    """What ``tutorrl diff`` compares: two bundles or specs, a set of them (several, a folder of bundles, a
+    sweep: a matrix), a spec ``against`` its committed self at a git ref, or a partial base under a spec
+    that extends it (the settings that spec writes over it). ``same`` says whether nothing changes."""
+    from tutorrl.review import compare as impl
+
+    return impl(str(old), [str(n) for n in new], against=against, trust_digests=trust_digests)
+
+
+def check(specs: str | os.PathLike[str] = "specs", bundles: str | os.PathLike[str] = "bundles", *,
+          staged: bool = False) -> CheckReport:
+    """Every spec under ``specs`` recompiled in memory and compared with the bundles under ``bundles`` (as
+    ``tutorrl check``; ``staged``: as staged in the git index). ``exit_code`` is the command's."""
+    from tutorrl.review import run_check
+
+    return run_check(os.fspath(specs), os.fspath(bundles), staged=staged)
+
+
+def schema() -> str:
+    """The JSON Schema (draft 2020-12) of spec files, as JSON text."""
+    from tutorrl.review import schema_json
+
+    return schema_json()
+
+
+def export_bundle(bundle: str | os.PathLike[str], options: ExportOptions, *, output: str | os.PathLike[str] | None = None) -> Exported:
+    """The bundle verified, then written as another launcher's job (``options.to``: kuberay, skypilot, slurm).
+
+    ``output``: the file to write it to, whole or not at all (None: nothing is written; ``text`` holds it)."""
+    from tutorrl.export import export as impl
+
+    return impl(os.fspath(bundle), options, None if output is None else os.fspath(output))
+
+
+def import_script(options: ImportOptions) -> list[Imported]:
+    """A launch script (run under real bash in a jail) or an override list, as specs: one per verl launch.
+
+    Each :class:`~tutorrl.importer.launch.Imported` holds the spec's text and its report (the release
+    chosen, where each override went, the round trip's verdict); written where ``options.output`` says."""
+    from tutorrl.importer import import_script as impl
+
+    return impl(options)
+
+
+def keys_import(releases: list[str] | tuple[str, ...], *, dest: str | None = None,
+                wheel_cache: str | None = None) -> list[ImportedKeySet]:
+    """``tutorrl keys import``: each release's key sets extracted from its wheel and written."""
+    from tutorrl.compiler.release import import_keysets
+
+    return import_keysets(list(releases), dest, wheel_cache)
+
+
+def keys_list() -> KeySets:
+    """``tutorrl keys list``: every key set, packaged and added."""
+    from tutorrl.compiler.release import list_keysets
+
+    return list_keysets()
+
+
+def keys_lock(*, check: bool = False) -> LockResult:
+    """``tutorrl keys lock``: the locks regenerated from the key map; written unless ``check``."""
+    from tutorrl.compiler.release import lock_keys
+
+    return lock_keys(check)
+
+
+def keys_add(release: str, *, wheel: str | None = None, moves: list[str] | tuple[str, ...] = (),
+             wheel_cache: str | None = None) -> release_add.AddedRelease:
+    """``tutorrl keys add``: a verl release added to the user's data folder (``moves``: ``SETTING=KEY``)."""
+    from tutorrl.release_add import add_keys
+
+    return add_keys(release, wheel=wheel, moves=moves, wheel_cache=wheel_cache)
+
+
+def keys_remove(release: str) -> str:
+    """``tutorrl keys remove``: the folder of a release ``keys add`` added, removed; returns that folder."""
+    from tutorrl.release_add import remove_release
+
+    return str(remove_release(release))
+
+
+def migrate(spec: str | os.PathLike[str], to: str, *, source: str | None = None) -> Migrated:
+    """``tutorrl migrate``: what moves for a spec from its release (or ``source``) to release ``to``."""
+    from tutorrl.compiler.pipeline import migrate_file
+
+    return migrate_file(os.fspath(spec), to, source)
+
+
+def evidence_records(bundle: str | os.PathLike[str]) -> tuple[str, list[Entry]]:
+    """``tutorrl evidence BUNDLE``: the bundle's folder and its evidence records, oldest first."""
+    from tutorrl.evidence import records_of
+
+    return records_of(os.fspath(bundle))
+
+
+def add_checkpoint(bundle: str | os.PathLike[str], checkpoint: str | os.PathLike[str], *, run_id: str = "manual",
+                   engines: list[str] | tuple[str, ...] = (), base_model: str | None = None,
+                   workers: int | None = None) -> Entry:
+    """``tutorrl evidence BUNDLE --add CKPT``: a checkpoint hashed and recorded; the new record returned."""
+    from tutorrl.evidence import add_checkpoint as impl
+
+    return impl(os.fspath(bundle), os.fspath(checkpoint), run_id=run_id, engines=engines, base_model=base_model,
+                workers=workers)
+
+
+def keygen(key: str | None = None) -> KeyMade:
+    """``tutorrl evidence keygen``: a signing key written (default: the user's default key)."""
+    from tutorrl.evidence import make_signing_key
+
+    return make_signing_key(key)
+
+
+def anchor(bundle: str | os.PathLike[str], *, out: str | None = None) -> Anchored:
+    """``tutorrl evidence anchor``: the head of the bundle's verified evidence chain (written to ``out``)."""
+    from tutorrl.evidence import anchor_chain
+
+    return anchor_chain(os.fspath(bundle), out)
 
 
 class Run:
@@ -217,16 +382,18 @@ class Run:
 
 
 def run(bundle: str | os.PathLike[str] | RunOptions, *, jobs: Jobs | None = None, progress: bool = False,
-        **options: Any) -> Run:
+        echo: bool | None = None, **options: Any) -> Run:
     """Run a bundle as a Ray job, as ``tutorrl run`` does, and return its :class:`Run`.
 
     ``options`` are :class:`~tutorrl.runtime.options.RunOptions` fields
     (``address``, ``dry_run``, ``num_gpus``, ``detach``, ``upload``,
     ``trust_digests``, ``retries``, ``retry_backoff``), or pass a ``RunOptions`` as ``bundle``. Blocks until
     the job ends unless ``detach``. ``progress`` shows the status lines and the
-    job's log on the terminal. Refused input raises; a job that fails returns
+    job's log on the terminal (``echo=False``: the status lines only, as
+    ``tutorrl run --quiet``). Refused input raises; a job that fails returns
     a Run whose ``exit_code`` says so.
     """
+    from tutorrl.compiler.pipeline import require_bundle_folder
     from tutorrl.runtime import RunOptions
     from tutorrl.runtime import Progress
     from tutorrl.runtime import RunSession, exit_code_of
@@ -237,9 +404,61 @@ def run(bundle: str | os.PathLike[str] | RunOptions, *, jobs: Jobs | None = None
         chosen = bundle
     else:
         chosen = RunOptions(bundle=str(bundle), **options)
+    require_bundle_folder(chosen.bundle)  # a spec given by mistake is named as one, before Ray loads
     session = RunSession(chosen, Progress(quiet=not progress), jobs=jobs)
-    session.echo = progress
+    session.echo = progress if echo is None else echo
     code = session.run()
     if session.run_dir is None:  # refused before a record was claimed: run() raised
         raise AssertionError("a run that returned has a record")
     return Run(session.run_dir, None if chosen.detach and code == 0 else exit_code_of(session, code))
+
+
+def run_set(bundles: list[str] | tuple[str, ...], *, max_parallel: int | None = None, address: str | None = None,
+            upload: bool | None = None, dry_run: bool = False, num_gpus: int | None = None, quiet: bool = False,
+            no_progress: bool = False, trust_digests: bool = False, detach: bool = False) -> int:
+    """``tutorrl run`` of several bundles (or a folder of bundles) as a set; writes the set's progress to the
+    terminal as it goes, and returns the command's exit code."""
+    from tutorrl.runtime import run_bundles
+
+    return run_bundles(list(bundles), max_parallel=max_parallel, address=address, upload=upload, dry_run=dry_run,
+                       num_gpus=num_gpus, quiet=quiet, no_progress=no_progress, trust_digests=trust_digests,
+                       detach=detach)
+
+
+def runs(bundle: str | os.PathLike[str], *, fmt: str = "text") -> int:
+    """``tutorrl runs``: writes the bundle's runs (a table, or ``fmt="json"``) to standard output; the exit code."""
+    from tutorrl.runtime import list_runs
+
+    return list_runs(os.fspath(bundle), fmt)
+
+
+def status(run: str | None = None, *, fmt: str = "text", show_all: bool = False) -> int:
+    """``tutorrl status``: writes a run's (or a set's, or every open one's) state to standard output."""
+    from tutorrl.runtime import show_status
+
+    return show_status(run, fmt, show_all)
+
+
+def logs(run: str, *, follow: bool = False) -> int:
+    """``tutorrl logs``: writes a run's job log to standard output (``follow``: until the run ends)."""
+    from tutorrl.runtime import show_logs
+
+    return show_logs(run, follow)
+
+
+def stop(run: str) -> Stopped | int:
+    """``tutorrl stop``: a run (its job, then its embedded head) stopped, and what that found; for a set id
+    the set is stopped (its lines written as it goes) and the exit code returned."""
+    from tutorrl.runtime import stop_ref
+
+    return stop_ref(run)
+
+
+def model(bundle: str | os.PathLike[str], out: str | os.PathLike[str], *, step: int | None = None,
+          merge_lora: bool = False, python: str | None = None, workers: int | None = None) -> ModelMade:
+    """``tutorrl model``: a loadable Hugging Face folder made from a recorded checkpoint (verl's merger), its
+    files recorded in the bundle's evidence."""
+    from tutorrl.runtime import make_model_folder
+
+    return make_model_folder(os.fspath(bundle), os.fspath(out), step=step, merge_lora=merge_lora, python=python,
+                             workers=workers)

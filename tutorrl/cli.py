@@ -85,10 +85,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# Kept here for the commands that import it from the CLI; it lives in _text (the library uses it too).
-from tutorrl._text import printable  # noqa: E402,F401
-
-
 def _parse_plain(argv: list[str]):
     """The owning module's ``parse_<command>`` answer, or None."""
     owner = COMMAND_OWNERS.get(argv[0]) if argv else None
@@ -111,6 +107,7 @@ def _debug() -> bool:
 def main(argv: list[str] | None = None) -> int:
     # Here, not at module level: it imports msgspec, which entry() loads first
     # (tutorrl/_startup.py).
+    from tutorrl._text import printable
     from tutorrl.errors import EXIT_FAILED, EXIT_INTERRUPTED, TutorrlError
 
     argv = sys.argv[1:] if argv is None else argv

@@ -27,10 +27,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+import msgspec
 
 from tutorrl import _overlay
 from tutorrl._files import fsync_dir
@@ -163,23 +164,21 @@ def _moves(given: list[str]) -> dict[str, str]:
     return moves
 
 
-def cmd_add(args) -> int:
+class AddedRelease(msgspec.Struct, frozen=True):
+    """What ``tutorrl keys add`` wrote: the release's folder, the report's lines, its warnings, how long it took."""
+
+    release: str
+    folder: str
+    lines: list[str]
+    warnings: list[str]
+    seconds: float
+
+
+def add_keys(release: str, *, wheel: str | None = None, moves: list[str] | tuple[str, ...] = (),
+             wheel_cache: str | None = None) -> AddedRelease:
+    """A verl release added to the user's data folder (``moves``: ``SETTING=KEY`` for keys it renamed)."""
     started = time.monotonic()
-    moves = _moves(getattr(args, "move", None) or [])
-    wheel = Path(args.wheel).expanduser() if args.wheel else None
-    cache = Path(args.wheel_cache) if getattr(args, "wheel_cache", None) else None
-    folder, lines, warnings = add_release(args.release, wheel, cache, moves)
-    for line in lines:
-        print(line)
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    print(f"added verl {args.release} in {time.monotonic() - started:.1f} s: {folder} (the whole diff: "
-          f"{folder / 'diff.txt'}); specs with verl = \"{args.release}\" now compile, and `tutorrl run` checks "
-          "its stack", file=sys.stderr)
-    return 0
-
-
-def cmd_remove(args) -> int:
-    folder = remove_release(args.release)
-    print(f"removed verl {args.release} ({folder})", file=sys.stderr)
-    return 0
+    moved = _moves(list(moves))
+    folder, lines, warnings = add_release(release, Path(wheel).expanduser() if wheel else None,
+                                          Path(wheel_cache) if wheel_cache else None, moved)
+    return AddedRelease(release, str(folder), list(lines), list(warnings), time.monotonic() - started)

@@ -13,32 +13,13 @@ from typing import TYPE_CHECKING
 from tutorrl._face import attach
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.bundle.manifest import (
-        CompiledBundle,
-        Manifest,
-        bundle_id,
-        compute_digest,
-        manifest_json,
-        seal,
-        sha256,
-        with_provenance,
-    )
+    from tutorrl.compiler.bundle.manifest import CompiledBundle, Manifest, bundle_id
     from tutorrl.compiler.bundle.store import WriteResult, recorded_still_true, write_bundle
-    from tutorrl.compiler.bundle.templates import render_template
 
-_EXPORTS = {
-    "manifest": (
-        "CompiledBundle",
-        "Manifest",
-        "bundle_id",
-        "compute_digest",
-        "manifest_json",
-        "seal",
-        "sha256",
-        "with_provenance",
-    ),
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "manifest": ("CompiledBundle", "Manifest", "bundle_id"),
     "store": ("WriteResult", "recorded_still_true", "write_bundle"),
-    "templates": ("render_template",),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
@@ -47,12 +28,6 @@ __all__ = [
     "Manifest",
     "WriteResult",
     "bundle_id",
-    "compute_digest",
-    "manifest_json",
     "recorded_still_true",
-    "render_template",
-    "seal",
-    "sha256",
-    "with_provenance",
     "write_bundle",
 ]

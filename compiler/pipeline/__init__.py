@@ -16,65 +16,42 @@ if TYPE_CHECKING:
     from tutorrl.compiler.pipeline.assemble import spec_settings
     from tutorrl.compiler.pipeline.compile import compile_bytes, resolve_bytes
     from tutorrl.compiler.pipeline.effective_values import Effective, effective, gpu_pool
-    from tutorrl.compiler.pipeline.family import (
-        CompiledPoint,
-        bases_of,
-        compile_family,
-        compile_raw,
-        compile_spec,
-        compose,
-        might_compose,
-        read_chain,
-    )
-    from tutorrl.compiler.pipeline.migrate import cmd_migrate
-    from tutorrl.compiler.pipeline.raw_overrides import screen_override
+    from tutorrl.compiler.pipeline.family import CompiledPoint, bases_of, compile_family, compile_raw, compile_spec, compose, might_compose, read_chain
+    from tutorrl.compiler.pipeline.from_files import CompiledFiles, compile_files
+    from tutorrl.compiler.pipeline.migrate import Migrated, migrate_file
     from tutorrl.compiler.pipeline.resolve import check_extra, interpolated, interpolated_into, never_read
     from tutorrl.compiler.pipeline.roots import expand, reference, references
     from tutorrl.compiler.pipeline.rules import RESERVED_ENV_PREFIX, bash_changes, looks_secret, takes_over
-    from tutorrl.compiler.pipeline.verify import (
-        LoadedBundle,
-        require_bundle_folder,
-        verify_bundle,
-    )
+    from tutorrl.compiler.pipeline.verify import LoadedBundle, require_bundle_folder, verify_bundle
 
-_EXPORTS = {
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "assemble": ("spec_settings",),
     "compile": ("compile_bytes", "resolve_bytes"),
     "effective_values": ("Effective", "effective", "gpu_pool"),
-    "family": (
-        "CompiledPoint",
-        "bases_of",
-        "compile_family",
-        "compile_raw",
-        "compile_spec",
-        "compose",
-        "might_compose",
-        "read_chain",
-    ),
-    "migrate": ("cmd_migrate",),
-    "raw_overrides": ("screen_override",),
+    "family": ("CompiledPoint", "bases_of", "compile_family", "compile_raw", "compile_spec", "compose", "might_compose", "read_chain"),
+    "from_files": ("CompiledFiles", "compile_files"),
+    "migrate": ("Migrated", "migrate_file"),
     "resolve": ("check_extra", "interpolated", "interpolated_into", "never_read"),
     "roots": ("expand", "reference", "references"),
     "rules": ("RESERVED_ENV_PREFIX", "bash_changes", "looks_secret", "takes_over"),
-    "verify": (
-        "LoadedBundle",
-        "require_bundle_folder",
-        "verify_bundle",
-    ),
+    "verify": ("LoadedBundle", "require_bundle_folder", "verify_bundle"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
+    "CompiledFiles",
     "CompiledPoint",
     "Effective",
     "LoadedBundle",
+    "Migrated",
     "RESERVED_ENV_PREFIX",
     "bases_of",
     "bash_changes",
     "check_extra",
-    "cmd_migrate",
     "compile_bytes",
     "compile_family",
+    "compile_files",
     "compile_raw",
     "compile_spec",
     "compose",
@@ -85,13 +62,13 @@ __all__ = [
     "interpolated_into",
     "looks_secret",
     "might_compose",
+    "migrate_file",
     "never_read",
     "read_chain",
     "reference",
     "references",
     "require_bundle_folder",
     "resolve_bytes",
-    "screen_override",
     "spec_settings",
     "takes_over",
     "verify_bundle",

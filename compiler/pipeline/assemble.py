@@ -12,10 +12,13 @@ import shlex
 import msgspec
 
 from tutorrl import _toml
-from tutorrl.compiler.bundle import CompiledBundle, render_template, seal
+from tutorrl.compiler.bundle import CompiledBundle
+from tutorrl.compiler.bundle.templates import render_template
+from tutorrl.compiler.bundle.manifest import seal
 from tutorrl.compiler.pipeline import roots
 from tutorrl.compiler.pipeline.resolve import Resolved
-from tutorrl.compiler.release import Lock, launch_program
+from tutorrl.compiler.release import Lock
+from tutorrl.compiler.release.spelling import launch_program
 from tutorrl.compiler.spec import Spec, to_builtins
 from tutorrl.contract import EVIDENCE_ON_FAILURE_ENV
 from tutorrl.errors import Problem
@@ -154,7 +157,7 @@ def _root_lines(spec: Spec, resolved: Resolved, root_vars: dict[int, str]) -> st
 
 def render_spec_toml(spec: Spec, lock: Lock) -> str:
     """The normalised spec, then verl's default for every setting it leaves unset."""
-    from tutorrl.compiler.spec import NOT_SETTINGS
+    from tutorrl.compiler.spec.flat import NOT_SETTINGS
 
     out = ["# The normalised spec this bundle was compiled from.\n", _toml.dumps(to_builtins(spec))]
     unset = tuple(s for s in _unset_settings(spec) if s not in NOT_SETTINGS)
@@ -219,7 +222,7 @@ def _collect_unset(value, cls, prefix: str, out: list[str]) -> None:
 
 @functools.cache
 def _fields(cls) -> tuple[tuple[str, type | None], ...]:
-    from tutorrl.compiler.spec import struct_in
+    from tutorrl.compiler.spec.load import struct_in
 
     return tuple((name, struct_in(cls.__annotations__[name])) for name in cls.__struct_fields__)
 
@@ -266,7 +269,7 @@ def spec_settings() -> list[str]:
 def _spec_settings(cls, prefix: str = "") -> list[str]:
     # The annotations are evaluated objects (spec/structs.py does not defer them),
     # so reading them needs no typing.get_type_hints, which every compile would pay.
-    from tutorrl.compiler.spec import struct_in
+    from tutorrl.compiler.spec.load import struct_in
 
     out = []
     for name in cls.__struct_fields__:

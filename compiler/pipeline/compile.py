@@ -9,7 +9,8 @@ from tutorrl.compiler.pipeline.assemble import assemble
 from tutorrl.compiler.pipeline.resolve import resolve
 from tutorrl.compiler.pipeline.rules import check_rules
 from tutorrl.compiler.release import load_lock
-from tutorrl.compiler.spec import normalize, parse_spec, variant_of
+from tutorrl.compiler.spec import parse_spec, variant_of
+from tutorrl.compiler.spec.normal_form import normalize
 from tutorrl.errors import Finding, SpecError
 
 
@@ -55,7 +56,8 @@ def resolve_parsed(spec, locate, *, refusals: list | None = None):
         spec = normalize(spec)
         findings: list[Finding] = check_rules(spec, lock)
         if spec.reward.plugin is not None:
-            from tutorrl.compiler.spec import plugin_of, plugin_rules
+            from tutorrl.compiler.spec import plugin_of
+            from tutorrl.compiler.spec.rewards import plugin_rules
 
             plugin, options = plugin_of(spec)
             findings += plugin_rules(plugin, spec, options)

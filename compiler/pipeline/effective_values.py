@@ -103,7 +103,8 @@ def gpu_pool(spec: Spec) -> GpuPool:
     """The spec's pool, verl's default for its release where unset; for a release this
     tutorrl has no lock for (a bundle compiled elsewhere), the default every release it
     does lock agrees on, else unknown (None)."""
-    from tutorrl.compiler.release import load_lock, supported_releases
+    from tutorrl.compiler.release import load_lock
+    from tutorrl.compiler.release.keymap import supported_releases
     from tutorrl.compiler.spec import variant_of
     from tutorrl.errors import SpecError
 
@@ -143,7 +144,8 @@ _ROLLOUT_POOL = ("rollout.nnodes", "rollout.n_gpus_per_node")
 def _rollout_pool(spec: Spec) -> list[tuple[int | None, str]]:
     """(value, where it came from) of each of `_ROLLOUT_POOL`: the spec's `[verl] extra_overrides`,
     else the entry's default at its release (its key set); (0, "") twice for an entry without them."""
-    from tutorrl.compiler.release import find_entry, load_keyset, supported_releases
+    from tutorrl.compiler.release import find_entry, load_keyset
+    from tutorrl.compiler.release.keymap import supported_releases
     from tutorrl.compiler.spec import variant_of
     from tutorrl.errors import InputError, SpecError
 

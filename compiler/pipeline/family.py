@@ -20,8 +20,9 @@ from typing import Any
 
 import msgspec
 
-from tutorrl.compiler.bundle import CompiledBundle, sha256, with_provenance
-from tutorrl.compiler.spec import (
+from tutorrl.compiler.bundle import CompiledBundle
+from tutorrl.compiler.bundle.manifest import sha256, with_provenance
+from tutorrl.compiler.spec.compose import (
     EXTENDS,
     SET_NAME,
     SWEEP,
@@ -35,7 +36,9 @@ from tutorrl.compiler.spec import (
     split_path,
     typed_value,
 )
-from tutorrl.compiler.spec import Point, parse_toml, read_spec_bytes
+from tutorrl.compiler.spec import read_spec_bytes
+from tutorrl.compiler.spec.sweep import Point
+from tutorrl.compiler.spec.load import parse_toml
 from tutorrl.errors import Problem, SpecError
 
 # A chain of bases deeper than this is a mistake (or a loop through links).
@@ -192,7 +195,7 @@ def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[Compile
     Every problem of every point is reported in one round; a problem each
     point has (a mistake in the base) is said once, the others name their point.
     """
-    from tutorrl.compiler.spec import expand
+    from tutorrl.compiler.spec.sweep import expand
 
     composed = compose(chain, sets)
     set_paths = {".".join(path) for _, path, _ in parse_sets(sets)}
@@ -245,7 +248,7 @@ def compile_chain(chain: list[Source], sets: Sequence[str] = ()) -> list[Compile
 
 def _unswept_problems(composed: Composed, table: Any) -> list[Problem]:
     """The problems of the spec without its sweep, but for the settings the sweep names."""
-    from tutorrl.compiler.spec import validate_data
+    from tutorrl.compiler.spec.load import validate_data
 
     swept = {key for part in ("grid", "zip") if isinstance(table, dict) and isinstance(table.get(part), dict)
              for key in table[part]}
@@ -260,7 +263,7 @@ def _unswept_problems(composed: Composed, table: Any) -> list[Problem]:
 def _compile_one(composed: Composed, sources: dict, point: dict, sets: list[str]) -> CompiledBundle:
     from tutorrl.compiler.pipeline.assemble import assemble
     from tutorrl.compiler.pipeline.compile import resolve_parsed
-    from tutorrl.compiler.spec import validate_data
+    from tutorrl.compiler.spec.load import validate_data
 
     locate = composed.locator()
     spec = validate_data(composed.data, locate)

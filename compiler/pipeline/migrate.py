@@ -16,18 +16,9 @@ from __future__ import annotations
 import msgspec
 
 from tutorrl.compiler.pipeline.resolve import resolve
-from tutorrl.compiler.release import (
-    Lock,
-    Target,
-    WORDS,
-    describe_releases,
-    load_lock,
-    releases_with,
-    render_value,
-    skipped,
-    spell,
-    supported_releases,
-)
+from tutorrl.compiler.release import Lock, describe_releases, load_lock, render_value, skipped, spell
+from tutorrl.compiler.release.keymap import Target, releases_with, supported_releases
+from tutorrl.compiler.release.spelling import WORDS
 from tutorrl.compiler.spec import Spec, flatten_table, settings, variant_of
 from tutorrl.errors import Problem, SpecError
 
@@ -179,7 +170,7 @@ def _compile_blockers(spec: Spec, target: str, locate) -> list[Blocker]:
     from tutorrl.compiler.pipeline.compile import resolve_parsed
 
     if locate is None:
-        from tutorrl.compiler.spec import Locator
+        from tutorrl.compiler.spec.load import Locator
 
         locate = Locator("spec", {})
     retargeted = msgspec.structs.replace(spec, experiment=msgspec.structs.replace(spec.experiment, verl=target))
@@ -191,67 +182,21 @@ def _compile_blockers(spec: Spec, target: str, locate) -> list[Blocker]:
     return []
 
 
-def render_text(m: Migration, spec_name: str, entry: str | None = None) -> str:
-    lines = [f"{spec_name}: verl {m.source} -> {m.target} ({m.variant})", ""]
-    if entry is not None:
-        from tutorrl.compiler.release import find_entry
+class Migrated(msgspec.Struct, frozen=True):
+    """What ``tutorrl migrate`` found for a spec file: the migration, the file, and the spec's entry point
+    (None for main_ppo)."""
 
-        found = find_entry(entry)
-        lines[-1:] = [f"entry point: {entry}" + (f" (python -m {found.module})" if found else ""), ""]
-    sb, sa = m.selection_before, m.selection_after
-    if (sb.config_name, sb.select) != (sa.config_name, sa.select):
-        lines.append("variant selection:")
-        lines.append(f"  --config-name {sb.config_name} {' '.join(sb.select)}".rstrip()
-                     + f" -> --config-name {sa.config_name} {' '.join(sa.select)}".rstrip())
-        lines.append("")
-    changed = [c for c in m.settings if c.status != "same"]
-    if changed:
-        lines.append("settings that change:")
-        for c in changed:
-            lines.append(f"  {c.setting} [{c.status}]" + (f" (spec: {c.spec_field})" if c.spec_field != c.setting else ""))
-            for text in c.changes:
-                lines.append(f"    {text}")
-            for label, place in (("before", c.before), ("after", c.after)):
-                if place is not None:
-                    for text in place.overrides:
-                        lines.append(f"    {label}: {text}")
-            if c.note:
-                lines.append(f"    why: {c.note}")
-        lines.append("")
-    same = sum(1 for c in m.settings if c.status == "same")
-    if m.source == m.target:
-        lines.append(f"--to {m.target} is the release it migrates from: nothing moves; the spec's {same} settings "
-                     "keep their key, spelling and '+'.")
-    else:
-        lines.append(f"{same} other settings keep their key, spelling and '+'.")
-    lines.append("")
-    if m.blockers:
-        lines.append(f"before this spec compiles for verl {m.target}:")
-        for b in m.blockers:
-            lines.append(f"  {b.spec_field}: {b.message}" + (f" ({b.hint})" if b.hint else ""))
-    elif m.source == m.target:
-        lines.append(f"the spec compiles for verl {m.target} (experiment.verl = \"{m.target}\").")
-    else:
-        lines.append(f"the spec compiles for verl {m.target} once experiment.verl = \"{m.target}\".")
-    return "\n".join(lines) + "\n"
+    migration: Migration
+    spec: str
+    entry: str | None
 
 
-def render_json(m: Migration, entry: str | None = None) -> str:
-    doc = msgspec.to_builtins(m)
-    if entry is not None:
-        doc["entry"] = entry
-    doc["compiles"] = m.compiles
-    return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
-
-
-def cmd_migrate(args) -> int:
+def migrate_file(path: str, target: str, source: str | None = None) -> Migrated:
+    """What moves for the spec file at ``path`` from ``source`` (default: its own ``experiment.verl``) to ``target``."""
     from tutorrl.compiler.spec import parse_spec, read_spec_bytes
-    from tutorrl.compiler.spec import normalize
+    from tutorrl.compiler.spec.normal_form import normalize
 
-    as_written, locate = parse_spec(read_spec_bytes(args.spec, args.spec), args.spec)
+    as_written, locate = parse_spec(read_spec_bytes(path, path), path)
     spec = normalize(as_written)
-    migration = migrate_spec(spec, args.source or spec.experiment.verl, args.target, as_written=as_written,
-                             locate=locate)
-    entry = spec.experiment.entry  # normalised: None for main_ppo
-    print(render_json(migration, entry) if args.format == "json" else render_text(migration, args.spec, entry), end="")
-    return 0
+    migration = migrate_spec(spec, source or spec.experiment.verl, target, as_written=as_written, locate=locate)
+    return Migrated(migration, path, spec.experiment.entry)

@@ -61,7 +61,7 @@ def launch_program() -> str:
     """What launch.sh runs (``python -c``) with the folder and the pinned digest: :func:`recipe_files` and
     :func:`recipe_digest` by their own source (the job's Python need not have tutorrl), never a copy, so
     the job hashes the folder as the compiler did."""
-    from tutorrl.compiler.release import function_source
+    from tutorrl.compiler.release.hydra import function_source
 
     return "\n".join(["", "import hashlib, os", "SKIP_DIRS = {%s}" % ", ".join(f'"{d}"' for d in sorted(SKIP_DIRS)),
                       function_source(recipe_files) + function_source(recipe_digest), *_CHECK, ""])

@@ -16,15 +16,15 @@ import msgspec
 from tutorrl.compiler.release import (
     Lock,
     describe_releases,
-    is_runtime,
     load_keymap,
     load_lock,
-    releases_with,
     render_value,
     settings_writing,
     skipped,
     spell,
 )
+from tutorrl.compiler.release.spelling import is_runtime
+from tutorrl.compiler.release.keymap import releases_with
 from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE as _EXTRA
 from tutorrl.compiler.pipeline.raw_overrides import screen_override
 from tutorrl.compiler.spec import Spec, flatten_table, settings
@@ -312,7 +312,8 @@ def _entry_releases(entry: str) -> list[str]:
 def releases_declaring(key: str, variant: str, entry: str = "ppo") -> list[str]:
     """Releases whose key set (of entry point ``entry``) declares ``key``. Only on the error path: it
     reads every key set."""
-    from tutorrl.compiler.release import available_keysets, load_keyset
+    from tutorrl.compiler.release import load_keyset
+    from tutorrl.compiler.release.keysets import available_keysets
 
     found = []
     for release in _entry_releases(entry):

@@ -72,7 +72,8 @@ def launch_program() -> str:
     The quoting is :mod:`tutorrl.compiler.release.hydra`'s own code, never a copy; a
     root with no value in the job's environment stops the launch (exit 3).
     """
-    from tutorrl.compiler.release import launch_prelude, render_value
+    from tutorrl.compiler.release import render_value
+    from tutorrl.compiler.release.hydra import launch_prelude
 
     return "\n".join([
         "import json, math, os, re, sys",

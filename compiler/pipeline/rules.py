@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 
 from tutorrl.compiler.pipeline.effective_values import Effective
-from tutorrl.compiler.release import Lock, release_tuple
+from tutorrl.compiler.release import Lock
+from tutorrl.compiler.release.keymap import release_tuple
 from tutorrl.compiler.spec import Spec, get_field
 from tutorrl.errors import Finding, Severity  # noqa: F401 (one shape for every check's outcome; its home is tutorrl.errors)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import msgspec
 
-from tutorrl.compiler.bundle import Manifest, bundle_id, compute_digest, sha256
+from tutorrl.compiler.bundle import Manifest, bundle_id
+from tutorrl.compiler.bundle.manifest import compute_digest, sha256
 from tutorrl.compiler.spec import Spec, parse_spec
 from tutorrl.contract import APPENDED_DIRS, BUNDLE_SCHEMA as SCHEMA, CONTENT_FILES, DIGEST_FIELD, MANIFEST
 from tutorrl.errors import BundleError
@@ -279,7 +280,7 @@ def _rederive(path: Path, manifest: Manifest, manifest_bytes: bytes, files: dict
     unless the user accepts it on its digests alone.
     """
     from tutorrl import __version__
-    from tutorrl.compiler.bundle import manifest_json
+    from tutorrl.compiler.bundle.manifest import manifest_json
     from tutorrl.compiler.pipeline.compile import compile_bytes
     from tutorrl.errors import TutorrlError
 

@@ -14,96 +14,56 @@ from typing import TYPE_CHECKING
 from tutorrl._face import attach
 
 if TYPE_CHECKING:
-    from tutorrl.compiler.release.added import is_user_release, packaged_releases, user_releases
+    from tutorrl.compiler.release.added import packaged_releases, user_releases
     from tutorrl.compiler.release.adding import release_files
     from tutorrl.compiler.release.built import load_built
-    from tutorrl.compiler.release.entries import EntryPoint, find_entry, load_entries
-    from tutorrl.compiler.release.hydra import function_source, launch_prelude, render_value
-    from tutorrl.compiler.release.keymap import (
-        Lock,
-        Target,
-        describe_releases,
-        entry_at,
-        forget_user_releases,
-        load_keymap,
-        load_lock,
-        release_tuple,
-        releases_with,
-        settings_writing,
-        supported_releases,
-    )
-    from tutorrl.compiler.release.keyset_import import cmd_import, cmd_list, extract_config, fetch_wheel
-    from tutorrl.compiler.release.keysets import available_keysets, load_keyset
-    from tutorrl.compiler.release.lockgen import cmd_lock
-    from tutorrl.compiler.release.spelling import (
-        EVIDENCE_CALLBACK,
-        WORDS,
-        is_runtime,
-        launch_program,
-        skipped,
-        spell,
-    )
+    from tutorrl.compiler.release.entries import find_entry, load_entries
+    from tutorrl.compiler.release.hydra import render_value
+    from tutorrl.compiler.release.keymap import Lock, describe_releases, forget_user_releases, load_keymap, load_lock, settings_writing
+    from tutorrl.compiler.release.keyset_import import ImportedKeySet, KeySets, extract_config, fetch_wheel, import_keysets, list_keysets
+    from tutorrl.compiler.release.keysets import load_keyset
+    from tutorrl.compiler.release.lockgen import LockResult, lock_keys
+    from tutorrl.compiler.release.spelling import EVIDENCE_CALLBACK, skipped, spell
 
-_EXPORTS = {
-    "added": ("is_user_release", "packaged_releases", "user_releases"),
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "added": ("packaged_releases", "user_releases"),
     "adding": ("release_files",),
     "built": ("load_built",),
-    "entries": ("EntryPoint", "find_entry", "load_entries"),
-    "hydra": ("function_source", "launch_prelude", "render_value"),
-    "keymap": (
-        "Lock",
-        "Target",
-        "describe_releases",
-        "entry_at",
-        "forget_user_releases",
-        "load_keymap",
-        "load_lock",
-        "release_tuple",
-        "releases_with",
-        "settings_writing",
-        "supported_releases",
-    ),
-    "keyset_import": ("cmd_import", "cmd_list", "extract_config", "fetch_wheel"),
-    "keysets": ("available_keysets", "load_keyset"),
-    "lockgen": ("cmd_lock",),
-    "spelling": ("EVIDENCE_CALLBACK", "WORDS", "is_runtime", "launch_program", "skipped", "spell"),
+    "entries": ("find_entry", "load_entries"),
+    "hydra": ("render_value",),
+    "keymap": ("Lock", "describe_releases", "forget_user_releases", "load_keymap", "load_lock", "settings_writing"),
+    "keyset_import": ("ImportedKeySet", "KeySets", "extract_config", "fetch_wheel", "import_keysets", "list_keysets"),
+    "keysets": ("load_keyset",),
+    "lockgen": ("LockResult", "lock_keys"),
+    "spelling": ("EVIDENCE_CALLBACK", "skipped", "spell"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
     "EVIDENCE_CALLBACK",
-    "EntryPoint",
+    "ImportedKeySet",
+    "KeySets",
     "Lock",
-    "Target",
-    "WORDS",
-    "available_keysets",
-    "cmd_import",
-    "cmd_list",
-    "cmd_lock",
+    "LockResult",
     "describe_releases",
-    "entry_at",
     "extract_config",
-    "find_entry",
     "fetch_wheel",
+    "find_entry",
     "forget_user_releases",
-    "function_source",
-    "is_runtime",
-    "is_user_release",
-    "launch_prelude",
-    "launch_program",
+    "import_keysets",
+    "list_keysets",
     "load_built",
     "load_entries",
     "load_keymap",
     "load_keyset",
     "load_lock",
+    "lock_keys",
     "packaged_releases",
     "release_files",
-    "release_tuple",
-    "releases_with",
     "render_value",
     "settings_writing",
     "skipped",
     "spell",
-    "supported_releases",
     "user_releases",
 ]

@@ -22,7 +22,6 @@ nothing on the compile path imports this module.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -347,37 +346,54 @@ def packaged_keyset_dir() -> Path:
 # Command line
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    dest = Path(args.dest) if args.dest else packaged_keyset_dir()
-    cache = Path(args.wheel_cache) if getattr(args, "wheel_cache", None) else None
-    for release in args.releases:
-        for path in import_release(release, dest, cache):
+class ImportedKeySet(msgspec.Struct, frozen=True):
+    """One key set ``tutorrl keys import`` wrote: where, how many keys, and the recipe composed."""
+
+    path: str
+    keys: int
+    recipe: str
+
+
+def import_keysets(releases: list[str], dest: str | None = None, wheel_cache: str | None = None) -> list[ImportedKeySet]:
+    """Each release's key sets extracted from its wheel and written under ``dest`` (default: the packaged folder)."""
+    folder = Path(dest) if dest else packaged_keyset_dir()
+    cache = Path(wheel_cache) if wheel_cache else None
+    out = []
+    for release in releases:
+        for path in import_release(release, folder, cache):
             ks = msgspec.json.decode(path.read_bytes(), type=KeySet)
-            recipe = " ".join([ks.config_name, *ks.overrides])
-            print(f"{path}  ({len(ks.keys)} keys; {recipe})")
-    return 0
+            out.append(ImportedKeySet(str(path), len(ks.keys), " ".join([ks.config_name, *ks.overrides])))
+    return out
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+class KeySetRow(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One key set ``tutorrl keys list`` shows; ``added`` is the user's folder of a release ``keys add`` added."""
+
+    release: str
+    variant: str
+    keys: int
+    config_name: str
+    overrides: list[str]
+    added: str | None = None
+
+
+class KeySets(msgspec.Struct, frozen=True):
+    rows: list[KeySetRow]
+    #: Releases added by the user that now ship with tutorrl (the package's data is used): (release, folder).
+    shadowed: list[tuple[str, str]]
+
+
+def list_keysets() -> KeySets:
+    """Every key set there is: packaged, and added with ``tutorrl keys add``."""
     from tutorrl import _overlay
     from tutorrl.compiler.release.added import shadowed, user_releases
 
     rows = []
     for release, variant in available_keysets():
         ks = load_keyset(release, variant)
-        row = {"release": release, "variant": variant, "keys": len(ks.keys),
-               "config_name": ks.config_name, "overrides": list(ks.overrides)}
-        if release in user_releases():
-            row["added"] = _overlay.release_dir(release)
-        rows.append(row)
-    for release in shadowed():
-        print(f"note: verl {release} was added ({_overlay.release_dir(release)}) and now ships with tutorrl: "
-              f"the package's data is used; `tutorrl keys remove {release}` removes the folder", file=sys.stderr)
-    if getattr(args, "format", "text") == "json":
-        import json
-
-        print(json.dumps(rows, indent=2))
-        return 0
+        rows.append(KeySetRow(release, variant, len(ks.keys), ks.config_name, list(ks.overrides),
+                              str(_overlay.release_dir(release)) if release in user_releases() else None))
+    return KeySets(rows, [(release, str(_overlay.release_dir(release))) for release in shadowed()])
     for r in rows:
         recipe = " ".join([r["config_name"], *r["overrides"]])
         added = f"  (added: {r['added']})" if "added" in r else ""

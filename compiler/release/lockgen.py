@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import msgspec
 
 from tutorrl.compiler.release.keymap import LockError, VARIANTS, build_lock, encode_lock, load_keymap, lock_path
 from tutorrl.errors import InputError, Problem
@@ -32,7 +32,21 @@ def expected_locks() -> dict:
     return out
 
 
-def cmd_lock(args) -> int:
+class LockResult(msgspec.Struct, frozen=True):
+    """What ``tutorrl keys lock`` found (and, unless ``check``, wrote): lock files changed and stale, by name."""
+
+    checked: bool
+    locks: int
+    changed: list[str]
+    stale: list[str]
+
+    @property
+    def current(self) -> bool:
+        return not self.changed and not self.stale
+
+
+def lock_keys(check: bool = False) -> LockResult:
+    """Every lock regenerated from the key map; written (stale ones removed) unless ``check``."""
     locks = expected_locks()
     folder = next(iter(locks)).parent
     stale = sorted(p.name for p in folder.glob("verl-*.json") if p not in locks)
@@ -41,18 +55,9 @@ def cmd_lock(args) -> int:
         old = path.read_bytes() if path.exists() else None
         if old != data:
             changed.append(path.name)
-            if not args.check:
+            if not check:
                 path.write_bytes(data)
-    if not args.check:
+    if not check:
         for name in stale:
             (folder / name).unlink()
-    for name in changed:
-        print(f"{'stale' if args.check else 'wrote'}  {name}")
-    for name in stale:
-        print(f"{'extra' if args.check else 'removed'}  {name}")
-    if args.check and (changed or stale):
-        print("locks are out of date: run `tutorrl keys lock`", file=sys.stderr)
-        return 1
-    if not changed and not stale:
-        print(f"{len(locks)} locks up to date")
-    return 0
+    return LockResult(check, len(locks), changed, stale)

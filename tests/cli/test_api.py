@@ -1,4 +1,4 @@
-"""The Python API (tutorrl.compile, write, load, verify, diff, run): its surface held still, and what each returns.
+"""The Python API (one function or more per command): its surface held still, and what each returns.
 
 A change to a name, a parameter or a default here is a change for every
 caller: this test is where it is seen (as torchtitan freezes its CLI options).
@@ -19,24 +19,44 @@ import support
 import tutorrl
 
 SURFACE = {
-    "compile": "(spec: 'str | os.PathLike[str] | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
-    "compile_family": "(spec: 'str | os.PathLike[str]', *, sets: 'list[str] | tuple[str, ...]' = ()) -> 'list[CompiledPoint]'",
-    "write": "(compiled: 'CompiledBundle', out: 'str | os.PathLike[str]' = 'bundles', *, "
-             "spec_dir: 'str | os.PathLike[str] | None' = None) -> 'WriteResult'",
-    "load": "(bundle: 'str | os.PathLike[str]', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
-    "verify": "(bundle: 'str | os.PathLike[str]', *, rehash: 'bool' = False, jobs: 'int | None' = None, "
-              "trust: 'list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]' = (), anchors: 'list[str] | tuple[str, ...]' = (), "
-              "require_checkpoints: 'bool' = False, trust_digests: 'bool' = False, require_lineage: 'bool' = False) "
-              "-> 'Verification'",
-    "diff": "(old: 'str | os.PathLike[str]', new: 'str | os.PathLike[str]', *, trust_digests: 'bool' = False) -> 'Diff'",
-    "run": "(bundle: 'str | os.PathLike[str] | RunOptions', *, jobs: 'Jobs | None' = None, progress: 'bool' = False, "
-           "**options: 'Any') -> 'Run'",
+    'add_checkpoint': "(bundle: 'str | os.PathLike[str]', checkpoint: 'str | os.PathLike[str]', *, run_id: 'str' = 'manual', engines: 'list[str] | tuple[str, ...]' = (), base_model: 'str | None' = None, workers: 'int | None' = None) -> 'Entry'",
+    'anchor': "(bundle: 'str | os.PathLike[str]', *, out: 'str | None' = None) -> 'Anchored'",
+    'check': "(specs: 'str | os.PathLike[str]' = 'specs', bundles: 'str | os.PathLike[str]' = 'bundles', *, staged: 'bool' = False) -> 'CheckReport'",
+    'compare': "(old: 'str', new: 'list[str] | tuple[str, ...]' = (), *, against: 'str | None' = None, trust_digests: 'bool' = False) -> 'Compared'",
+    'compile': "(spec: 'str | os.PathLike[str] | bytes', *, name: 'str | None' = None) -> 'CompiledBundle'",
+    'compile_family': "(spec: 'str | os.PathLike[str]', *, sets: 'list[str] | tuple[str, ...]' = ()) -> 'list[CompiledPoint]'",
+    'compile_files': "(specs: 'list[str] | tuple[str, ...]', out: 'str | os.PathLike[str]' = 'bundles', *, sets: 'list[str] | tuple[str, ...]' = (), rerecord: 'bool' = False) -> 'CompiledFiles'",
+    'diff': "(old: 'str | os.PathLike[str]', new: 'str | os.PathLike[str]', *, trust_digests: 'bool' = False) -> 'Diff'",
+    'evidence_records': "(bundle: 'str | os.PathLike[str]') -> 'tuple[str, list[Entry]]'",
+    'export_bundle': "(bundle: 'str | os.PathLike[str]', options: 'ExportOptions', *, output: 'str | os.PathLike[str] | None' = None) -> 'Exported'",
+    'import_script': "(options: 'ImportOptions') -> 'list[Imported]'",
+    'keygen': "(key: 'str | None' = None) -> 'KeyMade'",
+    'keys_add': "(release: 'str', *, wheel: 'str | None' = None, moves: 'list[str] | tuple[str, ...]' = (), wheel_cache: 'str | None' = None) -> 'release_add.AddedRelease'",
+    'keys_import': "(releases: 'list[str] | tuple[str, ...]', *, dest: 'str | None' = None, wheel_cache: 'str | None' = None) -> 'list[ImportedKeySet]'",
+    'keys_list': "() -> 'KeySets'",
+    'keys_lock': "(*, check: 'bool' = False) -> 'LockResult'",
+    'keys_remove': "(release: 'str') -> 'str'",
+    'load': "(bundle: 'str | os.PathLike[str]', *, trust_digests: 'bool' = False) -> 'LoadedBundle'",
+    'logs': "(run: 'str', *, follow: 'bool' = False) -> 'int'",
+    'migrate': "(spec: 'str | os.PathLike[str]', to: 'str', *, source: 'str | None' = None) -> 'Migrated'",
+    'model': "(bundle: 'str | os.PathLike[str]', out: 'str | os.PathLike[str]', *, step: 'int | None' = None, merge_lora: 'bool' = False, python: 'str | None' = None, workers: 'int | None' = None) -> 'ModelMade'",
+    'run': "(bundle: 'str | os.PathLike[str] | RunOptions', *, jobs: 'Jobs | None' = None, progress: 'bool' = False, echo: 'bool | None' = None, **options: 'Any') -> 'Run'",
+    'run_set': "(bundles: 'list[str] | tuple[str, ...]', *, max_parallel: 'int | None' = None, address: 'str | None' = None, upload: 'bool | None' = None, dry_run: 'bool' = False, num_gpus: 'int | None' = None, quiet: 'bool' = False, no_progress: 'bool' = False, trust_digests: 'bool' = False, detach: 'bool' = False) -> 'int'",
+    'runs': "(bundle: 'str | os.PathLike[str]', *, fmt: 'str' = 'text') -> 'int'",
+    'schema': "() -> 'str'",
+    'status': "(run: 'str | None' = None, *, fmt: 'str' = 'text', show_all: 'bool' = False) -> 'int'",
+    'stop': "(run: 'str') -> 'Stopped | int'",
+    'verify': "(bundle: 'str | os.PathLike[str]', *, rehash: 'bool' = False, jobs: 'int | None' = None, trust: 'list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]' = (), anchors: 'list[str] | tuple[str, ...]' = (), require_checkpoints: 'bool' = False, trust_digests: 'bool' = False, require_lineage: 'bool' = False) -> 'Verification'",
+    'write': "(compiled: 'CompiledBundle', out: 'str | os.PathLike[str]' = 'bundles', *, spec_dir: 'str | os.PathLike[str] | None' = None) -> 'WriteResult'",
 }
 
 
 def test_the_surface_is_what_it_was():
-    assert tutorrl.__all__ == ["Run", "RunOptions", "Verification", "compile", "compile_family", "diff", "load", "run",
-                               "verify", "write"]
+    import tutorrl.api
+
+    assert tutorrl.__all__ == tutorrl.api.__all__
+    assert sorted(set(tutorrl.__all__) - set(SURFACE)) == ["ExportOptions", "ImportOptions", "Run", "RunOptions",
+                                                           "Verification"]
     assert {name: str(inspect.signature(getattr(tutorrl, name))) for name in SURFACE} == SURFACE
     assert [m for m in ("logs", "state", "stop", "evidence") if callable(getattr(tutorrl.Run, m))] == [
         "logs", "state", "stop", "evidence"]
@@ -129,3 +149,31 @@ def test_write_keeps_a_recorded_provenance_unless_the_specs_folder_shows_it_no_l
     assert recorded() == old
     tutorrl.write(after.bundle, tmp_path / "bundles", spec_dir=tmp_path)
     assert recorded() == after.bundle.manifest.sources["base.toml"] != old
+
+
+# What each command of the shell is in Python: every command has its functions, and only the command line's
+# own helper (`completion`, which writes shell code for the parser) has none.
+COMMANDS = {
+    "compile": ["compile", "compile_family", "compile_files", "write"], "verify": ["load", "verify"],
+    "keys": ["keys_add", "keys_import", "keys_list", "keys_lock", "keys_remove"], "migrate": ["migrate"],
+    "run": ["run", "run_set"], "runs": ["runs"], "status": ["status"], "logs": ["logs"], "stop": ["stop"],
+    "model": ["model"], "evidence": ["add_checkpoint", "anchor", "evidence_records", "keygen"],
+    "diff": ["compare", "diff"], "check": ["check"], "schema": ["schema"], "import": ["import_script"],
+    "export": ["export_bundle"], "completion": [],
+}
+
+
+def test_every_command_of_the_shell_has_its_python_form():
+    from tutorrl.cli import COMMAND_OWNERS
+
+    assert set(COMMANDS) == set(COMMAND_OWNERS)
+    named = [name for names in COMMANDS.values() for name in names]
+    assert sorted(named) == sorted(SURFACE)  # each function is some command's, and each is named once
+
+
+def test_the_stub_names_what_the_package_exports():
+    import ast
+
+    stub = ast.parse((support.REPO / "tutorrl" / "__init__.pyi").read_text())
+    named = [a.asname for node in stub.body if isinstance(node, ast.ImportFrom) for a in node.names]
+    assert named == tutorrl.__all__

@@ -76,6 +76,13 @@ def _package(module: str) -> str:
     return module if module in PACKAGES else module.rpartition(".")[0]
 
 
+def _top(module: str) -> str:
+    """The top-level package holding ``module`` (``tutorrl.compiler`` for all four of its materials); the
+    core package's own modules are ``tutorrl``."""
+    top = ".".join(module.split(".")[:2])
+    return top if top in PACKAGES else "tutorrl"
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one node (Tarjan)."""
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
@@ -156,11 +163,14 @@ def test_no_test_module_imports_another():
 
 
 def test_packages_meet_only_through_their_faces():
-    """Another package's names come from that package (its face: ``__all__``), never from a module inside it.
+    """Another top-level package's names come from a face (``__all__``), never from a module inside it.
 
     What a package offers is then one list, in one file, that a change inside
     the package must keep or visibly change; the core package's small modules
-    (``tutorrl._files``, ``tutorrl.errors``, ...) are everyone's."""
+    (``tutorrl._files``, ``tutorrl.errors``, ...) are everyone's. Inside a top-level
+    package its parts use each other's modules: the compiler's four materials
+    import each other's modules directly (their layering is held by the package
+    cycle test), so each sub-face carries only what the rest of tutorrl needs."""
     faces = {}
     for package in PACKAGES:
         path = MODULES.get(package)
@@ -169,12 +179,12 @@ def test_packages_meet_only_through_their_faces():
                                and any(getattr(t, "id", "") == "__all__" for t in n.targets)), set())
     found = []
     for module, path in MODULES.items():
-        own = _package(module)
+        own = _top(module)
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([(node.module, a.name) for a in node.names] if isinstance(node, ast.ImportFrom) and not node.level
                      else [(a.name, None) for a in node.names] if isinstance(node, ast.Import) else [])
             for target, name in names:
-                if target not in MODULES or _package(target) in (own, "tutorrl"):
+                if target not in MODULES or _top(target) in (own, "tutorrl"):
                     continue
                 where = f"{path.relative_to(support.REPO)}:{node.lineno}"
                 if target != _package(target):
@@ -192,8 +202,9 @@ for _face_pkg in sorted(PACKAGES):
     if _path is None:
         continue
     _tree = ast.parse(_path.read_text())
-    _exports = next((ast.literal_eval(n.value) for n in _tree.body if isinstance(n, ast.Assign)
-                     and any(getattr(t, "id", "") == "_EXPORTS" for t in n.targets)), None)
+    _exports = next((ast.literal_eval(n.value) for n in _tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                     and any(getattr(t, "id", "") == "_EXPORTS" for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))),
+                    None)
     if _exports is not None:
         FACES[_face_pkg] = (_tree, _exports)
 
@@ -240,3 +251,32 @@ def test_every_name_of_a_face_is_what_its_module_defines(package):
     with pytest.raises(AttributeError, match="no attribute"):
         getattr(face, "no_such_name")  # noqa: B009 - the face's __getattr__ is what is held
     assert set(_all(FACES[package][0])) <= set(dir(face))
+
+
+def test_a_face_carries_only_what_other_packages_import():
+    """A face is designed, not grown: each of its names is used by some module of another top-level
+    package (imported from it, or read as an attribute of it: ``from tutorrl import evidence``), or
+    re-exported by its parent's face. A name only its own package uses is imported from the module
+    that defines it, and leaves the face."""
+    used: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        aliases: dict[str, str] = {}  # a name bound to a face in this module -> the face
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                for a in node.names:
+                    if f"{node.module}.{a.name}" in FACES:
+                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                if node.module in FACES:
+                    inside = _top(module) == _top(node.module) and module != node.module.rpartition(".")[0]
+                    if not inside:
+                        used.setdefault(node.module, set()).update(a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                aliases.update({a.asname: a.name for a in node.names if a.asname and a.name in FACES})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                face = aliases[node.value.id]
+                if _top(module) != _top(face):
+                    used.setdefault(face, set()).add(node.attr)
+    unused = {package: sorted(set(_all(FACES[package][0])) - used.get(package, set())) for package in FACES}
+    assert {package: names for package, names in unused.items() if names} == {}

@@ -61,7 +61,8 @@ def test_a_key_that_is_not_text_gets_tomli_w_s_error():
 
 
 def test_every_committed_spec_is_written_by_the_fast_path_as_tomli_w_writes_it(monkeypatch):
-    from tutorrl.compiler.spec import normalize, parse_spec, to_builtins
+    from tutorrl.compiler.spec import parse_spec, to_builtins
+    from tutorrl.compiler.spec.normal_form import normalize
 
     specs = sorted(support.SPECS.glob("*.toml"))
     assert specs

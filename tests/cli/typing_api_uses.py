@@ -48,6 +48,38 @@ def run_one(bundle: Path) -> int | None:
     return exit_code if run_id and log and status else None
 
 
+def every_other_command(bundle: Path, spec: Path) -> list[str]:
+    """The rest of the shell's commands, each as its one call."""
+    compared = tutorrl.compare(str(bundle), [str(spec)], trust_digests=True)
+    report = tutorrl.check("specs", "bundles", staged=False)
+    schema: str = tutorrl.schema()
+    exported = tutorrl.export_bundle(bundle, tutorrl.ExportOptions(to="slurm", partition="gpu"), output=None)
+    text: str = exported.text
+    written: str | None = exported.written
+    imported = tutorrl.import_script(tutorrl.ImportOptions(script="train.sh", var=["HOME=/h"]))
+    spec_text: str = imported[0].text
+    exact: bool = imported[0].exact
+    release: str = imported[0].report.release
+    keys = tutorrl.keys_list()
+    lock = tutorrl.keys_lock(check=True)
+    current: bool = lock.current
+    added = tutorrl.keys_add("0.9.2", moves=["actor.lr=a.b"])
+    folder: str = tutorrl.keys_remove("0.9.2")
+    moved = tutorrl.migrate(spec, "0.8.0")
+    compiles: bool = moved.migration.compiles
+    where, entries = tutorrl.evidence_records(bundle)
+    entry = tutorrl.add_checkpoint(bundle, "ckpt", engines=["http://e"])
+    made = tutorrl.keygen(None)
+    anchored = tutorrl.anchor(bundle, out="head.anchor")
+    stopped = tutorrl.stop("tutorrl-abc-1")
+    model = tutorrl.model(bundle, "out", step=3)
+    codes: list[int] = [tutorrl.runs(bundle, fmt="json"), tutorrl.status(None, show_all=True),
+                        tutorrl.logs("tutorrl-abc-1", follow=False), tutorrl.run_set([str(bundle)], max_parallel=2)]
+    return [compared.kind, str(compared.same), str(report.exit_code), schema, text, str(written), spec_text,
+            str(exact), release, str(len(keys.rows)), str(current), added.folder, folder, str(compiles), where,
+            str(len(entries)), entry.name, made.keyid, anchored.text, str(stopped), model.folder, str(codes)]
+
+
 def refused(spec: Path) -> str:
     try:
         tutorrl.compile(spec)
@@ -63,4 +95,6 @@ def misuses(bundle: Path) -> None:
     tutorrl.verify(bundle, jobs="2")  # type: ignore[arg-type]
     tutorrl.compile(42)  # type: ignore[arg-type]
     flag: str = tutorrl.verify(bundle).ok  # type: ignore[assignment]
+    tutorrl.export_bundle(bundle, "slurm")  # type: ignore[arg-type]
+    tutorrl.keys_lock(True)  # type: ignore[call-arg]
     del flag

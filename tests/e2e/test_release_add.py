@@ -187,7 +187,8 @@ def test_a_failure_while_publishing_leaves_no_stage(world, tmp_path, monkeypatch
     """The last step fails (the rename that publishes the staged folder, as on a full disk): the stage is
     removed and the release is not added. In-process, with the checkout's tutorrl."""
     from tutorrl import release_add
-    from tutorrl.compiler.release import forget_user_releases, supported_releases
+    from tutorrl.compiler.release import forget_user_releases
+    from tutorrl.compiler.release.keymap import supported_releases
     from tutorrl.errors import InputError
 
     data = tmp_path / "data"

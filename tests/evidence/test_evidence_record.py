@@ -3,7 +3,8 @@ import json
 import pytest
 
 from evidence_helpers import digest_of, make_bundle, make_fsdp_step
-from tutorrl.evidence import record_run_checkpoints, verify_evidence
+from tutorrl.evidence import record_run_checkpoints
+from tutorrl.evidence.verify import verify_evidence
 from tutorrl.errors import BundleError
 from tutorrl.evidence.record import read_records
 

@@ -308,7 +308,7 @@ def test_thirdparty_runs_only_where_every_mirror_is(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.wheels
 def test_target_is_the_newest_release_reading_every_key_as_written():
-    from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
+    from tutorrl.importer.launch import Prepared, _default_config, import_launch
 
     releases = corpus.supported_releases()
     plain = Prepared("t", None, None, ["algorithm.adv_estimator=grpo", "trainer.total_epochs=2"], {}, [])
@@ -335,7 +335,7 @@ def test_target_is_the_newest_release_reading_every_key_as_written():
 @pytest.mark.slow
 @pytest.mark.wheels
 def test_a_plus_key_verl_stops_on_is_its_own_reason_and_not_a_target():
-    from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
+    from tutorrl.importer.launch import Prepared, _default_config, import_launch
 
     # verl 0.6.0's own example sets model.enable_activation_offloading; HFModelConfig calls it enable_activation_offload.
     typo = Prepared("t", None, None, ["algorithm.adv_estimator=grpo",

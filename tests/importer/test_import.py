@@ -240,13 +240,14 @@ def test_an_engines_own_sampling_field_is_kept_only_for_that_engine(engine, how)
 
 
 def test_terminal_escapes_from_a_script_are_shown_escaped_in_the_report():
-    from tutorrl.importer.cli_impl import ImportReport, render_report
+    from tutorrl.importer.launch import ImportReport
+    from tutorrl.importer.text import report_text
 
     hostile = "tool \x1b[2J\x1b]0;owned\x07 \u202eevil\nsecond line"
     report = ImportReport(source="s\x1b[31m.sh", release="0.9.1", variant="fsdp", release_reason="given",
                           spec_path=None, mapped=[], unset={"HOST\x1b[1m": "v\x1b[0m"}, placeholders=[],
                           other_commands=[hostile], exact=True)
-    text = render_report(report)
+    text = report_text(report)
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
     assert "  tool \\x1b[2J\\x1b]0;owned\\x07 \\u202eevil\\nsecond line" in text.splitlines()
     assert text.startswith("import: s\\x1b[31m.sh -> verl 0.9.1 (fsdp); given")

@@ -12,7 +12,7 @@ import pytest
 
 import support
 
-from tutorrl.importer.cli_impl import Prepared, _default_config, import_launch
+from tutorrl.importer.launch import Prepared, _default_config, import_launch
 
 
 def _corpus_tool():

@@ -13,16 +13,16 @@ import pytest
 import support
 from tutorrl.cli import main
 from tutorrl.compiler.release import (
-    available_keysets,
     forget_user_releases,
     load_built,
     load_keymap,
     load_keyset,
     load_lock,
     packaged_releases,
-    supported_releases,
     user_releases,
 )
+from tutorrl.compiler.release.keysets import available_keysets
+from tutorrl.compiler.release.keymap import supported_releases
 from tutorrl.compiler.release.added import shadowed
 from tutorrl.compiler.release.adding import extended_ranges, with_release
 from tutorrl.compiler.release.keymap import Fact, build_lock

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tutorrl.compiler.release import built as built_mod, keyset_import as ki, load_built, supported_releases
+from tutorrl.compiler.release import built as built_mod, keyset_import as ki, load_built
+from tutorrl.compiler.release.keymap import supported_releases
 from tutorrl.compiler.release.built_import import WheelSource, _config_path, derive
 
 RELEASES = supported_releases()

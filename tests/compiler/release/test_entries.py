@@ -216,14 +216,16 @@ def test_the_example_specs_of_each_entry_compile():
 
 
 def test_migrate_says_the_entry_and_that_a_release_without_it_stops_the_compile(tmp_path):
-    from tutorrl.compiler.pipeline.migrate import migrate_spec, render_text
-    from tutorrl.compiler.spec import normalize, parse_spec
+    from tutorrl.compiler.pipeline.migrate import Migrated, migrate_spec
+    from tutorrl.compiler.text import migration_text
+    from tutorrl.compiler.spec import parse_spec
+    from tutorrl.compiler.spec.normal_form import normalize
 
     as_written, locate = parse_spec(spec("fully_async", extra=("async_training.require_batches=2",)).encode(), "s.toml")
     normal = normalize(as_written)
     ok = migrate_spec(normal, "0.9.1", "0.8.0", as_written=as_written, locate=locate)
     assert ok.compiles and ok.selection_after.config_name == "fully_async_ppo_trainer"
-    assert "entry point: fully_async (python -m " + FA + ")" in render_text(ok, "s.toml", normal.experiment.entry)
+    assert "entry point: fully_async (python -m " + FA + ")" in migration_text(Migrated(ok, "s.toml", normal.experiment.entry))
     stopped = migrate_spec(normal, "0.9.1", "0.7.1", as_written=as_written, locate=locate)
     assert not stopped.compiles
     assert [b.spec_field for b in stopped.blockers] == ["experiment.entry"]

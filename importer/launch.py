@@ -1,12 +1,13 @@
-"""The import command's work: capture, pick the release, translate, write, check, report."""
+"""Importing a launch: capture the script, pick the release, translate, prove the round trip, write the spec.
+
+:func:`import_script` is ``tutorrl import`` without the printing (``tutorrl.api.import_script``);
+``importer/text.py`` writes its report."""
 
 from __future__ import annotations
 
 import gc
-import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import msgspec
@@ -537,7 +538,42 @@ def _load_hydra() -> None:
         raise RefusedError("tutorrl import needs Hydra: pip install 'tutorrl[import]'") from None
 
 
-def cmd_import(args) -> int:
+class ImportOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``tutorrl import`` is given: a launch script, or (``overrides``) a Hydra override list."""
+
+    #: A launch script (bash), or the first override of an override list.
+    script: str | None
+    #: The rest of an override list (``tutorrl import --verl R -- a=1 b=2``).
+    overrides: list[str] = []
+    #: Where to write the spec (None: nowhere, the text is returned); a folder ``DIR/`` for a script of
+    #: several launches.
+    output: str | None = None
+    verl: str | None = None
+    #: ``NAME=VALUE`` for shell variables the script reads.
+    var: list[str] = []
+    config_name: str | None = None
+    #: Skip composing the round trip.
+    no_check: bool = False
+    #: Seconds the script may run (a number, as given on the command line).
+    timeout: str = "30"
+    require_confinement: bool = False
+
+
+class Imported(msgspec.Struct):
+    """One launch imported: the spec's text and the report of how it was made (``report.spec_path``: where
+    it was written, None if nowhere)."""
+
+    text: str
+    report: ImportReport
+
+    @property
+    def exact(self) -> bool:
+        """The round trip composed the identical config and the spec compiles."""
+        return bool(self.report.exact) and not self.report.does_not_compile
+
+
+def import_script(args: ImportOptions) -> list[Imported]:
+    """Each launch of the script (or the override list) imported as a spec; written where ``output`` says."""
     from importlib.util import find_spec
 
     if find_spec("hydra") is None:  # before the script runs; _load_hydra says the same of a broken install
@@ -579,93 +615,11 @@ def cmd_import(args) -> int:
             report.sandbox = cap.confinement.summary()
             report.confinement = msgspec.to_builtins(cap.confinement.properties)
             report.skipped = list(cap.skipped)
-        results.append((text, report))
-    if args.format == "json":
-        data = [msgspec.to_builtins(r) for _, r in results]
-        print(json.dumps(data if several else data[0], indent=2, sort_keys=True))
-    else:
-        for text, report in results:
-            if report.spec_path is None:
-                from tutorrl._text import printable
-
-                print(printable(text))  # the spec's comments quote the script; TOML's strings are escaped already
-            print(render_report(report), file=sys.stderr if report.spec_path is None else sys.stdout)
-    return 0 if all(r.exact and not r.does_not_compile for _, r in results) else 1
+        results.append(Imported(text, report))
+    return results
 
 
 def _default_config(release: str, variant: str, entry: str = "") -> str:
     from tutorrl.compiler.release import load_lock
 
     return load_lock(release, variant, entry or None).config_name
-
-
-def render_report(r: ImportReport) -> str:
-    from tutorrl._files import display_path
-
-    lines = [f"import: {r.source} -> verl {r.release} ({r.variant}); {r.release_reason}"]
-    if r.spec_path:
-        lines.append(f"spec: {display_path(Path(r.spec_path))}")
-    if r.sandbox:
-        lines.append(f"sandbox: {r.sandbox}")
-        lines += [f"  {name}: {p['how']}" for name, p in r.confinement.items() if not p["confined"]]
-    if r.skipped:
-        lines.append("not copied into the sandbox (the script cannot read them):")
-        lines += [f"  {s}" for s in r.skipped]
-    by = {}
-    for m in r.mapped:
-        by.setdefault(m.how, []).append(m)
-    lines.append(f"overrides: {len(by.get('field', []))} to spec fields, {len(by.get('extra', []))} to "
-                 f"extra_overrides, {len(by.get('unread', []))} to unread_overrides, {len(by.get('dropped', []))} "
-                 f"dropped, {len(by.get('refused', []))} refused")
-    moved = [m for m in r.mapped if m.how == "field" and m.note.startswith("the key moved")]
-    if moved:
-        lines.append("keys the target release spells differently (the spec field writes the new key):")
-        lines += [f"  {m.override} -> {m.field}  ({m.note})" for m in moved]
-    for how, title in (("extra", "kept as raw overrides (extra_overrides)"),
-                       ("unread", "kept as written, never read by the release (unread_overrides)"), ("dropped", "dropped"),
-                       ("refused", "refused")):
-        if by.get(how):
-            lines.append(f"{title}:")
-            lines += [f"  {m.override}" + (f"  ({m.note})" if m.note else "") for m in by[how]]
-    if r.normalised:
-        lines.append("spelling normalised (the '+' follows the release's key set):")
-        lines += [f"  {o}" for o in r.normalised]
-    if r.unset:
-        lines.append("shell variables read but never set (give them with --var NAME=VALUE):")
-        lines += [f"  {name} -> {value}" for name, value in sorted(r.unset.items())]
-    if r.other_commands:
-        lines.append("other commands the script runs (recorded, not run, not part of the spec):")
-        lines += [f"  {c}" for c in r.other_commands]
-    if r.roots:
-        lines.append("roots (folders of this machine, named so the spec runs elsewhere; set them in the job's "
-                     "environment there):")
-        lines += [f"  {name} = {value!r} (default)" for name, value in sorted(r.roots.items())]
-    if r.clock:
-        lines.append("clock reads (the capture answers a fixed instant; the spec keeps that value):")
-        lines += [f"  {c}" for c in r.clock]
-    if r.other_releases:
-        lines.append(f"release: {r.other_releases}")
-    for note in r.notes:
-        lines.append(f"note: {note}")
-    if r.warnings:
-        lines.append("compiling the spec warns (the launch is still the script's):")
-        lines += [f"  {w}" for w in r.warnings]
-    if r.does_not_compile:
-        lines.append("the spec does not compile until you change (the launch as written has the same problems):")
-        lines += [f"  {p}" for p in r.does_not_compile]
-    if r.exact:
-        lines.append(f"round trip: exact (the spec composes to the identical verl {r.release} config)")
-    elif r.not_checked:
-        lines.append(f"round trip: not checked: {r.not_checked}")
-    else:
-        lines.append(f"round trip: {len(r.differences)} key(s) differ:")
-        for d in r.differences[:50]:
-            if d.only_in:
-                lines.append(f"  {d.key}: only in the {d.only_in} launch")
-            else:
-                lines.append(f"  {d.key}: original {d.original!r}, imported {d.imported!r}")
-    from tutorrl._text import printable
-
-    # Nearly every line quotes the script (its commands, overrides, values): a terminal escape in it
-    # is shown escaped, and a line break inside one item cannot pass for a line of the report.
-    return "\n".join(printable(line).replace("\n", "\\n") for line in lines)
