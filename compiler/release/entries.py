@@ -43,9 +43,15 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def default(self) -> bool:
         return self.name == DEFAULT
 
-    def exists_at(self, release: str) -> bool:
-        """Whether the release ships this entry (``ppo``: every release tutorrl supports)."""
-        return self.default or release in self.releases
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The variants the entry has a config for (``ppo``: both; a recipe may ship one, e.g. FSDP only)."""
+        return ("fsdp", "megatron") if self.default else tuple(v for v in ("fsdp", "megatron") if v in self.config)
+
+    def exists_at(self, release: str, variant: str | None = None) -> bool:
+        """Whether the release ships this entry (``ppo``: every release tutorrl supports), and where
+        ``variant`` is given, with a config for it."""
+        return self.default or (release in self.releases and (variant is None or variant in self.variants))
 
     def config_name(self, variant: str) -> str:
         return self.config[variant]

@@ -378,7 +378,7 @@ def load_lock(release: str, variant: Variant, entry: str | None = None) -> Lock:
         with open(found, "rb") as fh:
             data = fh.read()
     if entry is not None and entry != "ppo":
-        name = entry_at(entry, release).name
+        name = entry_at(entry, release, variant).name
         if name != "ppo":
             path = _overlay.find(_LOCKS, "lock", os.path.basename(_lock_file(release, variant, name)), release,
                                  added.is_user_release(release))
@@ -406,9 +406,10 @@ def releases_of(entry) -> list[str]:
     return [r for r in supported_releases() if entry.exists_at(r)]
 
 
-def entry_at(text: str | None, release: str):
-    """The entry ``text`` names, checked to exist at ``release``; a :class:`SpecError` at ``experiment.entry``
-    naming the known entries, or the releases where it exists."""
+def entry_at(text: str | None, release: str, variant: str | None = None):
+    """The entry ``text`` names, checked to exist at ``release`` (and to have a config for ``variant`` where
+    given); a :class:`SpecError` at ``experiment.entry`` naming the known entries, the releases where it
+    exists, or the variants it has."""
     from tutorrl.compiler.release.entries import find_entry, load_entries
 
     entry = find_entry(text)
@@ -422,6 +423,11 @@ def entry_at(text: str | None, release: str):
         raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) exists {describe_releases(where)}; "
                                  f"this spec targets verl {release}", key="experiment.entry",
                                  hint="target one of those releases in experiment.verl" if where else None)])
+    if variant is not None and not entry.exists_at(release, variant):
+        has = ", ".join(f"{v} ({entry.config_name(v)})" for v in entry.variants)
+        raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) has no {variant} config: its own "
+                                 f"Hydra config is for {has} only", key="experiment.entry",
+                                 hint="choose an actor strategy of that variant, or another entry point")])
     return entry
 
 

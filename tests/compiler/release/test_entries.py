@@ -157,8 +157,8 @@ def test_retargeting_an_entry_spec_across_releases():
 
 def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_else():
     entries = [e for e in load_entries().values() if not e.default]
-    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo"}
-    want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in ks.VARIANTS}
+    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo", "entropy"}
+    want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in e.variants}
     have = {p.name for p in KEYSET_DIR.glob("verl-*@*.json")}
     assert have == want
     locks = {p.name for p in lock_path("0.9.1", "fsdp").parent.glob("verl-*@*.json")}
@@ -166,7 +166,7 @@ def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_el
     for e in entries:
         assert set(e.releases) <= set(supported_releases())
         for r in e.releases:
-            for v in ks.VARIANTS:
+            for v in e.variants:
                 # Read from its file: a recipe entry's lock is not loaded for a compile yet (refused).
                 keyset, lock = ks.load_keyset(r, v, e.name), msgspec.json.decode(
                     lock_path(r, v, e.name).read_bytes(), type=Lock)
@@ -243,6 +243,23 @@ def test_a_recipe_entry_needs_its_code_named_and_exists_only_where_its_key_sets_
     # Its key sets are the recipe's own config: DAPO's reward kwargs exist only there.
     assert ks.load_keyset("0.9.0", "fsdp", "dapo").has("reward.reward_kwargs.overlong_buffer_cfg.len")
     assert not ks.load_keyset("0.9.0", "fsdp").has("reward.reward_kwargs.overlong_buffer_cfg.len")
+
+
+def test_entropy_is_keyed_from_its_own_fsdp_config_and_a_megatron_spec_of_it_is_refused_by_name():
+    entropy = find_entry("recipe.entropy.main_entropy")
+    assert (entropy.name, entropy.source, entropy.variants) == ("entropy", "recipe", ("fsdp",))
+    # The recipe's own keys (its overlong buffer under reward_model) are in its key set, not main_ppo's.
+    own = set(ks.load_keyset("0.9.0", "fsdp", "entropy").keys) - set(ks.load_keyset("0.9.0", "fsdp").keys)
+    assert "reward_model.overlong_buffer.len" in own and len(own) == 5
+    assert not (KEYSET_DIR / ks.keyset_name("0.9.0", "megatron", "entropy")).exists()
+    with pytest.raises(SpecError) as info:
+        load_lock("0.9.0", "megatron", "entropy")
+    (problem,) = info.value.problems
+    assert problem.key == "experiment.entry"
+    assert problem.message == ("entry point 'entropy' (recipe.entropy.main_entropy) has no megatron config: its own "
+                               "Hydra config is for fsdp (entropy_trainer) only")
+    (located,) = refused(spec("entropy", verl="0.9.0", strategy="megatron"))
+    assert located.startswith("s.toml:4:1: experiment.entry: entry point 'entropy'") and "no megatron config" in located
 
 
 def _recipe(root: Path) -> Path:
