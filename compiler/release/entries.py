@@ -37,6 +37,9 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     config: dict[str, str] = {}
     searchpath: tuple[str, ...] = ()
     releases: tuple[str, ...] = ()
+    # Keys its config declares (from main_ppo's) that its own trainer never reads: {key: why}. A spec setting
+    # that writes one is refused for this entry (rules.py), where main_ppo would act on it.
+    never_reads: dict[str, str] = {}
     name: str = ""
 
     @property

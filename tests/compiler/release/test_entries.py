@@ -294,3 +294,16 @@ def test_the_recipe_key_set_tool_refuses_to_run_without_the_recipes_source(tmp_p
     assert "has no dapo/config/dapo_trainer.yaml, dapo/config/dapo_megatron_trainer.yaml" in proc.stderr
     assert "check out https://github.com/verl-project/verl-recipe at e7f889574b8301cc0f0fc1d57c6d67f31ffeb689" \
         in proc.stderr
+
+
+@pytest.mark.parametrize("entry,trainer", [("fully_async", "FullyAsyncTrainer"), ("one_step_off", "RayPPOTrainer")])
+def test_the_evidence_callback_is_refused_for_an_entry_whose_trainer_never_calls_it(entry, trainer):
+    text = spec(entry).replace('loggers = ["console"]', 'loggers = ["console"]\nevidence_callback = true')
+    (problem,) = refused(text)
+    assert problem.startswith(f"s.toml:12:1: trainer.evidence_callback: verl 0.9.1's entry point '{entry}' ("), problem
+    assert "never reads trainer.checkpoint_callback_class" in problem and trainer in problem
+    assert "leave trainer.evidence_callback unset for this entry point" in problem
+    # The fact is the entry's data, not main_ppo's: main_ppo takes the same spec; off writes nothing and compiles.
+    assert "trainer.checkpoint_callback_class" in find_entry(entry).never_reads
+    assert compiled(text.replace(f'entry = "{entry}"\n', "")).manifest.entry in ("", "ppo", None)
+    compiled(text.replace("evidence_callback = true", "evidence_callback = false"))
