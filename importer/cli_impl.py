@@ -309,7 +309,9 @@ def _choose(overrides: list[str], given: str | None, variant: str,
     if entry:  # an entry point's launch: the releases that ship it, each with the entry's own key set
         from tutorrl.compiler.release import find_entry
 
-        releases = [r for r in releases if find_entry(entry).exists_at(r)]
+        found = find_entry(entry)
+        # Where its module starts; where none does, where its key sets are (the compile then says why).
+        releases = [r for r in releases if found.runs_at(r)] or [r for r in releases if found.exists_at(r)]
     fit, unread, breaks, stops = {}, {}, {}, {}
     for release in releases:
         ks, lock = load_keyset(release, variant, entry or "ppo"), load_lock(release, variant, entry or None)

@@ -121,9 +121,16 @@ def _entry_never_reads(spec: Spec, value: Effective) -> list[Finding]:
 
     lock = value.lock
     entry = find_entry(lock.entry) if lock.entry else None
-    if entry is None or not entry.never_reads:
+    if entry is None:
         return []
     out = []
+    why = entry.stops.get(lock.release)
+    if why is not None:
+        runs = [r for r in entry.releases if entry.runs_at(r)]
+        out.append(Finding("experiment.entry", f"entry point '{entry.name}' ({entry.module}) stops at import with "
+                                               f"verl {lock.release}: {why}",
+                           f"target verl {' or '.join(runs)}, where it starts" if runs else
+                           "no release tutorrl has its key sets for starts this code"))
     for name, target in lock.targets.items():
         why = entry.never_reads.get(target.key)
         if why is None or get_field(spec, name) in (None, False):

@@ -239,7 +239,7 @@ def test_a_recipe_entry_needs_its_code_named_and_exists_only_where_its_key_sets_
                               "recipe's code from outside verl's wheel; the spec must say where that code is"), problem
     assert "https://github.com/verl-project/verl-recipe at e7f889574b83" in problem
     (problem,) = refused(spec("dapo", verl="0.9.1"))
-    assert "exists only in verl 0.9.0" in problem
+    assert "exists in verl 0.8.0 to 0.9.0" in problem
     # Its key sets are the recipe's own config: DAPO's reward kwargs exist only there.
     assert ks.load_keyset("0.9.0", "fsdp", "dapo").has("reward.reward_kwargs.overlong_buffer_cfg.len")
     assert not ks.load_keyset("0.9.0", "fsdp").has("reward.reward_kwargs.overlong_buffer_cfg.len")
