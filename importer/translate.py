@@ -90,7 +90,9 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         from tutorrl.compiler.release import find_entry
 
         parent, name = os.path.split(os.path.normpath(recipe))
-        spec["experiment"]["recipe"] = {"path": f"${RECIPE_ROOT}/{name}", "git": find_entry(entry).repository}
+        found = find_entry(entry)
+        spec["experiment"]["recipe"] = {"path": f"${RECIPE_ROOT}/{name}",
+                                        **({"git": found.repository} if found is not None and found.repository else {})}
         spec["roots"] = {RECIPE_ROOT: {"default": parent}}
     if variant == "megatron":
         spec["actor"] = {"strategy": "megatron"}
