@@ -221,7 +221,8 @@ def module_starts(python: str, extra_path: str, root: Path, entry) -> dict:
     last = (proc.stderr.strip().splitlines() or [""])[-1]
     return {"entry": entry.name, "module": entry.module, "verl": version.stdout.strip(), "exit": proc.returncode,
             "config_lines": len(proc.stdout.splitlines()),
-            "said": "" if proc.returncode == 0 else corpus.first_line(last)}
+            # The install's folder is this machine's: named by what it is.
+            "said": "" if proc.returncode == 0 else corpus.first_line(last).replace(extra_path, "<verl install>")}
 
 
 def summarise(tag, release, recipe_commit, scripts, rows, dry_run) -> dict:
