@@ -78,3 +78,16 @@ def test_the_stand_ins_are_read_from_the_round_trips_note():
              "__UNSET_OFFLOAD__ = True"]
     assert tool.standins(notes) == {"NODES": "1", "OFFLOAD": "True"}
     assert tool.standins(["no placeholders"]) == {}
+
+
+def test_the_committed_corpus_readme_is_what_its_committed_numbers_render(tmp_path):
+    import shutil
+
+    docs = Path(__file__).parents[2] / "docs" / "corpus"
+    for path in docs.glob("*.json"):
+        shutil.copy(path, tmp_path / path.name)
+    tool.corpus.write_readme(tmp_path)
+    assert (tmp_path / "README.md").read_text() == (docs / "README.md").read_text()
+    recipes = (docs / "recipes.json").read_text()
+    # Derived numbers only: no machine's folder (the install a start check used is named, not given).
+    assert "/tmp/" not in recipes and "<verl install>" in recipes
