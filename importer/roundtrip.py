@@ -194,7 +194,6 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
     launch starts (entries.toml's name, "" for main_ppo); the spec's own is its lock's."""
     from tutorrl.compiler.pipeline import resolve_bytes
     from tutorrl.compiler.pipeline import expand, references
-    from tutorrl.compiler.pipeline.recipe_code import folder_of
 
     refusals: list = []
     spec, lock, resolved, found = resolve_bytes(spec_text.encode(), CHECKED_AS, refusals=refusals)
@@ -214,7 +213,7 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
         argv.append(o.text)
     # A recipe spec's checkout, where the compile found it (its root's default here): both launches' config.
     recipe = spec.experiment.recipe
-    folder = folder_of(recipe.path, spec.roots, {}) if recipe is not None else None
+    folder = expand(recipe.path, defaults) if recipe is not None else None
     home = Path(folder) if folder else None
     first = compose(root, config_name, original, config_path, base, entry=entry, recipe=home)
     second = compose(root, resolved.config_name, argv, resolved.config_path, base, entry=lock.entry or "",

@@ -117,7 +117,7 @@ def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
 def _entry_never_reads(spec: Spec, value: Effective) -> list[Finding]:
     # An entry point's config declares main_ppo's keys, but its own trainer may never read one
     # (entries.toml's never_reads): a setting written to it would do nothing, silently.
-    from tutorrl.compiler.release.entries import find_entry
+    from tutorrl.compiler.release import find_entry
 
     lock = value.lock
     entry = find_entry(lock.entry) if lock.entry else None
