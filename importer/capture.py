@@ -289,11 +289,9 @@ def entry_of(kind: str, entry: str):
 
 
 def is_entry_launch(call: PythonCall) -> bool:
-    """A launch of a known entry point whose code and config are in verl's wheel (main_ppo, fully_async,
-    one_step_off): what the import composes. A recipe's (DAPO) code is outside the wheel, so its launch is
-    not one yet: the import cannot compose its config until a spec can pin that code."""
-    found = entry_of(call.entry_kind, call.entry)
-    return found is not None and found.source == "wheel"
+    """A launch of a known entry point (entries.toml): main_ppo, fully_async, one_step_off, and a recipe's
+    (DAPO, entropy), whose config the import composes from the recipe checkout it is given (``--recipe``)."""
+    return entry_of(call.entry_kind, call.entry) is not None
 
 
 def python_started(commands: Sequence[Invocation]) -> list[str]:

@@ -36,6 +36,10 @@ def register(subparsers) -> None:
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
                    help="a value for a shell variable the script reads but does not set (repeatable)")
     p.add_argument("--config-name", help="the launch's --config-name (override lists only)")
+    p.add_argument("--recipe", metavar="PATH",
+                   help="a recipe entry's code (DAPO, entropy): a checkout of verl-recipe at the commit tutorrl "
+                        "pins, named as the module's top package (recipe); its config composes the round trip and "
+                        "the spec's [experiment.recipe] names it")
     p.add_argument("--no-check", action="store_true", help="write the spec without composing the round trip")
     p.add_argument("--timeout", default="30", metavar="SECONDS", help="seconds the script may run (default: 30, at most 3600)")
     p.add_argument("--require-confinement", action="store_true",

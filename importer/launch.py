@@ -87,6 +87,8 @@ class Prepared(msgspec.Struct):
     clock: list = []
     # The entry point launched (a name of entries.toml; "" for main_ppo).
     entry: str = ""
+    # A recipe entry's checkout (the folder named as its module's top package), absolute; "" otherwise.
+    recipe: str = ""
 
 
 def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
@@ -139,20 +141,17 @@ def no_launch(commands) -> str:
 
     def said(m: str) -> str:
         entry = entries.get(m.split(" -m ", 1)[1])
-        if entry is None:
-            return m
-        why = "; its config is a recipe's, outside verl's wheel: import needs the recipe's code" \
-            if entry.source == "recipe" else ""
-        return f"{m} (verl's entry point '{entry.name}'{why})"
+        return m if entry is None else f"{m} (verl's entry point '{entry.name}')"
 
     shown = [said(m) for m in modules[:6]]
     started = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
-    readable = ", ".join(e.name for e in entries.values() if e.source == "wheel")
+    wheel = ", ".join(e.name for e in entries.values() if e.source == "wheel")
+    recipes = ", ".join(f"{e.name} ({e.module})" for e in entries.values() if e.source == "recipe")
     return (f"no launch tutorrl imports found: the script started {started}. `tutorrl import` reads launches of "
-            f"verl.trainer.main_ppo and of the entry points in verl's wheel ({readable}); a spec starts another "
-            f"known entry point with the field [experiment] entry (known: {', '.join(e.name for e in entries.values())}); "
-            "a module tutorrl does not know needs key sets from its own Hydra config first (an entry of "
-            "compiler/release/keymap/entries.toml, then `tutorrl keys import`)")
+            f"verl.trainer.main_ppo, of the entry points in verl's wheel ({wheel}) and of the recipes it has key "
+            f"sets for, with --recipe PATH ({recipes}); a module tutorrl does not know is added as a table of "
+            "compiler/release/keymap/entries.toml (its module, config folder and config names), then its key sets "
+            "(`tutorrl keys import` for verl's wheel, tools/recipe_keysets.py for a recipe) and `tutorrl keys lock`")
 
 
 def _is_folder(output: str | None) -> bool:
@@ -268,7 +267,9 @@ def _config_path(launch, real) -> str | None:
 
     found = entry_of(launch.entry_kind, launch.entry)  # relative to its module's folder; its own config: None
     if found is not None and not found.default:
-        module_dir = found.module.rsplit(".", 1)[0].replace(".", "/")
+        from tutorrl.importer.recipe import module_dir_of
+
+        module_dir = module_dir_of(found)
         return None if os.path.normpath(os.path.join(module_dir, path)) == found.config_dir else os.path.normpath(path)
     if os.path.normpath(os.path.join("verl/trainer", path)) == "verl/trainer/config":
         return None
@@ -309,7 +310,9 @@ def _choose(overrides: list[str], given: str | None, variant: str,
     if entry:  # an entry point's launch: the releases that ship it, each with the entry's own key set
         from tutorrl.compiler.release import find_entry
 
-        releases = [r for r in releases if find_entry(entry).exists_at(r)]
+        found = find_entry(entry)
+        # Where its module starts; where none does, where its key sets are (the compile then says why).
+        releases = [r for r in releases if found.runs_at(r)] or [r for r in releases if found.exists_at(r)]
     fit, unread, breaks, stops = {}, {}, {}, {}
     for release in releases:
         ks, lock = load_keyset(release, variant, entry or "ppo"), load_lock(release, variant, entry or None)
@@ -387,15 +390,23 @@ def _spec_text(overrides, release, variant, prep: Prepared):
     from tutorrl.importer.translate import render_spec, rootify, translate, validate
 
     translation = validate(translate(overrides, release, config_name=prep.config_name,
-                                     config_path=prep.config_path, variant=variant, entry=prep.entry))
+                                     config_path=prep.config_path, variant=variant, entry=prep.entry,
+                                     recipe=prep.recipe))
     translation = rootify(translation, prep.places)
     return translation, render_spec(translation, prep.source)
 
 
 def import_launch(prep: Prepared, verl: str | None = None, *, check: bool = True, root: Path | None = None,
-                  default_config: str | None = None) -> tuple[str, ImportReport]:
-    """One launch -> (the spec's text, the report): `tutorrl import`'s work, for the command and the corpus tool."""
+                  default_config: str | None = None, recipe: str | None = None) -> tuple[str, ImportReport]:
+    """One launch -> (the spec's text, the report): `tutorrl import`'s work, for the command and the corpus tool.
+    ``recipe``: the checkout of the recipe a recipe entry's launch runs (refused without it)."""
+    from tutorrl.importer.recipe import recipe_folder
     from tutorrl.importer.translate import variant_of
+
+    if prep.entry:
+        folder = recipe_folder(prep.entry, recipe, prep.source)
+        if folder:
+            prep = msgspec.structs.replace(prep, recipe=folder)
 
     variant = variant_of(prep.config_name, prep.overrides)
     release, why, elsewhere, fitting = _choose(prep.overrides, verl, variant, prep.entry)
@@ -587,7 +598,7 @@ def import_script(args: ImportOptions) -> list[Imported]:
             gc.collect()
         if several:
             prep = msgspec.structs.replace(prep, source=f"{prep.source} (launch {index + 1} of {len(preps)})")
-        text, report = import_launch(prep, args.verl, check=not args.no_check)
+        text, report = import_launch(prep, args.verl, check=not args.no_check, recipe=args.recipe)
         spec_path = None
         if args.output:
             from tutorrl import _files

@@ -70,7 +70,8 @@ def working_dir(path: Path):
 
 
 def compose(root: Path, config_name: str, overrides: list[str], config_path: str | None = None,
-            base: Path | None = None, cache: Path | None = None, entry: str = "") -> Composed:
+            base: Path | None = None, cache: Path | None = None, entry: str = "",
+            recipe: Path | None = None) -> Composed:
     """verl's config for a launch, as a plain dict with interpolations kept; or Hydra's error.
 
     ``config_path`` (a launch's own ``--config-path``) is taken as Hydra takes
@@ -89,14 +90,21 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
     a relative ``config_path`` starts from its module's folder), found with the
     search path its launch sets; the release's trainer config under ``root``
     stands in for that search path's ``pkg://verl.trainer.config``, which would
-    name the verl installed here, not the release composed.
+    name the verl installed here, not the release composed. A recipe entry's config and module folder are
+    in ``recipe`` (its checkout), not the wheel.
     """
     from tutorrl.importer import composecache
+    from tutorrl.importer.recipe import module_dir_of
 
     found = _entry(entry)
     trainer = root / "verl" / "trainer" / "config"
-    config_dir = root / found.config_dir if found is not None else trainer
-    module_dir = root / found.module.rsplit(".", 1)[0].replace(".", "/") if found is not None else trainer.parent
+    home = root
+    if found is not None and found.source == "recipe":
+        if recipe is None:
+            return Composed(None, f"entry point '{found.name}' is a recipe's: its config needs the recipe checkout")
+        home = Path(recipe)
+    config_dir = home / found.config_dir if found is not None else trainer
+    module_dir = home / module_dir_of(found) if found is not None else trainer.parent
     searchpath = [f"hydra.searchpath=[file://{trainer.resolve()}]"] if found is not None and found.searchpath else []
     if config_path is not None:
         custom = Path(config_path)
@@ -203,8 +211,13 @@ def round_trip(spec_text: str, original: list[str], *, config_name: str, config_
                      if isinstance(o.value, list) else expand(o.value, defaults))
             o = msgspec.structs.replace(o, value=value)
         argv.append(o.text)
-    first = compose(root, config_name, original, config_path, base, entry=entry)
-    second = compose(root, resolved.config_name, argv, resolved.config_path, base, entry=lock.entry or "")
+    # A recipe spec's checkout, where the compile found it (its root's default here): both launches' config.
+    recipe = spec.experiment.recipe
+    folder = expand(recipe.path, defaults) if recipe is not None else None
+    home = Path(folder) if folder else None
+    first = compose(root, config_name, original, config_path, base, entry=entry, recipe=home)
+    second = compose(root, resolved.config_name, argv, resolved.config_path, base, entry=lock.entry or "",
+                     recipe=home)
     if first.error or second.error:
         return RoundTrip(False, [], first.error, second.error, argv, warnings, refused)
     diffs = differences(first.config, second.config)

@@ -24,6 +24,7 @@ stay in the spec, where the compiler refuses them until they are filled in.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Literal
 
@@ -34,6 +35,8 @@ from tutorrl.compiler.release import EVIDENCE_CALLBACK, Lock, load_lock
 How = Literal["field", "extra", "unread", "dropped", "refused", "selection"]
 # In the compiler's refusal of a '+' key the dataclass verl builds has no field for.
 STOPS_VERL = "refuses fields it does not declare"
+# The root an imported recipe spec names its checkout's folder by (specs/dapo_example.toml's).
+RECIPE_ROOT = "RECIPE_ROOT"
 PLACEHOLDER = re.compile(r"__UNSET_([A-Za-z0-9_]+)__")
 
 
@@ -67,7 +70,7 @@ def variant_of(config_name: str | None, overrides) -> str:
 
 def translate(overrides: list[str], release: str, *, config_name: str | None = None,
               config_path: str | None = None, variant: str | None = None, moves: bool = False,
-              entry: str = "") -> Translation:
+              entry: str = "", recipe: str = "") -> Translation:
     """The spec for a launch of ``release`` (raises SpecError for an unsupported release); ``entry``: the
     entry point it starts (a name of entries.toml, "" for main_ppo), whose own lock and key set it reads.
 
@@ -81,6 +84,16 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     from tutorrl.importer.overrides import parse
 
     spec: dict = {"experiment": {"verl": release, **({"entry": entry} if entry and entry != "ppo" else {})}}
+    if recipe:
+        # A recipe entry's checkout (absolute, this machine's): a root whose default is the folder above it,
+        # as a spec author names the recipe (launch.sh puts that folder on PYTHONPATH).
+        from tutorrl.compiler.release import find_entry
+
+        parent, name = os.path.split(os.path.normpath(recipe))
+        found = find_entry(entry)
+        spec["experiment"]["recipe"] = {"path": f"${RECIPE_ROOT}/{name}",
+                                        **({"git": found.repository} if found is not None and found.repository else {})}
+        spec["roots"] = {RECIPE_ROOT: {"default": parent}}
     if variant == "megatron":
         spec["actor"] = {"strategy": "megatron"}
     from tutorrl.compiler.pipeline import interpolated, interpolated_into
@@ -540,6 +553,7 @@ def rootify(translation: Translation, places: list) -> Translation:
             _put(spec, m.field.split("."), [n if n is not None else v for n, v in zip(news, value)])
     if not roots:
         return translation
+    roots = {**{name: r["default"] for name, r in spec.get("roots", {}).items()}, **roots}
     spec["roots"] = {name: {"default": folder} for name, folder in sorted(roots.items())}
     return msgspec.structs.replace(translation, spec=spec)
 

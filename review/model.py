@@ -417,7 +417,8 @@ _COVERED_PREFIXES = ("experiment.verl", "experiment.config_name", "experiment.co
                      "reward.plugin", "reward.options.", "resources.", "env.", "verl.extra_overrides",
                      "verl.unread_overrides")
 # Said in the diff though verl never sees it: it lets raw overrides run or install code in every Ray worker.
-_SAID = {"verl.allow_runtime_env": "the Ray runtime_env keys raw overrides may set"}
+_SAID = {"verl.allow_runtime_env": "the Ray runtime_env keys raw overrides may set",
+         "verl.allow_worker_code": "the keys naming code verl imports in its workers that raw overrides may set"}
 
 
 def _unexplained(old: Side, new: Side, explained: set[str]) -> list[SettingChange]:

@@ -1341,6 +1341,44 @@ def render_entries(s: dict, command: str) -> str:
     return "\n".join(lines)
 
 
+def render_recipes(s: dict, command: str) -> str:
+    """docs/corpus/README.md's section of tools/corpus_recipes.py's numbers (recipes.json)."""
+    pct = round(100 * s["other_import_compile_same_module"] / max(1, s["other_launches"]), 1)
+    lines = ["## verl's recipe and experimental launches", "",
+             f"Every trainer launch of the scripts under verl {s['tag']}'s `recipe/` (verl-recipe at "
+             f"`{s['recipe_commit'][:12]}`, the commit the tag pins) and `verl/experimental/`, imported with "
+             f"`--recipe` that checkout (verl's own entry points with `--verl {s['release']}`; a recipe's at the "
+             "release the import picks, where its code starts), compiled, and the bundle's `launch.sh` read for the "
+             f"module it starts (`{command}`).", "",
+             "| tag | scripts | launches | main_ppo | other entry points | of those: import, compile, start the same "
+             "module | round trip exact |", "|---|---|---|---|---|---|---|",
+             f"| {s['tag']} | {s['scripts']} | {s['launches']} | {s['main_ppo_launches']} "
+             f"({s['main_ppo_import_compile_same_module']} import, compile, same module) | {s['other_launches']} | "
+             f"{s['other_import_compile_same_module']} ({pct}%) | {s['other_exact']} |", "",
+             "| module | entry | launches | imported | verl composes | exact | compile, start it |",
+             "|---|---|---|---|---|---|---|"]
+    for module, v in s["by_module"].items():
+        lines.append(f"| `{module}` | {v['entry'] or '(none)'}{' at ' + ', '.join(v['releases']) if v['releases'] else ''} "
+                     f"| {v['launches']} | {v['imported']} | "
+                     f"{v['verl_composes']} | {v['exact']} | {v['compile_and_start_it']} |")
+    lines.append("")
+    if s["not_met"]:
+        lines += ["not imported, compiled and started as written:", ""]
+        lines += [f"- `{f['script']}` (`{f['module']}`): {f['reason']}" for f in s["not_met"]] + [""]
+    d = s.get("dapo_real_dry_run")
+    if d:
+        lines += [f"Real dry run of `{d['script']}` against its real entry point (`{d['command']}`: launch.sh starts "
+                  f"`python -m recipe.dapo.main_dapo --cfg all` with the recipe checkout on its import path): exit "
+                  f"{d['exit']}; {d['said']}", ""]
+    if s.get("recipe_modules_start"):
+        lines += ["Does each recipe entry's module start (the real `python -m MODULE --cfg job`, the release installed "
+                  "with `pip install --no-deps --target` first on the path)?", "",
+                  "| entry | verl | exit | config lines printed | stopped with |", "|---|---|---|---|---|"]
+        lines += [f"| {r['entry']} | {r['verl']} | {r['exit']} | {r['config_lines']} | {r['said'] or '-'} |"
+                  for r in s["recipe_modules_start"]] + [""]
+    return "\n".join(lines)
+
+
 def write_readme(out: Path) -> None:
     """docs/corpus/README.md from the committed numbers: every tag's, then the third-party corpus's."""
     from tutorrl.compiler.release.keysets import release_sort_key
@@ -1359,6 +1397,11 @@ def write_readme(out: Path) -> None:
     if entries.is_file():
         s = json.loads(entries.read_text())
         text += "\n" + render_entries(s, f"python tools/corpus.py entries --verl-git VERL_GIT_DIR --tag {s['tag']}")
+    recipes = out / "recipes.json"
+    if recipes.is_file():
+        s = json.loads(recipes.read_text())
+        text += "\n" + render_recipes(s, "python tools/corpus_recipes.py --verl-git VERL_GIT_DIR --recipe-git "
+                                         f"RECIPE_GIT_DIR --tag {s['tag']}")
     (out / "README.md").write_text(text)
 
 

@@ -1,4 +1,4 @@
-"""Write (or check) the key sets of entry points whose code is a recipe outside verl's wheel (DAPO).
+"""Write (or check) the key sets of entry points whose code is a recipe outside verl's wheel (DAPO, entropy).
 
     python tools/recipe_keysets.py RECIPE_CHECKOUT [--check] [--wheel-cache DIR] [--entry NAME ...]
 
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from tutorrl.compiler.release import keyset_import as ki, load_entries
-from tutorrl.compiler.release.keysets import VARIANTS, keyset_name
+from tutorrl.compiler.release.keysets import keyset_name
 
 
 def _head(checkout: Path) -> str | None:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     entries = [e for e in load_entries().values() if e.source == "recipe" and (not args.entry or e.name in args.entry)]
     stale = []
     for entry in entries:
-        missing = [entry.config_dir + f"/{entry.config_name(v)}.yaml" for v in VARIANTS
+        missing = [entry.config_dir + f"/{entry.config_name(v)}.yaml" for v in entry.variants
                    if not (checkout / entry.config_dir / f"{entry.config_name(v)}.yaml").is_file()]
         if missing:
             print(f"{entry.name}: {checkout} has no {', '.join(missing)}: check out {entry.repository} at "
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             wheel = ki.fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None)
             with tempfile.TemporaryDirectory(prefix="tutorrl-recipe-") as tmp:
                 ki.extract_config(wheel, Path(tmp))
-                for variant in VARIANTS:
+                for variant in entry.variants:
                     data = ki.encode_keyset(ki.compose_entry_keyset(Path(tmp), release, variant, entry, checkout))
                     path = dest / keyset_name(release, variant, entry.name)
                     if path.is_file() and path.read_bytes() == data:

@@ -20,6 +20,11 @@ things are refused here, before the release's key set is asked anything:
   names it: then it is part of the spec, hashed into the bundle and shown by
   ``tutorrl diff``. ``env_vars`` is held to ``[env] set``'s name rules
   (rules.py). A whole table above them would carry keys nobody sees.
+* **Keys that make every worker import code** (:data:`WORKER_CODE`:
+  ``checkpoint_engine.custom_backend_module``): verl imports the module the
+  value names in each worker it concerns, so the job runs code the spec does
+  not show. Refused unless ``[verl] allow_worker_code`` names the key, as
+  ``allow_runtime_env`` does for Ray's.
 * **Resolver interpolations** (``${oc.env:HF_TOKEN}``, ``${oc.decode:...}``,
   any ``${name:...}``): verl resolves them when the job runs, on the
   launching environment, into its config, its log and the Jobs API -- a way
@@ -44,11 +49,19 @@ _NODE = re.compile(r"\s*\.*[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[[\w\-]*\])*\s*\}")
 
 Problem = tuple[str, "str | None"]
 
+# Keys whose value names code verl imports in its workers (the key as the release's config spells it, matched at
+# the end of an override's key), and which workers. A spec opts in with [verl] allow_worker_code = [that key].
+WORKER_CODE = {
+    "checkpoint_engine.custom_backend_module": "every worker that syncs weights (the actor's and the rollout's) "
+                                               "imports the module it names",
+}
+
 
 def screen_override(text: str, allow_runtime_env=frozenset()) -> Problem | None:
     """Why raw override ``text`` is refused whatever the release (message, hint), or None.
 
-    ``allow_runtime_env``: the ``runtime_env`` keys the spec names in ``[verl] allow_runtime_env``.
+    ``allow_runtime_env``: what the spec allows on purpose: the ``runtime_env`` keys its ``[verl]
+    allow_runtime_env`` names and the :data:`WORKER_CODE` keys its ``[verl] allow_worker_code`` names.
     """
     match = OVERRIDE.match(text)
     if not match:
@@ -70,6 +83,9 @@ def screen_override(text: str, allow_runtime_env=frozenset()) -> Problem | None:
             problem = _runtime_env(key, path, value, allow_runtime_env)
             if problem is not None:
                 return problem
+        problem = _worker_code(key, allow_runtime_env)
+        if problem is not None:
+            return problem
     return _resolver(value)
 
 
@@ -141,6 +157,15 @@ def _runtime_env(key: str, path: str, value: str, allowed) -> Problem | None:
     return (f"'{key}' sets Ray's runtime_env.{name}, which runs or installs code in every Ray worker of the job",
             f"if that is the intent, add \"{name}\" to [verl] allow_runtime_env, so it is part of the spec and a "
             "reviewer sees it; environment variables go in [env] set")
+
+
+def _worker_code(key: str, allowed) -> Problem | None:
+    for name, what in WORKER_CODE.items():
+        if (key == name or key.endswith("." + name)) and name not in allowed:
+            return (f"'{key}' names code verl runs in the job: {what}",
+                    f"if that is the intent, add \"{name}\" to [verl] allow_worker_code, so it is part of the spec "
+                    "and a reviewer sees it")
+    return None
 
 
 def _whole_table(key: str) -> Problem:

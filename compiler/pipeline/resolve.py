@@ -135,7 +135,7 @@ def resolve(spec: Spec, lock: Lock, keyset=None, *, keep_refused: bool = False) 
     raw = list(spec.verl.extra_overrides) + list(spec.verl.unread_overrides)
     # Only raw overrides ask which keys are interpolated (most specs have none: no second walk).
     referenced = interpolated([value for _, value in settings(spec)] + raw) if raw else frozenset()
-    allowed = frozenset(spec.verl.allow_runtime_env)
+    allowed = frozenset(spec.verl.allow_runtime_env) | frozenset(spec.verl.allow_worker_code)
     for index, text in enumerate(spec.verl.extra_overrides):
         override, problem = check_extra(text, lock, keyset, emitted, engine, referenced, allowed)
         if problem:
@@ -233,7 +233,7 @@ def _unread(spec: Spec, lock: Lock, keyset, emitted: dict[str, str], engine: str
     for index, text in enumerate(spec.verl.unread_overrides):
         where = f"verl.unread_overrides.{index}"
         override, problem = check_extra(text, lock, keyset, emitted, engine, referenced,
-                                        frozenset(spec.verl.allow_runtime_env))
+                                        frozenset(spec.verl.allow_runtime_env) | frozenset(spec.verl.allow_worker_code))
         if never_read(problem):
             problem = _hydra_refusal(text, lock, keyset) or problem
         if problem is None:
@@ -438,7 +438,7 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
     default); None when not known, and then a key any engine reads counts as read.
     ``referenced``: the keys other values of the launch interpolate (``${data.fork_temp}``);
     verl reads such a key through the value that names it.
-    ``allow_runtime_env``: the spec's ``[verl] allow_runtime_env`` (raw_overrides.py)."""
+    ``allow_runtime_env``: the spec's ``[verl] allow_runtime_env`` and ``allow_worker_code`` (raw_overrides.py)."""
     match = _EXTRA.match(text)
     if not match or (match.group(1) != "~" and match.group(3) is None):
         return None, ("not a Hydra override", "expected KEY=VALUE, +KEY=VALUE or ~KEY")

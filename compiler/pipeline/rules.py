@@ -111,6 +111,34 @@ def check_rules(spec: Spec, lock: Lock) -> list[Finding]:
     out += _evidence(spec)
     out += _control_release(spec, value)
     out += _unread(spec, value)
+    out += _entry_never_reads(spec, value)
+    return out
+
+
+def _entry_never_reads(spec: Spec, value: Effective) -> list[Finding]:
+    # An entry point's config declares main_ppo's keys, but its own trainer may never read one
+    # (entries.toml's never_reads): a setting written to it would do nothing, silently.
+    from tutorrl.compiler.release import find_entry
+
+    lock = value.lock
+    entry = find_entry(lock.entry) if lock.entry else None
+    if entry is None:
+        return []
+    out = []
+    why = entry.stops.get(lock.release)
+    if why is not None:
+        runs = [r for r in entry.releases if entry.runs_at(r)]
+        out.append(Finding("experiment.entry", f"entry point '{entry.name}' ({entry.module}) stops at import with "
+                                               f"verl {lock.release}: {why}",
+                           f"target verl {' or '.join(runs)}, where it starts" if runs else
+                           "no release tutorrl has its key sets for starts this code"))
+    for name, target in lock.targets.items():
+        why = entry.never_reads.get(target.key)
+        if why is None or get_field(spec, name) in (None, False):
+            continue  # unset, or off (writes nothing)
+        out.append(Finding(name, f"verl {lock.release}'s entry point '{entry.name}' ({entry.module}) never reads "
+                                 f"{target.key}: {why}",
+                           f"leave {name} unset for this entry point"))
     return out
 
 

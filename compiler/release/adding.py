@@ -19,8 +19,8 @@ import msgspec
 from tutorrl.compiler.release.built import Built, load_built
 from tutorrl.compiler.release.built_import import WheelSource, built_sections, encode_built
 from tutorrl.compiler.release.keymap import KeyMap, encode_lock, load_keymap, release_tuple
-from tutorrl.compiler.release.keyset_import import encode_keyset, extract_config, keysets_from_config_dir
-from tutorrl.compiler.release.keysets import VARIANTS, load_keyset
+from tutorrl.compiler.release.keyset_import import encode_keyset, entry_keysets, extract_config, keysets_from_config_dir
+from tutorrl.compiler.release.keysets import VARIANTS, keyset_name, load_keyset
 from tutorrl.compiler.release.release_diff import Unplaced, built_diff, key_diff, place, report
 from tutorrl.errors import InputError, Problem
 
@@ -100,6 +100,8 @@ def release_files(release: str, wheel: Path, moves: dict[str, str] | None = None
     compared = earlier[-1] if earlier else base
     with tempfile.TemporaryDirectory(prefix="tutorrl-keys-") as tmp:
         keysets = {ks.variant: ks for ks in keysets_from_config_dir(extract_config(wheel, Path(tmp)), release)}
+        # Every other entry point the wheel ships (its module and config there), from its own config.
+        entries = entry_keysets(Path(tmp), release)
     source = WheelSource.from_wheel(wheel)
     files: dict[str, bytes] = {}
     diffs, built, unplaced = {}, {}, []
@@ -116,6 +118,15 @@ def release_files(release: str, wheel: Path, moves: dict[str, str] | None = None
         built[variant] = built_diff(load_built(compared, variant), mine)
         lock, gone = place(release, variant, keymap, keyset, diffs[variant].moved)
         unplaced += gone
+        files[f"lock/{name}"] = encode_lock(lock)
+    for keyset in entries:
+        name = keyset_name(release, keyset.variant, keyset.entry)
+        files[f"keysets/{name}"] = encode_keyset(keyset)
+        sections = built_sections(source, keyset)
+        if sections:
+            files[f"built/{name}"] = encode_built(release, keyset.variant, sections)
+        lock, gone = place(release, keyset.variant, keymap, keyset, diffs[keyset.variant].moved, keyset.entry)
+        unplaced += [u for u in gone if u not in unplaced]
         files[f"lock/{name}"] = encode_lock(lock)
     if moves:
         files["keymap.toml"] = moves_toml(release, moves)

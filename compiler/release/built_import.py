@@ -250,5 +250,5 @@ def derive(release: str, wheel: Path) -> dict[str, bytes]:
     source = WheelSource.from_wheel(wheel)
     return {f"verl-{release}-{variant}{suffix(entry.name)}.json":
             encode_built(release, variant, built_sections(source, load_keyset(release, variant, entry.name)))
-            for entry in load_entries().values() if entry.exists_at(release) for variant in VARIANTS}
+            for entry in load_entries().values() for variant in VARIANTS if entry.exists_at(release, variant)}
 

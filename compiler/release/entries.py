@@ -37,15 +37,31 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     config: dict[str, str] = {}
     searchpath: tuple[str, ...] = ()
     releases: tuple[str, ...] = ()
+    # Keys its config declares (from main_ppo's) that its own trainer never reads: {key: why}. A spec setting
+    # that writes one is refused for this entry (rules.py), where main_ppo would act on it.
+    never_reads: dict[str, str] = {}
+    # Releases whose key sets exist (its config composes there) but where its module stops at import,
+    # measured with the real `python -m <module> --cfg job`: {release: why}. A spec of it there is refused.
+    stops: dict[str, str] = {}
     name: str = ""
 
     @property
     def default(self) -> bool:
         return self.name == DEFAULT
 
-    def exists_at(self, release: str) -> bool:
-        """Whether the release ships this entry (``ppo``: every release tutorrl supports)."""
-        return self.default or release in self.releases
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The variants the entry has a config for (``ppo``: both; a recipe may ship one, e.g. FSDP only)."""
+        return ("fsdp", "megatron") if self.default else tuple(v for v in ("fsdp", "megatron") if v in self.config)
+
+    def exists_at(self, release: str, variant: str | None = None) -> bool:
+        """Whether the release ships this entry (``ppo``: every release tutorrl supports), and where
+        ``variant`` is given, with a config for it."""
+        return self.default or (release in self.releases and (variant is None or variant in self.variants))
+
+    def runs_at(self, release: str) -> bool:
+        """Whether the entry's module starts at ``release`` (it exists there and does not stop at import)."""
+        return self.exists_at(release) and release not in self.stops
 
     def config_name(self, variant: str) -> str:
         return self.config[variant]

@@ -378,14 +378,15 @@ def load_lock(release: str, variant: Variant, entry: str | None = None) -> Lock:
         with open(found, "rb") as fh:
             data = fh.read()
     if entry is not None and entry != "ppo":
-        name = entry_at(entry, release).name
+        name = entry_at(entry, release, variant).name
         if name != "ppo":
             path = _overlay.find(_LOCKS, "lock", os.path.basename(_lock_file(release, variant, name)), release,
                                  added.is_user_release(release))
             if path is None:
                 raise SpecError([Problem(f"entry point '{name}' has no lock at verl {release} ({variant})",
                                          key="experiment.entry",
-                                         hint="an added release holds main_ppo's key sets only")]) from None
+                                         hint="`tutorrl keys add` writes an entry point's files where the "
+                                              "release's wheel ships its module and config")]) from None
             with open(path, "rb") as fh:
                 data = fh.read()
     return msgspec.json.decode(data, type=Lock)
@@ -403,12 +404,24 @@ def _unsupported(release: str, variant: str) -> Problem:
 
 def releases_of(entry) -> list[str]:
     """The supported releases at which entry point ``entry`` (an EntryPoint) exists."""
-    return [r for r in supported_releases() if entry.exists_at(r)]
+    return [r for r in supported_releases() if _has_entry(entry, r)]
 
 
-def entry_at(text: str | None, release: str):
-    """The entry ``text`` names, checked to exist at ``release``; a :class:`SpecError` at ``experiment.entry``
-    naming the known entries, or the releases where it exists."""
+def _has_entry(entry, release: str, variant: str | None = None) -> bool:
+    """Whether ``release`` has entry point ``entry`` (for ``variant``): entries.toml's releases, or for a
+    release `tutorrl keys add` added, the entry's lock it wrote (it writes one for each entry the wheel ships)."""
+    if entry.exists_at(release, variant):
+        return True
+    if entry.default or not added.is_user_release(release):
+        return False
+    return any(_overlay.find(_LOCKS, "lock", os.path.basename(_lock_file(release, v, entry.name)), release, True)
+               for v in ([variant] if variant else ("fsdp", "megatron")))
+
+
+def entry_at(text: str | None, release: str, variant: str | None = None):
+    """The entry ``text`` names, checked to exist at ``release`` (and to have a config for ``variant`` where
+    given); a :class:`SpecError` at ``experiment.entry`` naming the known entries, the releases where it
+    exists, or the variants it has."""
     from tutorrl.compiler.release.entries import find_entry, load_entries
 
     entry = find_entry(text)
@@ -417,11 +430,16 @@ def entry_at(text: str | None, release: str):
         raise SpecError([Problem(f"tutorrl knows no verl entry point {text!r}", key="experiment.entry",
                                  hint=f"known: {known}; a new one is a table of compiler/release/keymap/entries.toml "
                                       "with its key sets (`tutorrl keys import`)")])
-    if not entry.exists_at(release):
+    if not _has_entry(entry, release):
         where = releases_of(entry)
         raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) exists {describe_releases(where)}; "
                                  f"this spec targets verl {release}", key="experiment.entry",
                                  hint="target one of those releases in experiment.verl" if where else None)])
+    if variant is not None and not _has_entry(entry, release, variant):
+        has = ", ".join(f"{v} ({entry.config_name(v)})" for v in entry.variants)
+        raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) has no {variant} config: its own "
+                                 f"Hydra config is for {has} only", key="experiment.entry",
+                                 hint="choose an actor strategy of that variant, or another entry point")])
     return entry
 
 

@@ -20,7 +20,7 @@ def expected_locks() -> dict:
     for release in keymap.packaged():
         for variant in VARIANTS:
             for entry in entries:
-                if not entry.exists_at(release):
+                if not entry.exists_at(release, variant):
                     continue
                 try:
                     out[lock_path(release, variant, entry.name)] = encode_lock(

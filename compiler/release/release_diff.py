@@ -102,14 +102,16 @@ def _without(items, variant: Variant) -> list[Entry]:
     return out
 
 
-def place(release: str, variant_name: str, keymap: KeyMap, keyset: KeySet, moved: dict[str, str]):
+def place(release: str, variant_name: str, keymap: KeyMap, keyset: KeySet, moved: dict[str, str],
+          entry_point: str = "ppo"):
     """(the lock, the settings the map cannot place): a setting whose key the release lacks is
-    made absent in this release, with the reason and the entry that would place it."""
+    made absent in this release, with the reason and the entry that would place it. ``entry_point``:
+    whose lock (entries.toml's name; its own key set is ``keyset``)."""
     variant = cast(Variant, variant_name)  # one of keysets.VARIANTS
     unplaced: list[Unplaced] = []
     for _ in range(3):
         try:
-            return build_lock(release, variant, keymap, keyset), unplaced
+            return build_lock(release, variant, keymap, keyset, entry=entry_point), unplaced
         except LockError as exc:
             names = [line.split(":", 1)[0] for line in str(exc).splitlines()]
             settings = dict(keymap.setting)

@@ -589,6 +589,10 @@ class Verl(Section):
     """Keys of Ray's runtime_env other than env_vars (working_dir, py_modules, pip, py_executable,
     worker_process_setup_hook, ...) that this spec's raw overrides set on purpose: each runs or installs code in every
     Ray worker of the job, so a raw override under runtime_env is refused unless its key is named here."""
+    allow_worker_code: list[Annotated[str, Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")]] = field(default_factory=list)
+    """Keys whose value names code verl imports in its workers (checkpoint_engine.custom_backend_module: the module
+    every worker that syncs weights imports) that this spec's raw overrides set on purpose; such an override is
+    refused unless its key, as that, is named here."""
 
 
 class Evidence(Section):
@@ -672,7 +676,7 @@ def to_builtins(spec: Struct) -> dict[str, Any]:
         elif type(value) not in _SCALARS:  # a scalar is its own builtin: no call into msgspec
             value = msgspec.to_builtins(value)
             if isinstance(value, (dict, list)) and not value and name in ("set", "passthrough", "allow", "extra_overrides", "unread_overrides",
-                                                                           "allow_runtime_env", "roots"):
+                                                                           "allow_runtime_env", "allow_worker_code", "roots"):
                 continue
         out[name] = value
     return out

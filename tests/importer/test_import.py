@@ -94,21 +94,23 @@ def test_wrapper_commands_are_recorded_not_run(tmp_path):
     ("two_launches", "2 launches of verl.trainer.main_ppo (#1: 1 overrides; #2: 1 overrides); give -o DIR/"),
     ("no_launch", "no launch of verl.trainer.main_ppo found (the script ran: huggingface-cli download"),
     # The module it did start is named, and how another entry point is chosen (issue 40, D3).
-    ("recipe_dapo", "no launch tutorrl imports found: the script started python3 -m recipe.dapo.main_dapo "
-                    "(verl's entry point 'dapo'; its config is a recipe's, outside verl's wheel: import needs the "
-                    "recipe's code)"),
-    ("unknown_entry", "no launch tutorrl imports found: the script started python3 -m recipe.entropy.main_entropy. "
-                      "`tutorrl import` reads launches of verl.trainer.main_ppo and of the entry points in verl's "
-                      "wheel (fully_async, one_step_off)"),
+    # A recipe's launch needs its code (issue 40): the module, the entry and what to give.
+    ("recipe_dapo", "the launch starts recipe.dapo.main_dapo (the recipe entry point 'dapo'), whose code and Hydra "
+                    "config are outside verl's wheel: give --recipe PATH, a checkout of "
+                    "https://github.com/verl-project/verl-recipe at e7f889574b83 named 'recipe'"),
+    ("unknown_entry", "no launch tutorrl imports found: the script started python3 -m recipe.spin.main_spin. "
+                      "`tutorrl import` reads launches of verl.trainer.main_ppo, of the entry points in verl's "
+                      "wheel (fully_async, one_step_off) and of the recipes it has key sets for, with --recipe PATH "
+                      "(dapo (recipe.dapo.main_dapo), entropy (recipe.entropy.main_entropy))"),
 ])
 def test_scripts_with_several_launches_or_none_are_refused(script, words, tmp_path):
     proc = _import(str(SCRIPTS / f"{script}.sh"), "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"))
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "s.toml").exists()
-    if script in ("recipe_dapo", "unknown_entry"):
-        # Where the choice is made, and what a module tutorrl does not know needs.
-        assert "[experiment] entry" in proc.stderr and "fully_async, one_step_off, dapo" in proc.stderr
-        assert "a module tutorrl does not know" in proc.stderr
+    if script == "unknown_entry":
+        # What a module tutorrl does not know needs, step by step.
+        assert ("a module tutorrl does not know is added as a table of compiler/release/keymap/entries.toml"
+                in proc.stderr and "tools/recipe_keysets.py" in proc.stderr and "`tutorrl keys lock`" in proc.stderr)
 
 
 def test_override_list_keys_verl_ignores_are_kept_as_written_and_named(tmp_path):

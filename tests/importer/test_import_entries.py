@@ -104,3 +104,54 @@ def test_the_imported_fully_async_launch_starts_verls_module_with_the_scripts_va
         in ran.stdout
     assert "\nrollout:\n  nnodes: 1\n  n_gpus_per_node: 4\n" in ran.stdout
     assert "    name: fully_async_main\n" in ran.stdout and "    config_name: fully_async_ppo_trainer\n" in ran.stdout
+
+
+# -- a recipe's launch (DAPO): its config from the checkout given with --recipe ----------------------------------------
+
+
+def _dapo_checkout(root: Path) -> Path:
+    """A checkout of this test's own in DAPO's layout (recipe/dapo/config), its config DAPO's shape: verl's
+    trainer config with DAPO's own keys (data.gen_batch_size, algorithm.filter_groups.*) -- not DAPO's code:
+    the suite never needs verl-recipe."""
+    config = root / "recipe" / "dapo" / "config"
+    config.mkdir(parents=True)
+    for name, base in (("dapo_trainer", "ppo_trainer"), ("dapo_megatron_trainer", "ppo_megatron_trainer")):
+        (config / f"{name}.yaml").write_text(
+            f"hydra:\n  searchpath:\n    - file://verl/trainer/config\n\ndefaults:\n  - {base}\n  - _self_\n\n"
+            "data:\n  gen_batch_size: ${data.train_batch_size}\n\n"
+            "algorithm:\n  filter_groups:\n    enable: False\n    metric: null\n    max_num_gen_batches: 0\n")
+    (root / "recipe" / "dapo" / "main_dapo.py").write_text("# stands for the module's place\n")
+    return root / "recipe"
+
+
+def test_a_recipe_launch_imports_with_its_checkout_exact_and_compiles_into_a_pinned_launch_of_its_module(tmp_path):
+    checkout = _dapo_checkout(tmp_path / "code")
+    proc, spec = _imported("recipe_dapo_groups", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # DAPO's key sets are at 0.8.0 and 0.9.0, its code starts at 0.8.0 only (entries.toml's stops): 0.8.0 is
+    # chosen, and both launches composed with the checkout's config.
+    assert "round trip: exact (the spec composes to the identical verl 0.8.0 config)" in proc.stdout
+    text = spec.read_text()
+    assert '\nentry = "dapo"\n' in text
+    assert ('[experiment.recipe]\npath = "$RECIPE_ROOT/recipe"\ngit = "https://github.com/verl-project/verl-recipe"'
+            in text)
+    assert f'RECIPE_ROOT = {{ default = "{tmp_path / "code"}" }}' in text
+    assert '"algorithm.filter_groups.enable=True"' in text and '"data.gen_batch_size=24"' in text
+    bundle = write_bundle(compile_spec(spec), tmp_path / "bundles")
+    launch = (bundle.path / "launch.sh").read_text()
+    assert 'exec "$python_bin" -m recipe.dapo.main_dapo --config-name dapo_trainer "$@"' in launch
+    # The checkout's files are pinned into the bundle (each by its path inside the folder).
+    assert '"dapo/config/dapo_trainer.yaml"' in (bundle.path / "spec.toml").read_text()
+
+
+def test_a_recipe_launch_given_a_folder_that_cannot_be_its_checkout_is_refused_naming_what_it_needs(tmp_path):
+    checkout = _dapo_checkout(tmp_path / "code")
+    wrong = tmp_path / "verl-recipe"
+    checkout.rename(wrong)
+    proc, spec = _imported("recipe_dapo_groups", tmp_path, "--recipe", str(wrong))
+    assert proc.returncode == 2 and not spec.exists() and "Traceback" not in proc.stderr
+    assert "recipe.dapo.main_dapo is imported from a folder named 'recipe'" in proc.stderr
+    (wrong / "dapo" / "config" / "dapo_trainer.yaml").unlink()
+    wrong.rename(checkout)
+    proc, spec = _imported("recipe_dapo_groups", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 2 and "no dapo/config/dapo_trainer.yaml there (dapo's config)" in proc.stderr

@@ -60,6 +60,29 @@ def test_a_runtime_env_key_the_spec_names_compiles_into_the_bundle_and_its_hash(
         support.spec_toml(experiment={"verl": "0.9.1"}, verl={"allow_runtime_env": []}).encode(), "s.toml").id
 
 
+_BACKEND = "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module"
+
+
+@pytest.mark.parametrize("field", ["extra_overrides", "unread_overrides"])
+def test_a_key_that_makes_every_worker_import_code_is_refused_unless_the_spec_names_it(field):
+    override = f"{_BACKEND}=my_engine"
+    problem = _refusal(_spec(field, override))
+    assert problem.key == f"verl.{field}.0" and problem.line is not None
+    assert problem.message == (f"'{_BACKEND}' names code verl runs in the job: every worker that syncs weights "
+                               "(the actor's and the rollout's) imports the module it names")
+    assert 'add "checkpoint_engine.custom_backend_module" to [verl] allow_worker_code' in problem.hint
+    # Named on purpose: it compiles into the launch and into the bundle's spec (so its hash and a diff show it).
+    allowed = compile_bytes(_spec("extra_overrides", override,
+                                  allow_worker_code=["checkpoint_engine.custom_backend_module"]), "spec.toml")
+    assert override in allowed.files["launch.sh"].decode()
+    assert b'allow_worker_code = [\n    "checkpoint_engine.custom_backend_module",\n]' in allowed.files["spec.toml"]
+    # Naming a runtime_env key does not let it through, and an empty list is no list.
+    assert "names code verl runs" in _refusal(_spec("extra_overrides", override, allow_runtime_env=["pip"])).message
+    plain = support.spec_toml(experiment={"verl": "0.9.1"})
+    assert compile_bytes(plain.encode(), "s.toml").id == compile_bytes(
+        support.spec_toml(experiment={"verl": "0.9.1"}, verl={"allow_worker_code": []}).encode(), "s.toml").id
+
+
 def test_env_vars_cannot_be_named_in_allow_runtime_env():
     # env_vars is held to [env] set's rules (rules.py); naming it would read as a way around them.
     with pytest.raises(SpecError) as info:
@@ -130,6 +153,8 @@ _PLAIN_KEYS = ["data.train_batch_size", "trainer.x", "actor_rollout_ref.actor.op
                "ray_kwargs.ray_init.num_cpus", f"{_RUNTIME_ENV}.env_vars.NCCL_DEBUG"]
 _HYDRA_KEYS = ["hydra", "hydra.run.dir", "hydra.job.chdir", "hydra/launcher", "hydra/job_logging"]
 _RUNTIME_KEYS = [f"{_RUNTIME_ENV}.{n}" for n in ("pip", "working_dir", "py_executable", "worker_process_setup_hook")]
+_WORKER_CODE_NAME = "checkpoint_engine.custom_backend_module"
+_WORKER_CODE_KEYS = [f"actor_rollout_ref.rollout.{_WORKER_CODE_NAME}", _WORKER_CODE_NAME]
 _GROUPS = ["actor", "ref", "rollout", "critic", "data", "model/llm"]
 _SAFE_PACKAGES = ["actor_rollout_ref.actor", "actor_rollout_ref.rollout", "critic", "hydra_like"]
 _HYDRA_PACKAGES = ["hydra", "hydra.job.env_set", "hydra.callbacks", "_global_.hydra", "_global_.hydra.run",
@@ -144,13 +169,15 @@ _RESOLVER_VALUES = ["${oc.env:HF_TOKEN}", "${oc.decode:'1'}", "'${oc.env:X}'", "
 def _override(draw):
     """(text, must it be refused, the runtime_env key it sets or None)."""
     prefix = draw(st.sampled_from(["", "+", "++"]))
-    kind = draw(st.sampled_from(["plain", "hydra_key", "runtime", "group_safe", "group_hydra"]))
+    kind = draw(st.sampled_from(["plain", "hydra_key", "runtime", "worker_code", "group_safe", "group_hydra"]))
     if kind == "plain":
         key, refused = draw(st.sampled_from(_PLAIN_KEYS)), False
     elif kind == "hydra_key":
         key, refused = draw(st.sampled_from(_HYDRA_KEYS)), True
     elif kind == "runtime":
         key, refused = draw(st.sampled_from(_RUNTIME_KEYS)), True
+    elif kind == "worker_code":
+        key, refused = draw(st.sampled_from(_WORKER_CODE_KEYS)), True
     elif kind == "group_safe":
         key, refused = f"{draw(st.sampled_from(_GROUPS))}@{draw(st.sampled_from(_SAFE_PACKAGES))}", False
     else:
@@ -160,7 +187,8 @@ def _override(draw):
     if kind.startswith("group") and value.startswith(("{", "[", "${")):
         value = "choice"  # a group takes a name; Hydra's reading of the rest is a value's, tested above
         resolver = False
-    return f"{prefix}{key}={value}", refused or resolver, key.rsplit(".", 1)[-1] if kind == "runtime" else None
+    allow = {"runtime": key.rsplit(".", 1)[-1], "worker_code": _WORKER_CODE_NAME}.get(kind)
+    return f"{prefix}{key}={value}", refused or resolver, allow
 
 
 @settings(max_examples=400, deadline=None)
@@ -170,7 +198,7 @@ def test_the_screen_refuses_exactly_what_the_grammar_says_reaches_hydra_ray_or_t
     allowed = frozenset({runtime_key}) if allow and runtime_key else frozenset()
     said = screen_override(text, allowed)
     if runtime_key and allow:
-        # Named in allow_runtime_env: only a resolver in its value is left to refuse.
+        # Named in allow_runtime_env (allow_worker_code): only a resolver in its value is left to refuse.
         refused = raw_overrides._resolver(text.partition("=")[2]) is not None
     assert (said is not None) == refused, (text, said)
     if said is not None:

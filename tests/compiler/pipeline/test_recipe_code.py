@@ -79,9 +79,9 @@ def here(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _spec(here: Path, recipe: str, *, entry: str = "dapo", verl: str = "0.9.0") -> Path:
+def _spec(here: Path, recipe: str, *, entry: str = "dapo", verl: str = "0.8.0") -> Path:
     text = DAPO.read_text().replace('path = "$RECIPE_ROOT/recipe"\n', recipe)
-    text = text.replace('entry = "dapo"', f'entry = "{entry}"').replace('verl = "0.9.0"', f'verl = "{verl}"')
+    text = text.replace('entry = "dapo"', f'entry = "{entry}"').replace('verl = "0.8.0"', f'verl = "{verl}"')
     path = here / "spec.toml"
     path.write_text(text)
     return path
@@ -114,6 +114,18 @@ def test_the_folder_must_carry_the_modules_name(here):
     shutil.copytree(here / "specs" / "recipes" / "recipe", here / "verl-recipe")
     with pytest.raises(SpecError, match=r"named 'verl-recipe'.*folder named 'recipe'"):
         compile_spec(str(_spec(here, 'path = "verl-recipe"\n')))
+
+
+def test_a_release_where_the_recipes_module_stops_at_import_is_refused_naming_why_and_where_it_starts(here):
+    # verl 0.9.0's tree pins this DAPO commit, but its main_dapo stops at import with verl 0.9.0 (measured with
+    # the real `--cfg job`; entries.toml's stops): its key sets exist there, the compile refuses it.
+    with pytest.raises(SpecError) as exc:
+        compile_spec(str(_spec(here, 'path = "$RECIPE_ROOT/recipe"\n', verl="0.9.0")))
+    (problem,) = exc.value.problems
+    assert problem.key == "experiment.entry" and problem.line is not None
+    assert problem.message.startswith("entry point 'dapo' (recipe.dapo.main_dapo) stops at import with verl 0.9.0: "
+                                      "main_dapo imports TaskRunner")
+    assert problem.hint == "target verl 0.8.0, where it starts"
 
 
 def test_a_wheel_entry_takes_no_recipe(here):
@@ -164,9 +176,9 @@ def test_verify_names_what_changed_and_says_when_the_folder_is_absent(here):
 
 
 _PYTHON = '''#!/bin/sh
-# launch.sh's verl version check answered as verl 0.9.0 (this environment has another release); every other
+# launch.sh's verl version check answered as verl 0.8.0 (this environment has another release); every other
 # use of python (the recipe check, the module it starts) is the real one.
-case "$2" in "import importlib.metadata"*) echo 0.9.0; exit 0;; esac
+case "$2" in "import importlib.metadata"*) echo 0.8.0; exit 0;; esac
 exec {python} "$@"
 '''
 

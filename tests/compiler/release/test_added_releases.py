@@ -204,3 +204,48 @@ def test_a_move_places_the_setting_and_later_added_releases_keep_it(data):
     setting = load_keymap().setting["actor.lr"]
     assert setting.at("0.9.3", "fsdp").key == setting.at("0.9.2", "megatron").key == moves["actor.lr"]
     assert setting.at("0.9.1", "fsdp").key == "actor_rollout_ref.actor.optim.lr"
+
+
+def _with_entry(folder, release: str, entry: str, source: str = "0.9.1") -> None:
+    """What `keys add` writes for an entry point the wheel ships: its key sets, built sections and locks."""
+    for kind, packaged in (("keysets", "keysets"), ("built", "built"), ("lock", "keymap/lock")):
+        for variant in ("fsdp", "megatron"):
+            data = (RELEASE_DIR / packaged / f"verl-{source}-{variant}@{entry}.json").read_bytes()
+            (folder / kind / f"verl-{release}-{variant}@{entry}.json").write_bytes(_as(data, source, release))
+
+
+def test_an_added_release_has_the_entry_points_whose_files_keys_add_wrote(data):
+    from tutorrl.compiler import compile_bytes
+    from tutorrl.compiler.release.keymap import entry_at
+
+    folder = fake_release(data, "0.9.2")
+    _with_entry(folder, "0.9.2", "fully_async")
+    forget_user_releases()
+    assert entry_at("fully_async", "0.9.2", "megatron").name == "fully_async"
+    assert load_lock("0.9.2", "fsdp", "fully_async").entry == "fully_async"
+    spec = support.spec_toml(experiment={"verl": "0.9.2", "entry": "fully_async"})
+    launch = compile_bytes(spec.encode(), "spec.toml").files["launch.sh"].decode()
+    assert "-m verl.experimental.fully_async_policy.fully_async_main" in launch
+    # An entry the added release's folder has no files for is refused, naming where it exists.
+    with pytest.raises(SpecError) as err:
+        entry_at("one_step_off", "0.9.2")
+    assert "entry point 'one_step_off'" in err.value.problems[0].message
+    assert "0.9.2" not in err.value.problems[0].message.split("exists", 1)[1].split(";")[0]
+
+
+@pytest.mark.wheels
+def test_keys_add_derives_each_entry_point_the_wheel_ships_from_its_own_config():
+    from tutorrl.compiler.release import fetch_wheel
+    from tutorrl.compiler.release.adding import release_files
+
+    # The 0.9.1 wheel read as a release 0.9.2: its entry points' files are the packaged 0.9.1 ones, renamed.
+    files = release_files("0.9.2", fetch_wheel("0.9.1")).files
+    for entry in ("fully_async", "one_step_off"):
+        for variant in ("fsdp", "megatron"):
+            name = f"verl-0.9.2-{variant}@{entry}.json"
+            for kind, packaged in (("keysets", "keysets"), ("lock", "keymap/lock"), ("built", "built")):
+                want = _as((RELEASE_DIR / packaged / f"verl-0.9.1-{variant}@{entry}.json").read_bytes(), "0.9.1",
+                           "0.9.2")
+                assert files[f"{kind}/{name}"] == want, f"{kind}/{name}"
+    # Recipes are not in the wheel: no files for them.
+    assert not [n for n in files if "@dapo" in n or "@entropy" in n]

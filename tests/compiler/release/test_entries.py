@@ -157,8 +157,8 @@ def test_retargeting_an_entry_spec_across_releases():
 
 def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_else():
     entries = [e for e in load_entries().values() if not e.default]
-    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo"}
-    want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in ks.VARIANTS}
+    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo", "entropy"}
+    want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in e.variants}
     have = {p.name for p in KEYSET_DIR.glob("verl-*@*.json")}
     assert have == want
     locks = {p.name for p in lock_path("0.9.1", "fsdp").parent.glob("verl-*@*.json")}
@@ -166,7 +166,7 @@ def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_el
     for e in entries:
         assert set(e.releases) <= set(supported_releases())
         for r in e.releases:
-            for v in ks.VARIANTS:
+            for v in e.variants:
                 # Read from its file: a recipe entry's lock is not loaded for a compile yet (refused).
                 keyset, lock = ks.load_keyset(r, v, e.name), msgspec.json.decode(
                     lock_path(r, v, e.name).read_bytes(), type=Lock)
@@ -241,10 +241,27 @@ def test_a_recipe_entry_needs_its_code_named_and_exists_only_where_its_key_sets_
                               "recipe's code from outside verl's wheel; the spec must say where that code is"), problem
     assert "https://github.com/verl-project/verl-recipe at e7f889574b83" in problem
     (problem,) = refused(spec("dapo", verl="0.9.1"))
-    assert "exists only in verl 0.9.0" in problem
+    assert "exists in verl 0.8.0 to 0.9.0" in problem
     # Its key sets are the recipe's own config: DAPO's reward kwargs exist only there.
     assert ks.load_keyset("0.9.0", "fsdp", "dapo").has("reward.reward_kwargs.overlong_buffer_cfg.len")
     assert not ks.load_keyset("0.9.0", "fsdp").has("reward.reward_kwargs.overlong_buffer_cfg.len")
+
+
+def test_entropy_is_keyed_from_its_own_fsdp_config_and_a_megatron_spec_of_it_is_refused_by_name():
+    entropy = find_entry("recipe.entropy.main_entropy")
+    assert (entropy.name, entropy.source, entropy.variants) == ("entropy", "recipe", ("fsdp",))
+    # The recipe's own keys (its overlong buffer under reward_model) are in its key set, not main_ppo's.
+    own = set(ks.load_keyset("0.9.0", "fsdp", "entropy").keys) - set(ks.load_keyset("0.9.0", "fsdp").keys)
+    assert "reward_model.overlong_buffer.len" in own and len(own) == 5
+    assert not (KEYSET_DIR / ks.keyset_name("0.9.0", "megatron", "entropy")).exists()
+    with pytest.raises(SpecError) as info:
+        load_lock("0.9.0", "megatron", "entropy")
+    (problem,) = info.value.problems
+    assert problem.key == "experiment.entry"
+    assert problem.message == ("entry point 'entropy' (recipe.entropy.main_entropy) has no megatron config: its own "
+                               "Hydra config is for fsdp (entropy_trainer) only")
+    (located,) = refused(spec("entropy", verl="0.9.0", strategy="megatron"))
+    assert located.startswith("s.toml:4:1: experiment.entry: entry point 'entropy'") and "no megatron config" in located
 
 
 def _recipe(root: Path) -> Path:
@@ -279,3 +296,16 @@ def test_the_recipe_key_set_tool_refuses_to_run_without_the_recipes_source(tmp_p
     assert "has no dapo/config/dapo_trainer.yaml, dapo/config/dapo_megatron_trainer.yaml" in proc.stderr
     assert "check out https://github.com/verl-project/verl-recipe at e7f889574b8301cc0f0fc1d57c6d67f31ffeb689" \
         in proc.stderr
+
+
+@pytest.mark.parametrize("entry,trainer", [("fully_async", "FullyAsyncTrainer"), ("one_step_off", "RayPPOTrainer")])
+def test_the_evidence_callback_is_refused_for_an_entry_whose_trainer_never_calls_it(entry, trainer):
+    text = spec(entry).replace('loggers = ["console"]', 'loggers = ["console"]\nevidence_callback = true')
+    (problem,) = refused(text)
+    assert problem.startswith(f"s.toml:12:1: trainer.evidence_callback: verl 0.9.1's entry point '{entry}' ("), problem
+    assert "never reads trainer.checkpoint_callback_class" in problem and trainer in problem
+    assert "leave trainer.evidence_callback unset for this entry point" in problem
+    # The fact is the entry's data, not main_ppo's: main_ppo takes the same spec; off writes nothing and compiles.
+    assert "trainer.checkpoint_callback_class" in find_entry(entry).never_reads
+    assert compiled(text.replace(f'entry = "{entry}"\n', "")).manifest.entry in ("", "ppo", None)
+    compiled(text.replace("evidence_callback = true", "evidence_callback = false"))

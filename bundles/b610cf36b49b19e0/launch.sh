@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tutorrl launch script: experiment "gsm8k-dapo", verl 0.9.0 (fsdp).
+# tutorrl launch script: experiment "gsm8k-dapo", verl 0.8.0 (fsdp).
 # Generated from spec.toml by tutorrl. Edit the spec and recompile rather than
 # this file: `tutorrl verify` refuses a bundle whose files were changed.
 # Arguments given to this script (e.g. `--cfg job`) are passed to verl first.
@@ -15,8 +15,8 @@ if [ -z "${RECIPE_ROOT:-}" ]; then export RECIPE_ROOT=specs/recipes; fi
 
 python_bin="${TUTORRL_PYTHON:-python}"
 installed="$("$python_bin" -c 'import importlib.metadata as m; print(m.version("verl"))' 2>/dev/null)" || installed="no verl"
-if [ "$installed" != "0.9.0" ]; then
-  echo "tutorrl: this bundle targets verl 0.9.0, but the job's Python ($python_bin) has ${installed}" >&2
+if [ "$installed" != "0.8.0" ]; then
+  echo "tutorrl: this bundle targets verl 0.8.0, but the job's Python ($python_bin) has ${installed}" >&2
   exit 3
 fi
 # The recipe's code (the spec's [experiment.recipe]): the files it was compiled with, or no start.
