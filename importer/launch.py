@@ -568,6 +568,9 @@ class ImportOptions(msgspec.Struct, frozen=True, kw_only=True):
     #: Seconds the script may run (a number, as given on the command line).
     timeout: str = "30"
     require_confinement: bool = False
+    #: A recipe entry's code (DAPO, entropy): a checkout of the recipe repository at the commit tutorrl pins,
+    #: named as the module's top package; its config composes the round trip and the spec names it.
+    recipe: str | None = None
 
 
 class Imported(msgspec.Struct):

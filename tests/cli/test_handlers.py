@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 import support
 
 HANDLER_MODULES = sorted([*support.REPO.glob("*/commands.py"), support.REPO / "compiler" / "keys_commands.py"])
@@ -97,3 +99,24 @@ def test_export_offers_the_targets_it_accepts():
     from tutorrl.export import commands, options
 
     assert commands.TARGETS == options.TARGETS
+
+
+@pytest.mark.parametrize("command, options", [("import", "ImportOptions"), ("export", "ExportOptions"),
+                                              ("run", "RunOptions")])
+def test_every_flag_of_a_command_whose_handler_builds_options_is_a_field_of_them(command, options):
+    """These handlers build their options from the struct's fields (``getattr(args, field)``): a flag the
+    parser has and the struct lacks would be parsed and then dropped without a word."""
+    import argparse
+
+    from tutorrl import api
+    from tutorrl.cli import build_parser
+
+    parser = build_parser(command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    flags = {a.dest for a in sub._actions if a.dest not in (argparse.SUPPRESS, "help", "handler")}
+    fields = set(getattr(api, options).__struct_fields__)
+    # What the handler uses itself, or what names the options' fields differently: said here, one by one.
+    handled = {"import": {"format"},  # how the handler prints the result
+               "export": {"bundle", "output"},  # export_bundle's own arguments
+               "run": {"bundle", "max_parallel"}}[command]  # one bundle's (a set's run takes max_parallel)
+    assert flags - fields - handled == set(), flags - fields
