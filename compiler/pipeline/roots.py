@@ -20,17 +20,24 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-ROOT_REF = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)(?=/|\Z)")
+# Both need a '$': a spec with none never compiles them (re's cache does, at the first
+# string with one; a module-level compile is paid by every cold compile).
+ROOT_REF = r"^\$([A-Za-z_][A-Za-z0-9_]*)(?=/|\Z)"
 # A declared root written anywhere in a string (for the places that refuse one).
-_ANYWHERE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+_ANYWHERE = r"\$\{?([A-Za-z_][A-Za-z0-9_]*)"
 
 
 def reference(value: object) -> tuple[str, str] | None:
     """``("DATA_ROOT", "/gsm8k/train.parquet")`` for ``"$DATA_ROOT/gsm8k/train.parquet"``; None otherwise."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not value.startswith("$"):
         return None
-    m = ROOT_REF.match(value)
+    m = re.match(ROOT_REF, value)
     return (m.group(1), value[m.end():]) if m else None
+
+
+def _written(text: str) -> set[str]:
+    """Every name ``text`` writes as ``$NAME`` or ``${NAME}``."""
+    return set(re.findall(_ANYWHERE, text)) if "$" in text else set()
 
 
 def references(value: object) -> list[tuple[str, str]]:
@@ -140,14 +147,14 @@ def findings(spec, resolved, lock) -> list:
         import json
 
         text = o.raw if o.raw is not None else json.dumps(o.value)
-        for name in sorted(set(_ANYWHERE.findall(text)) & declared):
+        for name in sorted(_written(text) & declared):
             where = "a raw override ([verl] extra_overrides or unread_overrides)" if o.raw is not None \
                 else "a table entry verl reads whole"
             out.append(Finding(o.setting, f"root ${name} is used in {where}; roots are put in only where a "
                                "setting's own value starts with one",
                                "write the path in a path setting, or the literal value here"))
     for name, value in spec.env.set.items():
-        for ref in sorted(set(_ANYWHERE.findall(value)) & declared):
+        for ref in sorted(_written(value) & declared):
             out.append(Finding(f"env.set.{name}", f"root ${ref} is used in an environment value, which is literal"))
     for name in sorted(declared - used):
         if not any(f.key.startswith(f"roots.{name}") for f in out):

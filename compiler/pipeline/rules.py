@@ -287,11 +287,11 @@ def _rollout_extra_overrides(spec: Spec) -> dict[str, int] | None:
     one is set to what is not a whole number (an interpolation, a deletion)."""
     if not spec.verl.extra_overrides:
         return {}
-    from tutorrl.compiler.pipeline.resolve import _EXTRA  # the one reading of an override's prefix, key and value
+    from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE  # the one reading of an override's prefix, key and value
 
     found: dict[str, int] = {}
     for text in spec.verl.extra_overrides:
-        match = _EXTRA.match(text)
+        match = OVERRIDE.match(text)
         prefix = "actor_rollout_ref.rollout."
         if not match or not match.group(2).startswith(prefix):
             continue

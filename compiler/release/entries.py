@@ -11,8 +11,8 @@ checked against what that entry's Hydra composes.
 On the compile path: standard library, msgspec and tutorrl's TOML reader only.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: msgspec would evaluate each field's
+# type from a string on every compile, which reads this file's entries.
 import functools
 import os
 
