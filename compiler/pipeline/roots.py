@@ -204,8 +204,8 @@ def findings(spec, resolved, lock) -> list:
                                "setting's own value starts with one",
                                "write the path in a path setting, or the literal value here"))
     for name, value in spec.env.set.items():
-        for ref in sorted(_written(value) & declared):
-            out.append(Finding(f"env.set.{name}", f"root ${ref} is used in an environment value, which is literal"))
+        for root in sorted(_written(value) & declared):
+            out.append(Finding(f"env.set.{name}", f"root ${root} is used in an environment value, which is literal"))
     for name in sorted(declared - used):
         if not any(f.key.startswith(f"roots.{name}") for f in out):
             out.append(Finding(f"roots.{name}", f"root {name} is declared but no setting starts with ${name}",
