@@ -11,7 +11,7 @@ Two layers, both data:
   needs ``+`` is not written there: it follows from the release's key set.
   ``[[passthrough]]`` lists the dicts verl hands on whole (so keys appended
   under them are read), ``[[ignored]]`` the keys a release accepts and never
-  reads. Its schema is :mod:`~tutorrl.compiler.release.keymap_source`'s.
+  reads.
 * ``keymap/lock/verl-<release>-<variant>.json`` -- generated from the map and
   the key sets by :func:`build_lock` (``tutorrl keys lock``), committed, and
   checked by a test. A compile reads one lock and nothing else; its digest is
