@@ -18,8 +18,7 @@ import msgspec
 
 from tutorrl.compiler.release.built import Built, load_built
 from tutorrl.compiler.release.built_import import WheelSource, built_sections, encode_built
-from tutorrl.compiler.release.keymap import encode_lock, load_keymap, release_tuple
-from tutorrl.compiler.release.keymap_source import KeyMap
+from tutorrl.compiler.release.keymap import KeyMap, encode_lock, load_keymap, release_tuple
 from tutorrl.compiler.release.keyset_import import encode_keyset, extract_config, keysets_from_config_dir
 from tutorrl.compiler.release.keysets import VARIANTS, load_keyset
 from tutorrl.compiler.release.release_diff import Unplaced, built_diff, key_diff, place, report

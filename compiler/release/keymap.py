@@ -21,7 +21,7 @@ Two layers, both data:
 
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import msgspec
 
@@ -31,8 +31,6 @@ from tutorrl.errors import Problem, SpecError
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from tutorrl.compiler.release.keymap_source import KeyMap
 
 Variant = Literal["fsdp", "megatron"]
 VARIANTS: tuple[Variant, ...] = ("fsdp", "megatron")
@@ -64,7 +62,80 @@ def in_range(release: str, span: str) -> bool:
 
 
 # ------------------------------------------------------------------ the map
-# Its schema is keymap_source.py's, but for what a lock carries too.
+
+
+class Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One point of a setting's timeline."""
+
+    key: str | None = None
+    spelling: Spelling = "plain"
+    variants: tuple[Variant, ...] = VARIANTS
+    # verl reads the key although no yaml declares it: Hydra needs `+`.
+    undeclared: str = ""
+    # verl declares the key and never reads it (why): written as said, with a warning.
+    unread: str = ""
+    # With `unread`: only these rollout engines never read it (empty: none does).
+    engines: tuple[str, ...] = ()
+    # The timeline ends here: the setting has no key from this release on.
+    absent: str | None = None
+
+
+class Setting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    since: dict[str, Union[str, Entry, list[Entry]]]
+    kind: Kind = "value"
+    # Why the setting has no key before its first entry (errors, migrate).
+    before: str = ""
+
+    def entries(self) -> list[tuple[str, Entry]]:
+        out = []
+        for release, value in self.since.items():
+            items = value if isinstance(value, list) else [value]
+            out += [(release, Entry(key=i) if isinstance(i, str) else i) for i in items]
+        return sorted(out, key=lambda pair: release_tuple(pair[0]))
+
+    def in_force(self, release: str, variant: Variant) -> Entry | None:
+        """The entry in force for ``release`` and ``variant``, an ``absent`` one included (None: before the first)."""
+        chosen = None
+        for since, entry in self.entries():
+            if release_tuple(since) <= release_tuple(release) and variant in entry.variants:
+                chosen = entry
+        return chosen
+
+    def at(self, release: str, variant: Variant) -> Entry | None:
+        """The entry that gives the setting a key in ``release`` and ``variant`` (None: no home)."""
+        chosen = self.in_force(release, variant)
+        return None if chosen is None or chosen.absent is not None else chosen
+
+    def absent_why(self, release: str, variant: Variant) -> str:
+        """Why the setting has no key there ('' when it has one, or the map gives no reason)."""
+        chosen = self.in_force(release, variant)
+        if chosen is None:
+            return self.before
+        return chosen.absent or ""
+
+
+class Fact(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A fact read from verl's code (keymap/passthrough.toml), with where it is read."""
+
+    key: str
+    releases: str
+    read_by: str
+    variants: tuple[Variant, ...] = VARIANTS
+    note: str = ""
+    # [[undeclared]] only: verl hands the undeclared dict on whole.
+    whole: bool = False
+    # [[undeclared]] only: verl reads the key only when rollout.name is one of
+    # these (the engine's own sampling fields); empty: whatever the engine.
+    engines: tuple[Engine, ...] = ()
+
+    def holds(self, release: str, variant: Variant) -> bool:
+        return in_range(release, self.releases) and variant in self.variants
+
+
+class Facts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    schema: str
+    passthrough: tuple[Fact, ...] = ()
+    undeclared: tuple[Fact, ...] = ()
 
 
 class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -87,8 +158,54 @@ class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
         return None
 
 
+class VariantSelect(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    config_name: str
+    select: tuple[str, ...] = ()
+
+
+class VariantTimeline(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    since: dict[str, VariantSelect]
+
+
+class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    schema: str
+    releases: list[str]
+    variant: dict[Variant, VariantTimeline]
+    setting: dict[str, Setting]
+    ignored: tuple[Ignored, ...] = ()
+    # From keymap/passthrough.toml: dicts verl reads whole, keys it reads undeclared.
+    facts: Facts = Facts("tutorrl.passthrough/1")
+    # The user's releases (`tutorrl keys add`), also in `releases`; never in the TOML.
+    added: tuple[str, ...] = ()
+
+    def packaged(self) -> list[str]:
+        """The releases the package itself holds (its locks, its key sets)."""
+        return [r for r in self.releases if r not in self.added]
+
+    def read_as(self, release: str) -> str:
+        """The release whose ranges an added release is read with: the newest packaged one
+        at or before it (the oldest when none is). The map's ranges were written against
+        the packaged releases only, so a closed range ``A..B`` that reaches ``B`` says
+        nothing of a release after ``B``: an added release takes every range as its base
+        does -- a range that ends at the newest packaged release extends to a newer
+        added one, a range that ended before it does not (``tutorrl keys add`` names
+        each range it so extends)."""
+        if release not in self.added:
+            return release
+        packaged = self.packaged()
+        earlier = [r for r in packaged if release_tuple(r) <= release_tuple(release)]
+        return earlier[-1] if earlier else packaged[0]
+
+    def variant_select(self, release: str, variant: Variant) -> VariantSelect | None:
+        chosen = None
+        for since, sel in sorted(self.variant[variant].since.items(), key=lambda p: release_tuple(p[0])):
+            if release_tuple(since) <= release_tuple(release):
+                chosen = sel
+        return chosen
+
+
 @functools.cache
-def load_keymap() -> "KeyMap":
+def load_keymap() -> KeyMap:
     """The packaged map, its ``releases`` followed by the user's added ones (in release order)."""
     data = _toml.loads(_read_text(os.path.join(_HERE, "keymap", "verl.toml")))
     data["facts"] = _toml.loads(_read_text(os.path.join(_HERE, "keymap", "passthrough.toml")))
@@ -104,8 +221,6 @@ def load_keymap() -> "KeyMap":
                 entry = table.get("since", {}).get(release)
                 if name in data["setting"] and entry is not None:
                     data["setting"][name].setdefault("since", {})[release] = entry
-    from tutorrl.compiler.release.keymap_source import KeyMap
-
     return msgspec.convert(data, KeyMap)
 
 
@@ -314,13 +429,12 @@ class LockError(Exception):
     """The map says something the release's key set contradicts."""
 
 
-def build_lock(release: str, variant: Variant, keymap: "KeyMap | None" = None, keyset=None, entry: str = "ppo") -> Lock:
+def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, keyset=None, entry: str = "ppo") -> Lock:
     """Derive the lock of ``release``/``variant`` (entry point ``entry``) from the map and the key set.
 
     Another entry point's config is its own (keymap/entries.toml): its key set, its
     config name and no config-group choice; the settings and verl's facts are the
     key map's, since its workers are main_ppo's."""
-    from tutorrl.compiler.release.keymap_source import VariantSelect
     from tutorrl.compiler.release.keysets import load_keyset
 
     # `entry` below is each setting's timeline entry. The literal, not the caller's equal string:
@@ -408,7 +522,7 @@ def encode_lock(lock: Lock) -> bytes:
 # ----------------------------------------------------------- map questions
 
 
-def describe_releases(releases: list[str], keymap: "KeyMap | None" = None) -> str:
+def describe_releases(releases: list[str], keymap: KeyMap | None = None) -> str:
     """``["0.7.1", "0.8.0", "0.9.0", "0.9.1"]`` -> ``"from verl 0.7.1"``, in words a user reads."""
     order = (keymap or load_keymap()).releases
     if not releases:
@@ -434,7 +548,7 @@ def describe_releases(releases: list[str], keymap: "KeyMap | None" = None) -> st
     return "in verl " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
 
 
-def releases_with(setting: str, variant: Variant, keymap: "KeyMap | None" = None) -> list[str]:
+def releases_with(setting: str, variant: Variant, keymap: KeyMap | None = None) -> list[str]:
     """The releases of the map in which ``setting`` has a key for ``variant``."""
     keymap = keymap or load_keymap()
     entry = keymap.setting.get(setting)
@@ -443,7 +557,7 @@ def releases_with(setting: str, variant: Variant, keymap: "KeyMap | None" = None
     return [r for r in keymap.releases if entry.at(r, variant) is not None]
 
 
-def settings_writing(key: str, keymap: "KeyMap | None" = None) -> list[str]:
+def settings_writing(key: str, keymap: KeyMap | None = None) -> list[str]:
     """The settings that write ``key`` in some release and variant (tables match their entries)."""
     keymap = keymap or load_keymap()
     found = []

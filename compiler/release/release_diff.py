@@ -15,8 +15,7 @@ from typing import Any, cast
 import msgspec
 
 from tutorrl.compiler.release.built import Built
-from tutorrl.compiler.release.keymap import LockError, Variant, build_lock
-from tutorrl.compiler.release.keymap_source import Entry, KeyMap
+from tutorrl.compiler.release.keymap import Entry, KeyMap, LockError, Variant, build_lock
 from tutorrl.compiler.release.keysets import KeySet
 
 

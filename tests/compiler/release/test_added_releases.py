@@ -25,8 +25,7 @@ from tutorrl.compiler.release import (
 )
 from tutorrl.compiler.release.added import shadowed
 from tutorrl.compiler.release.adding import extended_ranges, with_release
-from tutorrl.compiler.release.keymap import build_lock
-from tutorrl.compiler.release.keymap_source import Fact
+from tutorrl.compiler.release.keymap import Fact, build_lock
 from tutorrl.compiler.release.keysets import KeyInfo
 from tutorrl.compiler.release.release_diff import key_diff, place, report
 from tutorrl.errors import SpecError
