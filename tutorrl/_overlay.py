@@ -32,7 +32,8 @@ MARKER = "release.toml"
 # The kinds of release data, as the package's own folders are named.
 KINDS = ("keysets", "built", "lock", "stacks")
 # A release folder's name: what a spec's experiment.verl may say (compiler/spec/structs.py).
-_RELEASE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?\Z")
+# Compiled by re's cache where first used: only a data folder with releases in it needs it.
+_RELEASE = r"[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?\Z"
 
 
 def root() -> str:
@@ -59,7 +60,7 @@ def added() -> tuple[str, ...]:
         names = os.listdir(releases_dir())
     except (FileNotFoundError, NotADirectoryError):
         return ()
-    return tuple(sorted(n for n in names if _RELEASE.match(n)
+    return tuple(sorted(n for n in names if re.match(_RELEASE, n)
                         and os.path.isfile(os.path.join(releases_dir(), n, MARKER))))
 
 

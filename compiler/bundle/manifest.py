@@ -6,8 +6,8 @@ sha256. Sealing is the one place a digest is computed, so the compiler and
 ``reseal`` (tests, benchmarks) cannot disagree on what a bundle id means.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: msgspec would evaluate each field's
+# type from a string on every compile that finds its bundle already written.
 from typing import Any
 
 import msgspec

@@ -7,7 +7,6 @@ Pure: overrides in, bytes out (:func:`assemble`); the bundle's format is
 from __future__ import annotations
 
 import functools
-import shlex
 
 import msgspec
 
@@ -22,6 +21,21 @@ from tutorrl.compiler.release.spelling import launch_program
 from tutorrl.compiler.spec import Spec, to_builtins
 from tutorrl.contract import EVIDENCE_ON_FAILURE_ENV
 from tutorrl.errors import Problem
+
+
+# shlex.quote's own rule without shlex, whose import and the pattern it compiles
+# are a share of every cold compile; tests/compiler/pipeline/test_launch_script.py
+# holds the two to the same words.
+_SHELL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def _quote(text: str) -> str:
+    """``text`` as one shell word, as ``shlex.quote`` writes it."""
+    if not text:
+        return "''"
+    if _SHELL_SAFE.issuperset(text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Problem, ...] = ()) -> CompiledBundle:
@@ -48,23 +62,23 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
     head = ["--config-name", resolved.config_name]
     if resolved.config_path is not None:
         head = ["--config-path", resolved.config_path] + head
-    module_files = [(runtime_vars[i], shlex.quote(o.spelled), shlex.quote(str(o.value)))
+    module_files = [(runtime_vars[i], _quote(o.spelled), _quote(str(o.value)))
                     for i, o in enumerate(resolved.overrides) if o.runtime]
     # The entry's Hydra search path is an override, so it comes after "$@" (`--cfg job`) with the
     # others: Hydra's argparse takes no option after its first override.
-    lines = [shlex.quote(a) for a in entry.hydra_args()] + [
-        f'"${runtime_vars[i]}"' if i in runtime_vars else shlex.quote(o.text) for i, o in enumerate(resolved.overrides)]
+    lines = [_quote(a) for a in entry.hydra_args()] + [
+        f'"${runtime_vars[i]}"' if i in runtime_vars else _quote(o.text) for i, o in enumerate(resolved.overrides)]
     launch = render_template(
         "launch.sh.tmpl",
         experiment=experiment, verl=lock.release, variant=lock.variant, module=entry.module,
-        config_args=" ".join(shlex.quote(a) for a in head),
+        config_args=" ".join(_quote(a) for a in head),
         passthrough_checks="".join(
             f'\n: "${{{name}:?is passed through from the submitter but is not set in the job environment}}"'
             for name in spec.env.passthrough) + "\n",
         evidence_check=render_template("evidence_check.tmpl") if any(
             o.setting == "trainer.evidence_callback" for o in resolved.overrides) else "",
         module_files=(render_template("module_files.tmpl", verl=lock.release,
-                                      module_program=shlex.quote(launch_program(lock.release)))
+                                      module_program=_quote(launch_program(lock.release)))
                       if module_files else "") + "".join(
             f'\n{var}="$("$python_bin" -c "$module_program" {key} {module})" || exit 3'
             for var, key, module in module_files) + _root_lines(spec, resolved, root_vars),
@@ -75,7 +89,7 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
     env_file = render_template(
         "bundle.env.tmpl",
         experiment=experiment,
-        exports="".join(f"\nexport {name}={shlex.quote(value)}" for name, value in worker_env.items()),
+        exports="".join(f"\nexport {name}={_quote(value)}" for name, value in worker_env.items()),
         passthrough=("\n# Passed through from the submitter's environment at run time; values are never written:"
                      + "".join(f"\n#   {name}" for name in spec.env.passthrough)) if spec.env.passthrough else "",
     ).encode()
@@ -123,11 +137,11 @@ def _recipe_lines(spec: Spec) -> str:
     from tutorrl.compiler.pipeline.recipe_code import launch_program as recipe_program
 
     ref = roots.reference(recipe.path)
-    where = (f'"${{{ref[0]}}}"{shlex.quote(ref[1]) if ref[1] else ""}' if ref and ref[0] in spec.roots
-             else shlex.quote(recipe.path))
+    where = (f'"${{{ref[0]}}}"{_quote(ref[1]) if ref[1] else ""}' if ref and ref[0] in spec.roots
+             else _quote(recipe.path))
     return ("\n# The recipe's code (the spec's [experiment.recipe]): the files it was compiled with, or no start.\n"
             f"recipe_dir={where}\n"
-            f'"$python_bin" -c {shlex.quote(recipe_program())} "$recipe_dir" {recipe.digest} || exit 3\n'
+            f'"$python_bin" -c {_quote(recipe_program())} "$recipe_dir" {recipe.digest} || exit 3\n'
             'export PYTHONPATH="$(cd "$recipe_dir/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"')
 
 
@@ -138,7 +152,7 @@ def _root_checks(spec: Spec) -> str:
     lines = ["# Roots (the spec's [roots]): folders named by the job's environment."]
     for name, root in sorted(spec.roots.items()):
         if root.default is not None:
-            lines.append(f'if [ -z "${{{name}:-}}" ]; then export {name}={shlex.quote(root.default)}; fi')
+            lines.append(f'if [ -z "${{{name}:-}}" ]; then export {name}={_quote(root.default)}; fi')
         else:
             lines.append(f': "${{{name}:?is a root of this bundle ([roots] in its spec) and is not set in the job environment}}"')
     return "\n".join(lines) + "\n"
@@ -147,11 +161,11 @@ def _root_checks(spec: Spec) -> str:
 def _root_lines(spec: Spec, resolved: Resolved, root_vars: dict[int, str]) -> str:
     if not root_vars:
         return ""
-    out = [render_template("roots_program.tmpl", roots_program=shlex.quote(roots.launch_program()))]
+    out = [render_template("roots_program.tmpl", roots_program=_quote(roots.launch_program()))]
     for i, var in root_vars.items():
         o = resolved.overrides[i]
-        key = shlex.quote(o.spelled)
-        out.append(f'\n{var}="$("$python_bin" -c "$roots_program" {key} {shlex.quote(roots.launch_argument(o.value))})" || exit 3')
+        key = _quote(o.spelled)
+        out.append(f'\n{var}="$("$python_bin" -c "$roots_program" {key} {_quote(roots.launch_argument(o.value))})" || exit 3')
     return "".join(out)
 
 

@@ -45,7 +45,8 @@ WORKER_ENV = "env_vars"
 RAY_INIT = ("ray_kwargs.ray_init", "ray_init")
 _ABOVE_RAY_INIT = frozenset({"ray_kwargs", "ray_kwargs.ray_init", "ray_init"})
 # A plain node interpolation: ${a.b}, ${.sibling}, ${a[0]}. Anything else after '${' is a resolver or worse.
-_NODE = re.compile(r"\s*\.*[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[[\w\-]*\])*\s*\}")
+# Compiled by re's cache at the first '${': most raw overrides have none.
+_NODE = r"\s*\.*[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[[\w\-]*\])*\s*\}"
 
 Problem = tuple[str, "str | None"]
 
@@ -177,7 +178,7 @@ def _whole_table(key: str) -> Problem:
 def _resolver(value: str) -> Problem | None:
     start = value.find("${")
     while start != -1:
-        if not _NODE.match(value, start + 2):
+        if not re.compile(_NODE).match(value, start + 2):
             end = value.find("}", start)
             shown = value[start:end + 1] if end != -1 else value[start:]
             return (f"'{shown}' is a resolver interpolation: verl would resolve it when the job runs, reading the "

@@ -25,8 +25,6 @@ from tutorrl.compiler.release import (
 )
 from tutorrl.compiler.release.spelling import is_runtime
 from tutorrl.compiler.release.keymap import releases_with
-from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE as _EXTRA
-from tutorrl.compiler.pipeline.raw_overrides import screen_override
 from tutorrl.compiler.spec import Spec, flatten_table, settings
 from tutorrl.errors import Finding
 
@@ -167,10 +165,12 @@ def never_read(problem: tuple[str, str | None] | None) -> bool:
     return problem is not None and any(mark in problem[0] for mark in NEVER_READ)
 
 
+# Compiled by re's cache where first used: only a spec with raw overrides reaches them, and
+# a module-level compile is paid by every cold compile.
 # An import's stand-in for a variable the script never set: refused by the placeholder screen, in its own words.
-_PLACEHOLDER = re.compile(r"__UNSET_[A-Za-z0-9_]+__")
+_PLACEHOLDER = r"__UNSET_[A-Za-z0-9_]+__"
 
-_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
+_INTERPOLATION = r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}"
 
 
 def interpolated(values) -> frozenset[str]:
@@ -180,7 +180,7 @@ def interpolated(values) -> frozenset[str]:
 
     def walk(value) -> None:
         if isinstance(value, str):
-            out.update(_INTERPOLATION.findall(value))
+            out.update(re.findall(_INTERPOLATION, value))
         elif isinstance(value, (list, tuple)):
             for v in value:
                 walk(v)
@@ -201,7 +201,9 @@ def _hydra_refusal(text: str, lock: Lock, keyset) -> tuple[str, str | None] | No
     """What Hydra itself refuses of an override verl would never read: a plain override of a key
     the config lacks, a '+' on a key it has (not null). check_extra tells "never read" before
     asking, so unread_overrides asks here."""
-    prefix, key, _ = _EXTRA.match(text).groups()
+    from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE
+
+    prefix, key, _ = OVERRIDE.match(text).groups()
     if keyset is None or prefix == "~":
         return None
     exists = keyset.has(key)
@@ -214,7 +216,9 @@ def _hydra_refusal(text: str, lock: Lock, keyset) -> tuple[str, str | None] | No
 
 
 def _as_written(setting: str, text: str) -> Override:
-    match = _EXTRA.match(text)
+    from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE
+
+    match = OVERRIDE.match(text)
     prefix, key = match.group(1, 2) if match else ("", text)
     return Override(setting, key, None, prefix in ("+", "++"), raw=text)
 
@@ -439,7 +443,11 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
     ``referenced``: the keys other values of the launch interpolate (``${data.fork_temp}``);
     verl reads such a key through the value that names it.
     ``allow_runtime_env``: the spec's ``[verl] allow_runtime_env`` and ``allow_worker_code`` (raw_overrides.py)."""
-    match = _EXTRA.match(text)
+    # Here, not at module level: its patterns are compiled on import, and a spec without
+    # raw overrides never needs them.
+    from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE, screen_override
+
+    match = OVERRIDE.match(text)
     if not match or (match.group(1) != "~" and match.group(3) is None):
         return None, ("not a Hydra override", "expected KEY=VALUE, +KEY=VALUE or ~KEY")
     prefix, key, _ = match.groups()
@@ -496,6 +504,6 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
 
             info = keyset.keys[key]
             wrong = type_refusal(key, text.partition("=")[2], info.type, info.default, lock.release)
-            if wrong is not None and not _PLACEHOLDER.search(text):
+            if wrong is not None and not re.search(_PLACEHOLDER, text):
                 return None, wrong
     return Override("verl.extra_overrides", key, None, prefix in ("+", "++"), raw=text), None

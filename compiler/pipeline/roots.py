@@ -20,17 +20,38 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-ROOT_REF = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)(?=/|\Z)")
+# Both need a '$': a spec with none never compiles them (re's cache does, at the first
+# string with one; a module-level compile is paid by every cold compile).
+ROOT_REF = r"^\$([A-Za-z_][A-Za-z0-9_]*)(?=/|\Z)"
 # A declared root written anywhere in a string (for the places that refuse one).
-_ANYWHERE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+_ANYWHERE = r"\$\{?([A-Za-z_][A-Za-z0-9_]*)"
 
 
 def reference(value: object) -> tuple[str, str] | None:
     """``("DATA_ROOT", "/gsm8k/train.parquet")`` for ``"$DATA_ROOT/gsm8k/train.parquet"``; None otherwise."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not value.startswith("$"):
         return None
-    m = ROOT_REF.match(value)
+    m = re.match(ROOT_REF, value)
     return (m.group(1), value[m.end():]) if m else None
+
+
+def _written(text: str) -> set[str]:
+    """Every name ``text`` writes as ``$NAME`` or ``${NAME}``."""
+    return set(re.findall(_ANYWHERE, text)) if "$" in text else set()
+
+
+def _strings(value: object):
+    """Every string in a value (a table's keys too): where a root may be written. One per
+    line, so no name runs from one into the next."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
 
 
 def references(value: object) -> list[tuple[str, str]]:
@@ -61,9 +82,47 @@ def launch_argument(value: object) -> str:
         ref = reference(item)
         return {"root": ref[0], "path": ref[1]} if ref else item
 
-    import json  # only a spec with roots pays for it (a cold compile otherwise skips it)
+    argument = [part(v) for v in value] if isinstance(value, list) else part(value)
+    try:
+        return _json_text(argument)
+    except TypeError:
+        import json
 
-    return json.dumps([part(v) for v in value] if isinstance(value, list) else part(value), sort_keys=True)
+        return json.dumps(argument, sort_keys=True)
+
+
+# json.dumps' text (sort_keys, ASCII only) of what launch_argument writes -- strings,
+# {"path", "root"} tables and lists of them -- without importing json, a large share of
+# a cold compile of a spec with roots; tests/compiler/pipeline/test_roots.py holds the two
+# equal. Anything else (TypeError) is json's to write.
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def _json_text(value: object) -> str:
+    if isinstance(value, str):
+        return _json_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_json_text, value)) + "]"
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return "{" + ", ".join(f"{_json_string(k)}: {_json_text(value[k])}" for k in sorted(value)) + "}"
+    raise TypeError(f"not written here: {type(value).__name__}")
+
+
+def _json_string(text: str) -> str:
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    out = []
+    for c in text:
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif " " <= c <= "~":
+            out.append(c)
+        elif ord(c) > 0xFFFF:  # a surrogate pair, as json writes one
+            n = ord(c) - 0x10000
+            out.append(f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}")
+        else:
+            out.append(f"\\u{ord(c):04x}")
+    return '"' + "".join(out) + '"'
 
 
 def launch_program() -> str:
@@ -138,18 +197,16 @@ def findings(spec, resolved, lock) -> list:
             continue
         if not declared:
             continue
-        import json
-
-        text = o.raw if o.raw is not None else json.dumps(o.value)
-        for name in sorted(set(_ANYWHERE.findall(text)) & declared):
+        text = o.raw if o.raw is not None else "\n".join(_strings(o.value))
+        for name in sorted(_written(text) & declared):
             where = "a raw override ([verl] extra_overrides or unread_overrides)" if o.raw is not None \
                 else "a table entry verl reads whole"
             out.append(Finding(o.setting, f"root ${name} is used in {where}; roots are put in only where a "
                                "setting's own value starts with one",
                                "write the path in a path setting, or the literal value here"))
     for name, value in spec.env.set.items():
-        for ref in sorted(set(_ANYWHERE.findall(value)) & declared):
-            out.append(Finding(f"env.set.{name}", f"root ${ref} is used in an environment value, which is literal"))
+        for root in sorted(_written(value) & declared):
+            out.append(Finding(f"env.set.{name}", f"root ${root} is used in an environment value, which is literal"))
     for name in sorted(declared - used):
         if not any(f.key.startswith(f"roots.{name}") for f in out):
             out.append(Finding(f"roots.{name}", f"root {name} is declared but no setting starts with ${name}",

@@ -39,7 +39,7 @@ _SECRET_TAIL = tuple(w + "KEY" for w in ("API", "AI", "ACCESS", "SSH", "PRIVATE"
 # AUTH ends a credential's name (NPM_AUTH, NPM_CONFIG__AUTH) but also begins
 # settings (RAY_AUTH_MODE): it counts as the last word only.
 _SECRET_LAST = frozenset({"AUTH"})
-_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORDS = r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+"
 # Bash's own (PWD, OLDPWD): a folder, never a credential.
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 from tutorrl.contract import RESERVED_PREFIX as RESERVED_ENV_PREFIX  # noqa: E402
@@ -92,10 +92,19 @@ def bash_changes(name: str) -> bool:
     return name in _BASH_OWNED or name in _BASH_SETS or name.startswith(("BASH_", "COMP_", "READLINE_"))
 
 
+def _words(part: str) -> list[str]:
+    """The words of one ``_``-separated part of a name, as :data:`_WORDS` splits them."""
+    # Capitals alone (most parts of most names) are one word: the pattern, compiled by
+    # re's cache at the first other part, is not needed for them.
+    if part.isascii() and part.isalpha() and part.isupper():
+        return [part]
+    return re.findall(_WORDS, part)
+
+
 def looks_secret(name: str) -> bool:
     if name.upper() in _NOT_SECRET:
         return False
-    ordered = [w.upper() for part in name.split("_") for w in _WORDS.findall(part) if not w.isdigit()]
+    ordered = [w.upper() for part in name.split("_") for w in _words(part) if not w.isdigit()]
     return (bool(set(ordered) & _SECRET_WORDS) or name.upper().rstrip("0123456789").endswith(_SECRET_TAIL)
             or bool(ordered and ordered[-1] in _SECRET_LAST))
 
@@ -316,11 +325,11 @@ def _rollout_extra_overrides(spec: Spec) -> dict[str, int] | None:
     one is set to what is not a whole number (an interpolation, a deletion)."""
     if not spec.verl.extra_overrides:
         return {}
-    from tutorrl.compiler.pipeline.resolve import _EXTRA  # the one reading of an override's prefix, key and value
+    from tutorrl.compiler.pipeline.raw_overrides import OVERRIDE  # the one reading of an override's prefix, key and value
 
     found: dict[str, int] = {}
     for text in spec.verl.extra_overrides:
-        match = _EXTRA.match(text)
+        match = OVERRIDE.match(text)
         prefix = "actor_rollout_ref.rollout."
         if not match or not match.group(2).startswith(prefix):
             continue

@@ -44,12 +44,14 @@ import re
 _DIGITS = r"[0-9](?:_?[0-9])*"
 _INT_UNSIGNED = r"(?:0|[1-9](?:_?[0-9])*)"
 _POINT = rf"(?:{_INT_UNSIGNED}\.|{_INT_UNSIGNED}?\.{_DIGITS})"
-_INT = re.compile(rf"[+-]?{_INT_UNSIGNED}\Z")
-_FLOAT = re.compile(rf"[+-]?(?:{_POINT}|(?:{_INT_UNSIGNED}|{_POINT})[eE][+-]?{_DIGITS}|[Ii][Nn][Ff]|[Nn][Aa][Nn])\Z")
-_BOOL = re.compile(r"(?:[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])\Z")
-_NULL = re.compile(r"[Nn][Uu][Ll][Ll]\Z")
-_QUOTED = re.compile(r"""("|')(.*)\1\Z""", re.DOTALL)
-_FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\s*\(")
+# Compiled by re's cache where first used: a value stops at the first that matches,
+# and a module-level compile of all six is paid by every spec with extra_overrides.
+_INT = rf"[+-]?{_INT_UNSIGNED}\Z"
+_FLOAT = rf"[+-]?(?:{_POINT}|(?:{_INT_UNSIGNED}|{_POINT})[eE][+-]?{_DIGITS}|[Ii][Nn][Ff]|[Nn][Aa][Nn])\Z"
+_BOOL = r"(?:[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])\Z"
+_NULL = r"[Nn][Uu][Ll][Ll]\Z"
+_QUOTED = r"""("|')(.*)\1\Z"""
+_FUNCTION = r"[A-Za-z_][A-Za-z0-9_.]*\s*\("
 _BOOL_WORDS = {"yes", "y", "on", "true", "no", "n", "off", "false"}
 
 # The declared types checked, in the words a message uses.
@@ -61,19 +63,19 @@ def hydra_type(value: str) -> tuple[str, str] | None:
     ``null``, ``str`` (``text`` without its quotes), ``list`` or ``dict``; None where it is only
     known once Hydra or OmegaConf resolve it (an interpolation, a function, a sweep)."""
     text = value.strip(" \t")
-    if "${" in text or _FUNCTION.match(text):
+    if "${" in text or re.match(_FUNCTION, text):
         return None
     if text.startswith("["):
         return "list", text
     if text.startswith("{"):
         return "dict", text
-    quoted = _QUOTED.match(text)
+    quoted = re.match(_QUOTED, text, re.DOTALL)
     if quoted and quoted.group(1) not in quoted.group(2):
         return "str", quoted.group(2)
     if "," in text.replace("\\,", ""):
         return None  # a sweep (a,b): Hydra's multirun, not one value
     for name, pattern in (("int", _INT), ("float", _FLOAT), ("bool", _BOOL), ("null", _NULL)):
-        if pattern.match(text):
+        if re.match(pattern, text):
             return name, text
     return "str", text
 

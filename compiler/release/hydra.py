@@ -22,9 +22,24 @@ from __future__ import annotations
 import math
 import re
 
-_INTERPOLATION = re.compile(r"(\\*)\$\{")
-_BEFORE_QUOTE = re.compile(r'(\\*)(")')
-_TRAILING = re.compile(r"(\\+)$")
+
+class _Pattern:
+    """A pattern compiled at its first use, by re's cache, on a text holding ``needs``
+    (a string every match contains): a text without it is its own substitution, and a
+    launch whose values need no escaping compiles none of the three. The program
+    :func:`launch_prelude` writes compiles them as usual, from ``pattern``."""
+
+    def __init__(self, pattern: str, needs: str) -> None:
+        self.pattern = pattern
+        self.needs = needs
+
+    def sub(self, repl, text: str) -> str:
+        return re.sub(self.pattern, repl, text) if self.needs in text else text
+
+
+_INTERPOLATION = _Pattern(r"(\\*)\$\{", "${")
+_BEFORE_QUOTE = _Pattern(r'(\\*)(")', '"')
+_TRAILING = _Pattern(r"(\\+)$", "\\")
 
 
 def omegaconf_escape(text: str) -> str:

@@ -10,8 +10,8 @@ This module is on the compile path, so it imports nothing heavy: only msgspec
 and the standard library (no hydra, omegaconf or verl).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: msgspec would evaluate each field's
+# type from a string on every compile that checks a raw override.
 import functools
 import os
 import re

@@ -334,6 +334,13 @@ def _unwrap(hint: Any) -> Any:
 
 def struct_in(hint: Any) -> type[msgspec.Struct] | None:
     """The Struct type a field holds (directly or as ``Struct | None``)."""
+    # A class and a union (`X | None`, most of the spec's fields) answered without typing's
+    # helpers: every compile asks once for each field of the spec.
+    if isinstance(hint, type):
+        return hint if issubclass(hint, msgspec.Struct) else None
+    if isinstance(hint, types.UnionType) or getattr(hint, "__origin__", None) is Union:
+        structs = [a for a in hint.__args__ if isinstance(a, type) and issubclass(a, msgspec.Struct)]
+        return structs[0] if len(structs) == 1 else None
     hint = _unwrap(hint)
     if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
         return hint

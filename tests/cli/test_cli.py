@@ -68,6 +68,7 @@ def test_compile_path_imports_nothing_heavy(tmp_path):
     # Each costs a cold compile measurably (benchmarks/bench_compile.py): OpenSSL
     # for a few kB of sha256, shutil (with zlib, bz2, lzma) for argparse's width.
     assert "_hashlib" not in loaded and "shutil" not in loaded
+
     # pathlib (with urllib.parse and ipaddress) was ~3 ms; the compile path writes with os.
     assert "pathlib" not in loaded and "importlib.metadata" not in loaded
     # The plain `compile SPEC --out DIR` is parsed without argparse (gettext, locale: ~2.5 ms).
@@ -77,6 +78,24 @@ def test_compile_path_imports_nothing_heavy(tmp_path):
     # Compiling is not verifying: the verifier loads only when asked for.
     assert "tutorrl.compiler.pipeline.verify" not in loaded
     assert not [m for m in loaded if m.startswith(("tutorrl.runtime.", "tutorrl.evidence.", "tutorrl.review."))]
+
+
+def test_a_plain_specs_compile_leaves_out_what_only_other_specs_need(tmp_path):
+    # A spec without raw overrides, roots or text to escape imports neither json, shlex, the raw-override
+    # screen nor the value types, and compiles none of the patterns kept for those specs: each is a share of
+    # its cold compile (docs/architecture.md, "Measured").
+    code = ("import re, sys; import tutorrl.cli as c; c.main(['compile', %r, '--out', %r]); "
+            "from tutorrl.compiler.pipeline import resolve, roots, rules; from tutorrl.compiler.release import hydra; "
+            "kept = {resolve._PLACEHOLDER, resolve._INTERPOLATION, roots.ROOT_REF, roots._ANYWHERE, rules._WORDS, "
+            "hydra._INTERPOLATION.pattern, hydra._BEFORE_QUOTE.pattern, hydra._TRAILING.pattern}; "
+            "print(sorted(m for m in ('json', 'shlex', 'tutorrl.compiler.pipeline.raw_overrides', "
+            "'tutorrl.compiler.pipeline.value_types') if m in sys.modules), sorted(kept & {k[1] for k in re._cache}))"
+            ) % (str(support.SPECS / "chess_tutor_grpo.toml"), str(tmp_path))
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[] []"
 
 
 def test_help_width_follows_columns_without_shutil():

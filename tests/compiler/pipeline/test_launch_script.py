@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import support
 from tutorrl.compiler import compile_bytes, write_bundle
@@ -57,6 +57,18 @@ def _odd_spec(train: str, kwarg: str, env_value: str) -> bytes:
     odd = support.Whole(set={"ODD_VALUE": env_value})
     return support.spec_toml(support.example_spec(EXAMPLE.name), data={"train": train},
                              reward={"kwargs": {"note": kwarg}}, env=odd).encode()
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=strings | st.text(max_size=12))
+@example(text="")
+def test_the_launch_quotes_each_word_as_shlex_does(text):
+    # assemble quotes without importing shlex (a share of a cold compile): the same words, every character.
+    from tutorrl.compiler.pipeline.assemble import _quote
+
+    assert _quote(text) == shlex.quote(text)
+    for c in map(chr, range(0x250)):
+        assert _quote(c + text) == shlex.quote(c + text)
 
 
 # The property over many examples without a shell: launch.sh's words read with POSIX quoting and its roots program

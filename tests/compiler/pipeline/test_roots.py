@@ -3,6 +3,7 @@ the path whatever the value holds (many values read without a shell, a sample un
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
@@ -169,3 +170,28 @@ def test_reference_splits_exactly_a_leading_name(name, rest, other):
         if roots.reference(text) is None:
             assert roots.expand(text, {name: "/r"}) == text
     assert roots.reference(f"${name}.parquet") is None and roots.reference(f"${{{name}}}/x") is None
+
+
+# Every character, lone surrogates included (hypothesis leaves those out unless asked).
+_json_values = st.recursive(
+    st.text(st.characters(blacklist_categories=()), max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_json_values)
+@example(value=["\x7f\x00\b\f\n\r\t\"\\ é😀", {"root": "A", "path": ""}, [], {}])
+def test_the_launch_argument_is_written_as_json_writes_it(value):
+    # launch.sh's JSON argument is written without importing json (a share of a cold compile of a spec with
+    # roots): json's own text, byte for byte; what it does not write (a number) is json's to write.
+    assert roots._json_text(value) == json.dumps(value, sort_keys=True)
+    assert roots.launch_argument(["$DATA_ROOT/x", 3, None]) == json.dumps(
+        [{"path": "/x", "root": "DATA_ROOT"}, 3, None], sort_keys=True)
+
+
+def test_a_root_in_a_table_entrys_list_is_found_and_numbers_beside_it_are_not_roots():
+    data = _spec(**{"reward.kwargs.n": 3, "reward.kwargs.files": ["a", "x${DATA_ROOT}"]})
+    assert [p for p in _problems(data) if "root $DATA_ROOT is used" in p] == [
+        "reward.kwargs: root $DATA_ROOT is used in a table entry verl reads whole; roots are put in only where a "
+        "setting's own value starts with one"]

@@ -49,3 +49,12 @@ def test_known_answers():
     assert not takes_over("BASH_") and not takes_over("LD_") and not takes_over("PATHS") and not takes_over("MYPATH")
     assert looks_secret("DBPASSWORD") and looks_secret("OPENAI_API_KEY") and looks_secret("SSHKEY2")
     assert not looks_secret("MONKEY") and not looks_secret("PWD")
+
+
+@settings(max_examples=300, deadline=None)
+@given(part=st.text(st.sampled_from("AZKEYazk09É_é"), max_size=10))
+def test_a_names_words_are_the_patterns_words_with_or_without_it(part):
+    # A part in capitals alone is split without the pattern (a share of a cold compile): the same words.
+    from tutorrl.compiler.pipeline import rules
+
+    assert rules._words(part) == re.findall(rules._WORDS, part)

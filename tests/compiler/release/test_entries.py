@@ -58,6 +58,12 @@ def test_an_entry_is_named_by_its_name_or_its_module_and_unset_is_main_ppo():
     assert find_entry("recipe.nothing.main") is None
 
 
+def test_main_ppo_is_found_without_reading_entries_toml_and_is_its_table():
+    # find_entry answers ppo from the code (a compile of a main_ppo spec reads no entries.toml): the same entry.
+    assert find_entry(None) == find_entry(DEFAULT) == load_entries()[DEFAULT]
+    assert next(iter(load_entries())) == DEFAULT
+
+
 def test_the_module_path_and_the_name_compile_to_one_bundle_and_ppo_to_main_ppos():
     by_name, by_module = compiled(spec("fully_async")), compiled(spec(FA))
     assert by_name.files == by_module.files

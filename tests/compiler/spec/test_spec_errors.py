@@ -736,3 +736,21 @@ def test_a_mini_batch_larger_than_the_batch_is_refused_where_verl_refuses_it(rel
         return
     assert not refused
     assert any("actor.ppo_mini_batch_size" in w.render() and "one mini-batch" in w.render() for w in compiled.warnings)
+
+
+def test_struct_in_finds_each_section_a_field_holds_and_nothing_else():
+    # struct_in answers classes and unions without typing's helpers (a compile asks for every field): each
+    # of the spec's sections, found by what msgspec itself reads from the annotations.
+    import msgspec
+
+    from tutorrl.compiler.spec import structs
+    from tutorrl.compiler.spec.load import struct_in
+
+    sections = [c for c in vars(structs).values() if isinstance(c, type) and issubclass(c, structs.Section)]
+    for cls in sections:
+        for f in msgspec.inspect.type_info(cls).fields:
+            held = f.type.cls if isinstance(f.type, msgspec.inspect.StructType) else next(
+                (t.cls for t in getattr(f.type, "types", ()) if isinstance(t, msgspec.inspect.StructType)), None)
+            assert struct_in(cls.__annotations__[f.name]) is held, (cls.__name__, f.name)
+    assert struct_in(structs.Spec) is structs.Spec and struct_in(int) is None and struct_in(int | None) is None
+    assert struct_in(structs.Recipe | None) is structs.Recipe and struct_in(structs.Text) is None
