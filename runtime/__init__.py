@@ -20,11 +20,12 @@ if TYPE_CHECKING:
     from tutorrl.runtime.preflight import gpu_layout, needed_gpus
     from tutorrl.runtime.progress import Progress
     from tutorrl.runtime.records import LOG_FILE, RunRecord
+    from tutorrl.runtime.reports import RunRow, SetRun, StatusReport
     from tutorrl.runtime.retry import no_resume_keys, resume_targets
     from tutorrl.runtime.run import RunSession, exit_code_of
     from tutorrl.runtime.stack_derive import derive_stack, wheel_requirements
     from tutorrl.runtime.submit import passthrough_names
-    from tutorrl.runtime.verbs import ModelMade, list_runs, make_model_folder, run_bundles, show_logs, show_status, stop_ref
+    from tutorrl.runtime.verbs import ModelMade, list_runs, make_model_folder, run_bundles, run_log, run_status, stop_ref
 
 _EXPORTS = {
     "envtransport": ("encode_env",),
@@ -34,11 +35,12 @@ _EXPORTS = {
     "preflight": ("gpu_layout", "needed_gpus"),
     "progress": ("Progress",),
     "records": ("LOG_FILE", "RunRecord"),
+    "reports": ("RunRow", "SetRun", "StatusReport"),
     "retry": ("no_resume_keys", "resume_targets"),
     "run": ("RunSession", "exit_code_of"),
     "stack_derive": ("derive_stack", "wheel_requirements"),
     "submit": ("passthrough_names",),
-    "verbs": ("ModelMade", "list_runs", "make_model_folder", "run_bundles", "show_logs", "show_status", "stop_ref"),
+    "verbs": ("ModelMade", "list_runs", "make_model_folder", "run_bundles", "run_log", "run_status", "stop_ref"),
 }
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
@@ -49,7 +51,10 @@ __all__ = [
     "Progress",
     "RunOptions",
     "RunRecord",
+    "RunRow",
     "RunSession",
+    "SetRun",
+    "StatusReport",
     "Stopped",
     "derive_stack",
     "encode_env",
@@ -63,8 +68,8 @@ __all__ = [
     "reconcile",
     "resume_targets",
     "run_bundles",
-    "show_logs",
-    "show_status",
+    "run_log",
+    "run_status",
     "stop_ref",
     "stop_run",
     "wheel_requirements",

@@ -14,9 +14,14 @@ def _run(args: argparse.Namespace) -> int:
             from tutorrl.errors import RefusedError
 
             raise RefusedError("--retries applies to the run of one bundle, not to a set")
-        return api.run_set(args.bundle, max_parallel=args.max_parallel, address=args.address, upload=args.upload,
+        done = api.run_set(args.bundle, max_parallel=args.max_parallel, address=args.address, upload=args.upload,
                            dry_run=args.dry_run, num_gpus=args.num_gpus, quiet=args.quiet,
                            no_progress=args.no_progress, trust_digests=args.trust_digests, detach=args.detach)
+        if not done.detached:  # a detached set said its id and how to follow it as it went
+            from tutorrl.runtime.text import set_table
+
+            _write(set_table(done.state.record, done.state.rows))
+        return done.exit_code
     if args.retry_backoff is not None and args.retries is None:
         from tutorrl.errors import RefusedError
 
@@ -28,10 +33,28 @@ def _run(args: argparse.Namespace) -> int:
     return run.exit_code or 0
 
 
-def _runs(args: argparse.Namespace) -> int:
-    from tutorrl import api
+def _write(text: str) -> None:
+    import sys
 
-    return api.runs(args.bundle, fmt=args.format)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _runs(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from tutorrl import api
+    from tutorrl.runtime.text import runs_json, runs_table
+
+    rows = api.runs(args.bundle)
+    if args.format == "json":
+        _write(runs_json(rows))
+    elif not rows:
+        print(f"no runs of {Path(args.bundle)}", file=sys.stderr)
+    else:
+        _write(runs_table(rows))
+    return 0
 
 
 def _model(args: argparse.Namespace) -> int:
@@ -117,15 +140,28 @@ def _is_folder_of_bundles(word: str) -> bool:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from tutorrl import api
+    import sys
 
-    return api.status(args.run, fmt=args.format, show_all=getattr(args, "all", False))
+    from tutorrl import api
+    from tutorrl.runtime.text import status_json, status_notes, status_text
+
+    report = api.status(args.run, show_all=getattr(args, "all", False))
+    as_json = args.format == "json"
+    _write(status_json(report) if as_json else status_text(report))
+    sys.stderr.write(status_notes(report, as_json=as_json))
+    return 0
 
 
 def _logs(args: argparse.Namespace) -> int:
+    import sys
+
     from tutorrl import api
 
-    return api.logs(args.run, follow=args.follow)
+    out = sys.stdout.buffer  # the log's bytes as they are
+    for piece in api.logs(args.run, follow=args.follow):
+        out.write(piece)
+        out.flush()
+    return 0
 
 
 def _stop(args: argparse.Namespace) -> int:

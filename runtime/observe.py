@@ -9,31 +9,30 @@ What a run folder holds is read as someone else's bytes: ``job.log``,
 ``metrics.jsonl`` and the bundle's ``spec.toml`` only as regular files (a FIFO
 would hang the reader, a link to ``/dev/zero`` fill its memory), and only
 bounded amounts of them.
+
+Each returns typed values (what ``tutorrl.api`` hands out); the text and JSON
+the commands print of them is :mod:`tutorrl.runtime.text`'s.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import msgspec
 
 from tutorrl._read import ReadError, open_regular, read_file
 from tutorrl.errors import RefusedError
-from tutorrl.runtime import lifecycle, metrics, records, tracker
+from tutorrl.runtime import lifecycle, metrics, records
+from tutorrl.runtime.reports import RunRow, RunState
 
 STOP_TIMEOUT_S = 90
 MAX_SPEC = 4 * 1024 * 1024
 # `logs` copies job.log in pieces of this size, never the whole at once.
 _PIECE = 1 << 20
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
 
 
 def _total_steps(bundle_path: Path) -> int | None:
@@ -72,77 +71,17 @@ def progress_of(run_dir: Path, bundle_path: Path) -> metrics.Summary:
     return metrics.summarise(points, metrics.total_steps_in(text) or _total_steps(bundle_path))
 
 
-def describe(run_dir: Path, record: records.RunRecord) -> dict:
-    bundle_path = run_dir.parent.parent
-    owner = lifecycle.alive(record.owner)
+def run_state(run_dir: Path, record: records.RunRecord) -> RunState:
     open_ = record.status not in records.TERMINAL
-    out = msgspec.to_builtins(record)
-    out["path"] = str(run_dir)
-    out["log"] = str(run_dir / records.LOG_FILE)
-    # The dashboard only while something serves it (an embedded head dies with its run).
-    out["dashboard"] = record.dashboard if (open_ and (record.address_kind == "cluster" or
-                                                       lifecycle.alive(record.head))) else None
-    out["owner_alive"] = owner
-    out["verified"] = records.verified(record)
-    progress = progress_of(run_dir, bundle_path)
-    out["step"] = progress.step
-    out["total_steps"] = progress.total
-    out["progress"] = msgspec.to_builtins(progress)
-    if not open_:
-        out["progress"]["eta_s"] = None
-    return out
+    progress = progress_of(run_dir, run_dir.parent.parent)
+    dashboard = record.dashboard if (open_ and (record.address_kind == "cluster" or
+                                                lifecycle.alive(record.head))) else None
+    return RunState(record=record, path=str(run_dir), log=str(run_dir / records.LOG_FILE), dashboard=dashboard,
+                    owner_alive=lifecycle.alive(record.owner), verified=records.verified(record),
+                    progress=progress if open_ else msgspec.structs.replace(progress, eta_s=None))
 
 
-def attempt_lines(attempts: list[dict], retries: int | None) -> list[str]:
-    """A retried run's submissions (`--retries`), one line each: its status and exit, the step it resumed
-    from (or from scratch), the last step it reached."""
-    if retries is None:
-        return []
-    lines = [f"  attempts:  {len(attempts)} of at most {retries + 1}"]
-    for n, a in enumerate(attempts, 1):
-        status = a.get("status") or "running"
-        exit_code = a.get("exit_code")
-        start = "from scratch" if a.get("resumed_step") is None else f"resumed from step {a['resumed_step']}"
-        reached = a.get("reached_step")
-        lines.append(f"    {n}. {a['submission_id']}: {status}" + ("" if exit_code is None else f" (exit {exit_code})")
-                     + f", {start}" + ("" if reached is None else f", reached step {reached}"))
-        for skipped in a.get("skipped") or []:
-            lines.append(f"       not resumed from {skipped}")
-    return lines
-
-
-def _text(d: dict) -> str:
-    where = "embedded Ray head" if d["address_kind"] == "embedded" else f"cluster {d['address']}"
-    lines = [f"{d['run_id']}: {d['status']}" + (" (dry run)" if d["dry_run"] else "")
-             + ("" if d["exit_code"] is None else f", exit code {d['exit_code']}")]
-    if d.get("message"):
-        lines.append(f"  {d['message']}")
-    if d.get("evidence_problems"):
-        lines.append(f"  evidence:  failed (`tutorrl run` exits {d['evidence_exit_code']}): "
-                     + "; ".join(d["evidence_problems"]))
-    if not d["verified"]:
-        lines.append(f"  {lifecycle.UNVERIFIED}")
-    lines.append(f"  where:     {where}" + (" (detached)" if d["detached"] else ""))
-    if d["dashboard"]:
-        lines.append(f"  dashboard: {d['dashboard']}")
-    p = msgspec.convert(d["progress"], metrics.Summary)
-    if p.step is not None:
-        lines.append(f"  progress:  {metrics.status_text(p)}")
-    if p.rewards:
-        values = [v for _, v in p.rewards]
-        lines.append(f"  {p.reward_key}: {metrics.sparkline(values)}")
-        lines.append(f"             steps {p.rewards[0][0]}-{p.rewards[-1][0]}, min {min(values):.4g}, "
-                     f"max {max(values):.4g}, last {values[-1]:.4g}")
-    lines += attempt_lines(d.get("attempts") or [], d.get("retries"))
-    tracked = tracker.text(d.get("tracker_id"), d.get("mlflow_run_id"))
-    if tracked:
-        lines.append(f"  tracker:   {tracked}")
-    lines.append(f"  started:   {d['started']}" + (f"  ended: {d['ended']}" if d["ended"] else ""))
-    lines.append(f"  record:    {d['path']}")
-    return "\n".join(lines) + "\n"
-
-
-def described(dirs: list[Path]) -> list[dict]:
+def described(dirs: list[Path]) -> list[RunState]:
     """Each run reconciled with Ray first, then described (what `tutorrl status` shows of it)."""
     from tutorrl.runtime.progress import Progress
 
@@ -151,49 +90,56 @@ def described(dirs: list[Path]) -> list[dict]:
     from tutorrl.runtime.head import sweep_orphans
 
     sweep_orphans()  # heads' folders a killed tutorrl left (their records were just closed)
-    return [describe(p, r) for p, r in found]
+    return [run_state(p, r) for p, r in found]
 
 
-def open_runs(skip: frozenset[Path] = frozenset()) -> list[dict]:
+def open_runs(skip: frozenset[Path] = frozenset()) -> list[RunState]:
     """Every open run started on this machine but those in ``skip`` (the runs of a set), described."""
     return described([p for p in lifecycle.open_runs() if p.resolve() not in skip])
 
 
-run_text = _text
+def run_rows(bundle: str) -> list[RunRow]:
+    """The runs recorded under ``bundles/<id>/runs/``, oldest first, each open one reconciled with Ray."""
+    from tutorrl.runtime.progress import Progress
+
+    bundle_path = Path(bundle)
+    if not (bundle_path / "manifest.json").is_file():
+        from tutorrl.errors import BundleError
+
+        raise BundleError(f"{bundle_path} is not a bundle (no manifest.json)")
+    rows = []
+    for path, record in records.list_records(bundle_path):
+        if record is not None and record.status not in records.TERMINAL:
+            try:
+                record = lifecycle.reconcile(path, progress=Progress())
+            except (OSError, records.RecordError):
+                record = None
+        rows.append(RunRow(run_id=path.name, path=str(path), record=record,
+                           verified=record is not None and records.verified(record)))
+    return rows
 
 
-def status_command(args) -> int:
-    data = described([lifecycle.find_run(args.run)] if args.run else lifecycle.open_runs())
-    if args.format == "json":
-        body = data[0] if args.run else data
-        _out(msgspec.json.format(msgspec.json.encode(body), indent=2).decode() + "\n")
-        return 0
-    if not data:
-        print("no open runs started on this machine (tutorrl status <run-id> shows any run)", file=sys.stderr)
-        return 0
-    _out("".join(_text(d) for d in data))
-    return 0
-
-
-def _stream_ray_log(client, submission_id: str) -> int:
+def _stream_ray_log(client, submission_id: str) -> Iterator[str]:
     """Ray's own follow, as its job client does it (``tail_job_logs``, a websocket):
     the log so far, then each new piece as the job writes it, until the job ends.
-    Returns how many characters were shown (0 where the stream never opened)."""
+    A stream that fails (or never opens) just ends: the polled log completes it."""
     import asyncio
 
-    shown = 0
+    stream = client.tail_job_logs(submission_id)
 
-    async def follow() -> None:
-        nonlocal shown
-        async for chunk in client.tail_job_logs(submission_id):
-            _out(chunk)
-            shown += len(chunk)
+    async def next_piece() -> str | None:
+        try:
+            return await anext(stream)
+        except StopAsyncIteration:
+            return None
 
     try:
-        asyncio.run(follow())
+        # As asyncio.run: Ctrl-C cancels the read and is raised here; leaving closes the stream.
+        with asyncio.Runner() as runner:
+            while (chunk := runner.run(next_piece())) is not None:
+                yield chunk
     except Exception:  # noqa: BLE001 - the stream only feeds the display; the polled log completes it
-        pass
-    return shown
+        return
 
 
 _RAY_TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -213,34 +159,22 @@ def _between_attempts(record: records.RunRecord) -> bool:
     return may_follow(record) and bool(lifecycle.alive(record.owner))
 
 
-def logs_command(args) -> int:
-    run_dir = lifecycle.find_run(args.run)
-    record = lifecycle.reconcile(run_dir)
-    log = run_dir / records.LOG_FILE
+def log_chunks(ref: str, follow: bool = False) -> Iterator[bytes]:
+    """``tutorrl logs``: a run's job log, piece by piece as its bytes (``follow``: until the run ends).
+
+    The run is found and reconciled now (a bad reference raises here); the log is read as it is iterated."""
+    run_dir = lifecycle.find_run(ref)
+    return _log_pieces(run_dir, lifecycle.reconcile(run_dir), follow)
+
+
+def _log_pieces(run_dir: Path, record: records.RunRecord, follow: bool) -> Iterator[bytes]:
     # job.log is written by the run's owner; when no owner is following a job
     # that still runs (its tutorrl run died, on a cluster), Ray has the log.
     if record.status not in records.TERMINAL and not lifecycle.alive(record.owner):
         client = lifecycle.client_for(record)
-        if client is not None:
-            sid = record.submission_id
-            # --follow: Ray's stream sends each piece once, not the whole log again every second.
-            shown = _stream_ray_log(client, sid) if args.follow else 0
-            while True:
-                ended = args.follow and _ray_status(client, sid) in _RAY_TERMINAL
-                try:
-                    text = client.get_job_logs(sid)
-                except Exception:  # noqa: BLE001
-                    text = None
-                if text is None and not shown:
-                    break  # Ray cannot say: job.log is read below
-                _out(text[shown:] if text is not None else "")
-                shown = max(shown, len(text or ""))
-                if not args.follow or ended or text is None:
-                    if ended:
-                        lifecycle.reconcile(run_dir)
-                    return 0
-                # The stream broke off before the job ended: the log is polled, its new part shown.
-                time.sleep(1.0)
+        if client is not None and (yield from _ray_log(client, run_dir, record.submission_id, follow)):
+            return
+    log = run_dir / records.LOG_FILE
     offset = 0
     while True:
         chunk = b""
@@ -250,18 +184,43 @@ def logs_command(args) -> int:
                 while piece := fh.read(_PIECE):
                     chunk = piece
                     offset += len(piece)
-                    sys.stdout.buffer.write(piece)
-                    sys.stdout.buffer.flush()
+                    yield piece
         except FileNotFoundError:
             pass
         except ReadError as exc:
             raise RefusedError(f"{exc}; nothing read from it") from None
-        if not args.follow or (record.status in records.TERMINAL and not _between_attempts(record)):
-            if args.follow and chunk:
+        if not follow or (record.status in records.TERMINAL and not _between_attempts(record)):
+            if follow and chunk:
                 continue  # drain what the owner wrote before it closed the record
-            return 0
+            return
         time.sleep(0.5)
         record = lifecycle.reconcile(run_dir)
+
+
+def _ray_log(client, run_dir: Path, sid: str, follow: bool) -> Generator[bytes, None, bool]:
+    """The log from Ray's Jobs API; returns False where Ray cannot say (job.log is read instead)."""
+    shown = 0
+    if follow:  # Ray's stream sends each piece once, not the whole log again every second.
+        for piece in _stream_ray_log(client, sid):
+            yield piece.encode("utf-8", "replace")
+            shown += len(piece)
+    while True:
+        ended = follow and _ray_status(client, sid) in _RAY_TERMINAL
+        try:
+            text = client.get_job_logs(sid)
+        except Exception:  # noqa: BLE001
+            text = None
+        if text is None and not shown:
+            return False
+        if text is not None and text[shown:]:
+            yield text[shown:].encode("utf-8", "replace")
+        shown = max(shown, len(text or ""))
+        if not follow or ended or text is None:
+            if ended:
+                lifecycle.reconcile(run_dir)
+            return True
+        # The stream broke off before the job ended: the log is polled, its new part shown.
+        time.sleep(1.0)
 
 
 class Stopped(msgspec.Struct, frozen=True):

@@ -16,6 +16,10 @@ passthrough values in a private file in the head's folder and never in the
 job's runtime_env. With ``--address`` the runs go to that cluster instead.
 ``--detach`` hands the whole set to a supervisor (``python -m
 tutorrl.runtime.runset SET_ID``) in a session of its own.
+
+A set's run writes its progress lines as it goes (as ``tutorrl run`` does) and
+returns what it came to (:class:`SetRun`); ``tutorrl status SET`` is
+:func:`set_state`. Their text is :mod:`tutorrl.runtime.text`'s.
 """
 
 from __future__ import annotations
@@ -33,36 +37,17 @@ import msgspec
 from tutorrl.errors import BundleError, RefusedError, TutorrlError
 from tutorrl.runtime import lifecycle, records
 from tutorrl.runtime.progress import Progress
+from tutorrl.runtime.reports import SetRecord, SetRow, SetRun, SetState
 
 SET_PREFIX = "set-"
 STOP_TIMEOUT_S = 120.0
 _POLL_S = 0.5
 
 
-class SetRecord(msgspec.Struct, forbid_unknown_fields=False):
-    """``<state>/sets/<set-id>.json``: what a run of several bundles started and where each run is."""
-
-    set_id: str
-    started: str
-    cwd: str
-    bundles: list[str]  # absolute bundle folders, in the order they run
-    points: list[str]  # each bundle's point ("actor.lr=1e-06, rollout.n=4"), or its experiment
-    max_parallel: int
-    address: str  # the shared head's dashboard, or the --address cluster
-    address_kind: str  # "embedded" | "cluster"
-    dry_run: bool
-    runs: dict[str, str] = {}  # bundle -> its run folder, once its run has a record
-    exit_codes: dict[str, int] = {}  # bundle -> how its `tutorrl run` ended
-    owner: records.Process | None = None
-    status: str = "running"  # "running" | "succeeded" | "failed" | "stopped"
-    ended: str | None = None
-    detached: bool = False  # its owner is a supervisor in a session of its own (`run --detach`)
-    trust_digests: bool = False
-    num_gpus: int | None = None  # what the embedded head declares (None: what the machine has)
-    head: records.Process | None = None  # the set's embedded head, which every run of it uses
-    head_dir: str | None = None
-    upload: bool | None = None  # --upload / --no-upload, passed to each run (None: each run's default)
-    quiet: bool = False  # --quiet: each run's own lines (state, step, evidence), relayed as "[k/N] ..." lines
+def _came_to(record: SetRecord, exit_code: int, rows: list[SetRow] | None = None) -> SetRun:
+    state = SetState(record=record, rows=set_rows(record) if rows is None else rows)
+    return SetRun(set_id=record.set_id, status=record.status, detached=record.detached, state=state,
+                  exit_code=exit_code)
 
 
 def sets_dir() -> Path:
@@ -151,8 +136,9 @@ class _Child(msgspec.Struct):
     relayed: int = 0
 
 
-def run_set(args) -> int:
-    """``tutorrl run B1 B2 ... [--max-parallel N] [--detach]``: every bundle run, N at a time; exit 0 when all succeed."""
+def run_set(args) -> SetRun:
+    """``tutorrl run B1 B2 ... [--max-parallel N] [--detach]``: every bundle run, N at a time (exit 0 when all
+    succeed), or handed to a supervisor (``--detach``)."""
     # A set shows no job's log (each run's goes to its own file); --quiet shows each run's own lines, as
     # `tutorrl run --quiet` of one bundle does (state, step, each evidence record), prefixed with [k/N].
     progress = Progress(quiet=getattr(args, "no_progress", False))
@@ -228,8 +214,8 @@ class _StopFlag:
         self._old = {}
 
 
-def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag | None = None) -> int:
-    """Start the set's head (embedded), run its bundles N at a time, stop the head; the exit code of the set.
+def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag | None = None) -> SetRun:
+    """Start the set's head (embedded), run its bundles N at a time, stop the head; what the set came to.
 
     ``stop``: a signal already caught (a supervisor told to stop while it verified) starts nothing."""
     from tutorrl.contract import SET_HEAD_ENV
@@ -336,11 +322,8 @@ def _drive(record: SetRecord, loaded: list, progress: Progress, stop: _StopFlag 
                          "succeeded" if all(c == 0 for c in codes) else "failed")
         record.ended = records.utc_now()
         _write(record)
-    sys.stdout.write(set_table(record))
-    sys.stdout.flush()
-    if stop.signum is not None:
-        return lifecycle.EXIT_INTERRUPTED
-    return 0 if record.status == "succeeded" else 1
+    return _came_to(record, lifecycle.EXIT_INTERRUPTED if stop.signum is not None else
+                    0 if record.status == "succeeded" else 1)
 
 
 # -- detached sets ---------------------------------------------------------------------------------------------
@@ -349,13 +332,14 @@ SUPERVISOR_LOG = "supervisor.log"
 DETACH_TIMEOUT_S = 300
 
 
-def _detach(record: SetRecord, progress: Progress, stop: _StopFlag) -> int:
+def _detach(record: SetRecord, progress: Progress, stop: _StopFlag) -> SetRun:
     """Hand the set to a supervisor in its own session (it outlives this shell), wait until it
     owns the set and its head is up, say how to follow it.
 
     Until then the set is not detached: a signal here (``stop``) stops the supervisor, which
     stops what it started and closes the set, and this exits 130."""
     from tutorrl._files import display_path
+    from tutorrl.runtime.text import set_table
 
     set_id = record.set_id
     folder = sets_dir() / set_id
@@ -382,7 +366,11 @@ def _detach(record: SetRecord, progress: Progress, stop: _StopFlag) -> int:
             progress.clear()
             progress.note(f"{set_id}: its supervisor did not start the set; its log: "
                           f"{display_path(folder / SUPERVISOR_LOG)}")
-            return child.returncode or 1
+            try:
+                record = read_set(set_id)  # as its supervisor left it
+            except TutorrlError:
+                pass
+            return _came_to(record, child.returncode or 1)
         progress.tick()
         time.sleep(0.2)
     progress.clear()
@@ -390,10 +378,12 @@ def _detach(record: SetRecord, progress: Progress, stop: _StopFlag) -> int:
         # It ended before it was detached (its head did not start, or `tutorrl stop SET`): no set
         # runs on, so no set id is printed as one that does.
         child.wait()
-        sys.stderr.write(set_table(now))
+        rows = set_rows(now)
+        sys.stderr.write(set_table(now, rows))
         progress.note(f"{set_id}: {now.status} before it was detached; its log: "
                       f"{display_path(folder / SUPERVISOR_LOG)}")
-        return lifecycle.EXIT_INTERRUPTED if now.status == "stopped" else (child.returncode or 1)
+        return _came_to(now, lifecycle.EXIT_INTERRUPTED if now.status == "stopped" else (child.returncode or 1),
+                        rows)
     try:
         sys.stdout.write(f"{set_id}\n")
         sys.stdout.flush()
@@ -403,11 +393,11 @@ def _detach(record: SetRecord, progress: Progress, stop: _StopFlag) -> int:
     progress.note(f"  its state:  tutorrl status {set_id}")
     progress.note(f"  stop it:    tutorrl stop {set_id}")
     progress.note(f"  its log:    {display_path(folder / SUPERVISOR_LOG)}")
-    return 0
+    return _came_to(now, 0)
 
 
 def _stopped_before_detached(set_id: str, child: subprocess.Popen | None, stop: _StopFlag,
-                             progress: Progress) -> int:
+                             progress: Progress) -> SetRun:
     """A signal before the set was detached: its supervisor (if started) stops what it started
     (the head, any run) and closes the set; a set its supervisor left open is closed here."""
     name = signal.Signals(stop.signum).name
@@ -427,10 +417,13 @@ def _stopped_before_detached(set_id: str, child: subprocess.Popen | None, stop: 
         record.status, record.ended = "stopped", records.utc_now()
         _write(record)
     started = sum(1 for b in record.bundles if b in record.runs or b in record.exit_codes)
-    sys.stderr.write(set_table(record))
+    from tutorrl.runtime.text import set_table
+
+    rows = set_rows(record)
+    sys.stderr.write(set_table(record, rows))
     progress.note(f"{set_id}: {record.status}; {started} of {len(record.bundles)} runs started, "
                   f"{len(record.bundles) - started} not started")
-    return lifecycle.EXIT_INTERRUPTED
+    return _came_to(record, lifecycle.EXIT_INTERRUPTED, rows)
 
 
 def main(argv: list[str]) -> int:
@@ -450,10 +443,15 @@ def main(argv: list[str]) -> int:
         _write(record)
         return exc.exit_code
     try:
-        return _drive(record, loaded, progress, stop)
+        done = _drive(record, loaded, progress, stop)
     except TutorrlError as exc:  # the head did not start: _drive has closed the set
         print(exc.render(), file=sys.stderr)
         return exc.exit_code
+    from tutorrl.runtime.text import set_table
+
+    sys.stdout.write(set_table(done.state.record, done.state.rows))  # into the supervisor's log
+    sys.stdout.flush()
+    return done.exit_code
 
 
 def _relay(child: _Child, log_dir: Path, total: int, progress: Progress, *, final: bool) -> None:
@@ -490,50 +488,35 @@ def _note_runs(record: SetRecord, children) -> None:
 
 # -- watching and stopping --------------------------------------------------------------------------------------
 
-def set_rows(record: SetRecord) -> list[dict]:
+def set_rows(record: SetRecord) -> list[SetRow]:
     """One row per bundle of the set: its point, its run's state, step k/N and last reward."""
     from tutorrl.runtime.observe import progress_of
 
     rows = []
     for n, bundle in enumerate(record.bundles):
         run_dir = record.runs.get(bundle)
-        row = {"point": record.points[n], "bundle": bundle, "run": None, "state": "waiting", "step": None,
-               "total_steps": None, "reward": None, "reward_key": None,
-               "exit_code": record.exit_codes.get(bundle)}
+        run_id, state, exit_code = None, "waiting", record.exit_codes.get(bundle)
+        step = total = reward = reward_key = None
         if run_dir is None:
             if bundle in record.exit_codes:
-                row["state"] = "refused" if record.exit_codes[bundle] else "ended"
+                state = "refused" if record.exit_codes[bundle] else "ended"
             elif record.status != "running" or not lifecycle.alive(record.owner):
-                row["state"] = "not started"
+                state = "not started"
         else:
             path = Path(run_dir)
             try:
                 run = lifecycle.reconcile(path)
             except (OSError, records.RecordError, TutorrlError):
                 run = None
-            row["run"] = path.name
+            run_id = path.name
             if run is not None:
-                row["state"] = run.status + (" (dry run)" if run.dry_run else "")
-                row["exit_code"] = run.exit_code
+                state = run.status + (" (dry run)" if run.dry_run else "")
+                exit_code = run.exit_code
             p = progress_of(path, Path(bundle))
-            row.update(step=p.step, total_steps=p.total, reward=p.reward, reward_key=p.reward_key)
-        rows.append(row)
+            step, total, reward, reward_key = p.step, p.total, p.reward, p.reward_key
+        rows.append(SetRow(point=record.points[n], bundle=bundle, run=run_id, state=state, step=step,
+                           total_steps=total, reward=reward, reward_key=reward_key, exit_code=exit_code))
     return rows
-
-
-def set_table(record: SetRecord, rows: list[dict] | None = None) -> str:
-    rows = set_rows(record) if rows is None else rows
-    header = ["POINT", "STATE", "STEP", "LAST REWARD", "RUN"]
-    body = []
-    for r in rows:
-        step = "-" if r["step"] is None else f"{r['step']}/{r['total_steps'] if r['total_steps'] is not None else '?'}"
-        reward = "-" if r["reward"] is None else f"{r['reward']:.4g}"
-        body.append([r["point"], r["state"], step, reward, r["run"] or "-"])
-    widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
-    lines = [f"{record.set_id}: {record.status}, {len(rows)} bundles, at most {record.max_parallel} at a time"
-             + ("" if record.address_kind == "embedded" else f", on {record.address}")]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header] + body]
-    return "\n".join(lines) + "\n"
 
 
 def _settled(record: SetRecord) -> SetRecord:
@@ -558,15 +541,6 @@ def list_sets() -> list[SetRecord]:
     return sorted(out, key=lambda r: (r.started, r.set_id))
 
 
-def set_summary(rows: list[dict]) -> str:
-    """A set's runs in one phrase: "6 bundles: 4 succeeded, 2 running"."""
-    counts: dict[str, int] = {}
-    for r in rows:
-        state = r["state"].removesuffix(" (dry run)")
-        counts[state] = counts.get(state, 0) + 1
-    return f"{len(rows)} bundles: " + ", ".join(f"{n} {state}" for state, n in counts.items())
-
-
 RECENT_SETS = 10  # ended sets `tutorrl status` lists without --all
 RECENT_RUNS = 10  # ended runs of no set `tutorrl status` lists without --all
 
@@ -582,49 +556,6 @@ def shown_sets(sets: list[SetRecord], show_all: bool = False) -> tuple[list[SetR
     return [r for r in sets if r.set_id not in hidden], len(hidden)
 
 
-def status_overview(fmt: str, show_all: bool = False) -> int:
-    """``tutorrl status`` with no argument: the open sets and the last that ended (shown_sets),
-    one row each; the runs of no set that ended last (shown_ended_runs), one row each; then
-    each open run that is no set's (a run of a set is a row of that set's table: `tutorrl status SET`)."""
-    from tutorrl.runtime import observe
-
-    every_set = list_sets()
-    listed, hidden = shown_sets(every_set, show_all)
-    sets = [(r, set_rows(r)) for r in listed]
-    # A set's runs are rows of its table, shown or not: never listed again as single runs.
-    in_sets = frozenset(Path(p).resolve() for r in every_set for p in r.runs.values())
-    runs = observe.open_runs(skip=in_sets)
-    ended, hidden_runs = shown_ended_runs(in_sets, show_all)
-    if fmt == "json":
-        doc = [{"kind": "set", "set_id": r.set_id, "status": r.status, "started": r.started, "ended": r.ended,
-                "dry_run": r.dry_run, "address_kind": r.address_kind, "bundles": len(rows),
-                "summary": set_summary(rows), "detached": r.detached} for r, rows in sets]
-        doc += [{"kind": "run", **observe.describe(p, r)} for p, r in ended]
-        doc += [{"kind": "run", **d} for d in runs]
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
-        _say_hidden(hidden, hidden_runs)
-        return 0
-    if not sets and not runs and not ended:
-        print("no open sets and no open runs started on this machine" if hidden or hidden_runs else
-              "no sets and no runs started on this machine", "(tutorrl status <run-id> shows any run)",
-              file=sys.stderr)
-        _say_hidden(hidden, hidden_runs)
-        return 0
-    if sets:
-        table = [["SET", "STATE", "RUNS", "STARTED (UTC)"]]
-        table += [[r.set_id, r.status + (" (dry run)" if r.dry_run else "") + (" (detached)" if r.detached else ""),
-                   set_summary(rows), r.started] for r, rows in sets]
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n"
-                                 for row in table))
-    if ended:
-        sys.stdout.write(("\n" if sets else "") + ended_table(ended))
-    sys.stdout.write("".join(("\n" if sets or ended or n else "") + observe.run_text(d)
-                             for n, d in enumerate(runs)))
-    _say_hidden(hidden, hidden_runs)
-    return 0
-
-
 def shown_ended_runs(skip: frozenset[Path], show_all: bool = False):
     """The ended runs of no set ``tutorrl status`` lists, oldest to end first, and how many it
     leaves out: the RECENT_RUNS that ended last (every one with --all)."""
@@ -637,40 +568,10 @@ def shown_ended_runs(skip: frozenset[Path], show_all: bool = False):
     return ended[-RECENT_RUNS:], len(ended) - RECENT_RUNS
 
 
-def ended_table(ended) -> str:
-    """One row per ended run: what it came to, how far it got, and its bundle (`tutorrl status RUN` says more)."""
-    from tutorrl._files import display_path
-    from tutorrl.runtime import observe
-
-    table = [["RUN", "STATE", "EXIT", "STEP", "ENDED (UTC)", "BUNDLE"]]
-    for path, r in ended:
-        progress = observe.progress_of(path, path.parent.parent)
-        step = "-" if progress.step is None else f"{progress.step}/{progress.total or '?'}"
-        table.append([r.run_id, r.status + (" (dry run)" if r.dry_run else ""),
-                      "-" if r.exit_code is None else str(r.exit_code), step, r.ended or "-",
-                      display_path(path.parent.parent)])
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n" for row in table)
-
-
-def _say_hidden(hidden: int, hidden_runs: int = 0) -> None:
-    if hidden:
-        print(f"{hidden} older {'set' if hidden == 1 else 'sets'} that ended not shown "
-              f"(`tutorrl status --all` lists every set)", file=sys.stderr)
-    if hidden_runs:
-        print(f"{hidden_runs} older {'run' if hidden_runs == 1 else 'runs'} that ended not shown "
-              f"(`tutorrl status --all` lists every run)", file=sys.stderr)
-
-
-def status_set(set_id: str, fmt: str) -> int:
+def set_state(set_id: str) -> SetState:
+    """``tutorrl status SET``: the set's record (a set whose `tutorrl run` died is closed as failed) and its rows."""
     record = _settled(read_set(set_id))
-    rows = set_rows(record)
-    if fmt == "json":
-        doc = {**msgspec.to_builtins(record), "rows": rows}
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
-    else:
-        sys.stdout.write(set_table(record, rows))
-    return 0
+    return SetState(record=record, rows=set_rows(record))
 
 
 def stop_set(set_id: str) -> int:

@@ -1,22 +1,24 @@
 """``tutorrl runs``, ``status``, ``logs``, ``stop``, ``model`` and the run of a set, as functions of typed values
 (what ``tutorrl.api`` calls).
 
-``runs``, ``status`` and ``logs`` write their report as they go (a follow, a table read run by run),
-as the set's run writes its progress: their typed results are still to come (issue 41)."""
+A set's run writes its progress lines as it goes, as ``tutorrl run`` does; the others write nothing: the
+commands print what they return (runtime/text.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import msgspec
 
 from tutorrl.runtime.observe import Stopped
+from tutorrl.runtime.reports import RunRow, SetRun, StatusReport
 
 
 def run_bundles(bundles: list[str], *, max_parallel: int | None = None, address: str | None = None,
                 upload: bool | None = None, dry_run: bool = False, num_gpus: int | None = None, quiet: bool = False,
-                no_progress: bool = False, trust_digests: bool = False, detach: bool = False) -> int:
+                no_progress: bool = False, trust_digests: bool = False, detach: bool = False) -> SetRun:
     from tutorrl.runtime.runset import run_set
 
     return run_set(SimpleNamespace(bundle=list(bundles), max_parallel=max_parallel, address=address, upload=upload,
@@ -24,37 +26,24 @@ def run_bundles(bundles: list[str], *, max_parallel: int | None = None, address:
                                    trust_digests=trust_digests, detach=detach, retries=None, retry_backoff=None))
 
 
-def list_runs(bundle: str, fmt: str = "text") -> int:
+def list_runs(bundle: str) -> list[RunRow]:
     from tutorrl.compiler.pipeline import require_bundle_folder
-    from tutorrl.runtime.run import runs_command
+    from tutorrl.runtime.observe import run_rows
 
     require_bundle_folder(bundle)
-    return runs_command(SimpleNamespace(bundle=bundle, format=fmt, json=fmt == "json"))
+    return run_rows(bundle)
 
 
-def show_status(run: str | None, fmt: str = "text", show_all: bool = False) -> int:
-    from tutorrl.errors import RefusedError
-    from tutorrl.runtime.runset import is_set_ref
+def run_status(run: str | None, show_all: bool = False) -> StatusReport:
+    from tutorrl.runtime.status import status_report
 
-    if show_all and run:
-        raise RefusedError("--all lists every set; it takes no run or set id")
-    if run is not None and is_set_ref(run):
-        from tutorrl.runtime.runset import status_set
-
-        return status_set(run, fmt)
-    if not run:
-        from tutorrl.runtime.runset import status_overview
-
-        return status_overview(fmt, show_all=show_all)
-    from tutorrl.runtime.observe import status_command
-
-    return status_command(SimpleNamespace(run=run, format=fmt, all=show_all))
+    return status_report(run, show_all)
 
 
-def show_logs(run: str, follow: bool = False) -> int:
-    from tutorrl.runtime.observe import logs_command
+def run_log(run: str, follow: bool = False) -> Iterator[bytes]:
+    from tutorrl.runtime.observe import log_chunks
 
-    return logs_command(SimpleNamespace(run=run, follow=follow))
+    return log_chunks(run, follow)
 
 
 def stop_ref(run: str) -> Stopped | int:

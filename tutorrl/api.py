@@ -3,10 +3,11 @@
 Each function is what a ``tutorrl`` command does, without the printing: each
 command's handler (``<package>/commands.py``) parses its arguments, makes one
 call here and prints what it returns (tests/cli/test_handlers.py holds that).
-A few commands whose output is a stream (``run``'s progress, ``logs``,
-``status``, ``runs``) still write their report as they go; their functions
-say so. Errors are the classes of :mod:`tutorrl.errors`, raised, never
-printed: ``except tutorrl.errors.TutorrlError as e: print(e.render())``.
+Only a run's progress (``run(progress=True)``, and a set's lines in
+:func:`run_set`) is written as it goes, as a terminal shows it; ``logs`` is
+an iterator of the log's pieces. Errors are the classes of
+:mod:`tutorrl.errors`, raised, never printed:
+``except tutorrl.errors.TutorrlError as e: print(e.render())``.
 
     import tutorrl
 
@@ -25,6 +26,7 @@ log and the evidence still tutorrl's own. See ``docs/api.md``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
     from tutorrl.export import Exported
     from tutorrl.importer import Imported
     from tutorrl.review import CheckReport, Compared
-    from tutorrl.runtime import ModelMade, RunRecord
+    from tutorrl.runtime import ModelMade, RunRecord, RunRow, SetRun, StatusReport
 
 __all__ = ["ExportOptions", "ImportOptions", "Run", "RunOptions", "Verification", "add_checkpoint", "anchor", "check", "compare", "compile", "compile_family", "compile_files", "diff",
            "evidence_records", "export_bundle", "import_script", "keygen", "keys_add", "keys_import", "keys_list", "keys_lock",
@@ -415,9 +417,13 @@ def run(bundle: str | os.PathLike[str] | RunOptions, *, jobs: Jobs | None = None
 
 def run_set(bundles: list[str] | tuple[str, ...], *, max_parallel: int | None = None, address: str | None = None,
             upload: bool | None = None, dry_run: bool = False, num_gpus: int | None = None, quiet: bool = False,
-            no_progress: bool = False, trust_digests: bool = False, detach: bool = False) -> int:
-    """``tutorrl run`` of several bundles (or a folder of bundles) as a set; writes the set's progress to the
-    terminal as it goes, and returns the command's exit code."""
+            no_progress: bool = False, trust_digests: bool = False, detach: bool = False) -> SetRun:
+    """``tutorrl run`` of several bundles (or a folder of bundles) as a set, at most ``max_parallel`` at once.
+
+    Writes the set's progress lines to the terminal as it goes (``no_progress``: none; ``quiet``: each run's
+    own lines too, as ``[k/N] ...``). Returns what the set came to: its ``set_id``, ``status`` (``running``
+    where ``detach`` handed it to a supervisor), a row per bundle (``state.rows``: run id, state, exit code)
+    and the command's ``exit_code``."""
     from tutorrl.runtime import run_bundles
 
     return run_bundles(list(bundles), max_parallel=max_parallel, address=address, upload=upload, dry_run=dry_run,
@@ -425,25 +431,28 @@ def run_set(bundles: list[str] | tuple[str, ...], *, max_parallel: int | None = 
                        detach=detach)
 
 
-def runs(bundle: str | os.PathLike[str], *, fmt: str = "text") -> int:
-    """``tutorrl runs``: writes the bundle's runs (a table, or ``fmt="json"``) to standard output; the exit code."""
+def runs(bundle: str | os.PathLike[str]) -> list[RunRow]:
+    """``tutorrl runs``: the bundle's runs, oldest first, each open one reconciled with Ray (a ``RunRow``: the
+    run id, its record -- None where it cannot be read -- and whether this user's tutorrl wrote it)."""
     from tutorrl.runtime import list_runs
 
-    return list_runs(os.fspath(bundle), fmt)
+    return list_runs(os.fspath(bundle))
 
 
-def status(run: str | None = None, *, fmt: str = "text", show_all: bool = False) -> int:
-    """``tutorrl status``: writes a run's (or a set's, or every open one's) state to standard output."""
-    from tutorrl.runtime import show_status
+def status(run: str | None = None, *, show_all: bool = False) -> StatusReport:
+    """``tutorrl status``: a run's state (``run_state``), a set's (a set id: ``set_state``), or, with no run,
+    every open set and run and the last that ended (``show_all``: every one), each reconciled with Ray."""
+    from tutorrl.runtime import run_status
 
-    return show_status(run, fmt, show_all)
+    return run_status(run, show_all)
 
 
-def logs(run: str, *, follow: bool = False) -> int:
-    """``tutorrl logs``: writes a run's job log to standard output (``follow``: until the run ends)."""
-    from tutorrl.runtime import show_logs
+def logs(run: str, *, follow: bool = False) -> Iterator[bytes]:
+    """``tutorrl logs``: a run's job log, in pieces, as its bytes (from Ray's Jobs API where no tutorrl follows a
+    job that still runs); ``follow``: until the run ends. A run that cannot be found raises here, at the call."""
+    from tutorrl.runtime import run_log
 
-    return show_logs(run, follow)
+    return run_log(run, follow)
 
 
 def stop(run: str) -> Stopped | int:

@@ -32,6 +32,7 @@ TEXT = {
     "tutorrl.review.matrix": {"render_matrix"},
     "tutorrl.review.layers": {"render_layers"},
     "tutorrl.review.check": {"format_report", "report_json"},
+    "tutorrl.runtime.text": {"runs_json", "runs_table", "set_table", "status_json", "status_notes", "status_text"},
 }
 # Handlers still reaching into the library, with what they import: none (the list can only stay empty).
 NOT_YET: dict[str, set[str]] = {}

@@ -73,11 +73,28 @@ def every_other_command(bundle: Path, spec: Path) -> list[str]:
     anchored = tutorrl.anchor(bundle, out="head.anchor")
     stopped = tutorrl.stop("tutorrl-abc-1")
     model = tutorrl.model(bundle, "out", step=3)
-    codes: list[int] = [tutorrl.runs(bundle, fmt="json"), tutorrl.status(None, show_all=True),
-                        tutorrl.logs("tutorrl-abc-1", follow=False), tutorrl.run_set([str(bundle)], max_parallel=2)]
+    codes: list[int] = [tutorrl.run_set([str(bundle)], max_parallel=2).exit_code]
     return [compared.kind, str(compared.same), str(report.exit_code), schema, text, str(written), spec_text,
             str(exact), release, str(len(keys.rows)), str(current), added.folder, folder, str(compiles), where,
             str(len(entries)), entry.name, made.keyid, anchored.text, str(stopped), model.folder, str(codes)]
+
+
+def watch_runs(bundle: Path) -> list[str]:
+    """``runs``, ``status``, ``logs`` and a set's ``run``: typed results, printed by the caller."""
+    rows = tutorrl.runs(bundle)
+    run_ids: list[str] = [row.run_id for row in rows]
+    first = rows[0].record
+    status: str | None = first.status if first is not None else None
+    report = tutorrl.status("tutorrl-abc-1")
+    state = report.run_state
+    step: int | None = state.progress.step if state is not None else None
+    every = tutorrl.status(show_all=True)
+    open_ids: list[str] = [s.record.run_id for s in every.open] + [s.record.set_id for s in every.sets]
+    hidden: int = every.hidden_sets + every.hidden_runs
+    log: bytes = b"".join(tutorrl.logs("tutorrl-abc-1", follow=True))
+    done = tutorrl.run_set([str(bundle)], max_parallel=2, detach=True)
+    per_bundle: list[tuple[str | None, str, int | None]] = [(r.run, r.state, r.exit_code) for r in done.state.rows]
+    return [*run_ids, str(status), str(step), *open_ids, str(hidden), log.decode(), done.set_id, str(per_bundle)]
 
 
 def refused(spec: Path) -> str:
@@ -97,4 +114,7 @@ def misuses(bundle: Path) -> None:
     flag: str = tutorrl.verify(bundle).ok  # type: ignore[assignment]
     tutorrl.export_bundle(bundle, "slurm")  # type: ignore[arg-type]
     tutorrl.keys_lock(True)  # type: ignore[call-arg]
+    tutorrl.status("tutorrl-abc-1", fmt="json")  # type: ignore[call-arg]
+    text: str = tutorrl.logs("tutorrl-abc-1")  # type: ignore[assignment]
+    del text
     del flag

@@ -33,7 +33,7 @@ class _Client:
         return self.log
 
 
-def _follow(monkeypatch, tmp_path, client, capsys) -> str:
+def _follow(monkeypatch, tmp_path, client) -> str:
     record = types.SimpleNamespace(status="running", owner=None, submission_id="tutorrl-abcd-1")
     reconciled = []
     monkeypatch.setattr(lifecycle, "find_run", lambda run: tmp_path)
@@ -41,17 +41,18 @@ def _follow(monkeypatch, tmp_path, client, capsys) -> str:
     monkeypatch.setattr(lifecycle, "alive", lambda owner: False)
     monkeypatch.setattr(lifecycle, "client_for", lambda rec: client)
     monkeypatch.setattr(observe.time, "sleep", lambda s: None)
-    assert observe.logs_command(types.SimpleNamespace(run="tutorrl-abcd-1", follow=True)) == 0
+    pieces = list(observe.log_chunks("tutorrl-abcd-1", follow=True))
     assert len(reconciled) == 2  # before, and once the job ended
-    return capsys.readouterr().out
+    assert all(pieces)  # no empty piece: each is something to write
+    return b"".join(pieces).decode()
 
 
-def test_follow_streams_the_log_and_fetches_it_whole_only_to_complete_it(monkeypatch, tmp_path, capsys):
+def test_follow_streams_the_log_and_fetches_it_whole_only_to_complete_it(monkeypatch, tmp_path):
     client = _Client("step 1\nstep 2\nstep 3\ndone\n", ["step 1\n", "step 2\n", "step 3\n"])
-    assert _follow(monkeypatch, tmp_path, client, capsys) == "step 1\nstep 2\nstep 3\ndone\n"
+    assert _follow(monkeypatch, tmp_path, client) == "step 1\nstep 2\nstep 3\ndone\n"
     assert client.whole_log_fetches == 1
 
 
-def test_a_stream_that_breaks_off_is_completed_from_the_polled_log_without_repeats(monkeypatch, tmp_path, capsys):
+def test_a_stream_that_breaks_off_is_completed_from_the_polled_log_without_repeats(monkeypatch, tmp_path):
     client = _Client("step 1\nstep 2\ndone\n", ["step 1\n"], breaks=True, running_polls=2)
-    assert _follow(monkeypatch, tmp_path, client, capsys) == "step 1\nstep 2\ndone\n"
+    assert _follow(monkeypatch, tmp_path, client) == "step 1\nstep 2\ndone\n"

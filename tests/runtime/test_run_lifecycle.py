@@ -235,7 +235,7 @@ def test_a_detached_run_stopped_between_attempts_is_stopped(make_bundle, workdir
 
 def test_cluster_run_killed_then_reconciled_from_ray(ray_cluster, make_bundle, workdir):
     """The submitter dies; the job ends on the cluster with nobody watching; `status` closes the record."""
-    bundle = make_bundle('#!/usr/bin/env bash\necho started >&2\nsleep 3\necho finished >&2\n', gpus=1)
+    bundle = make_bundle('#!/usr/bin/env bash\necho started >&2\nsleep 8\necho finished >&2\n', gpus=1)
     env = clean_env(RAY_AUTH_TOKEN=ray_cluster["token"])
     proc = subprocess.Popen([*TUTORRL, "run", str(bundle), "--address", ray_cluster["url"], "--dry-run"],
                             cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -243,6 +243,12 @@ def test_cluster_run_killed_then_reconciled_from_ray(ray_cluster, make_bundle, w
     proc.kill()
     proc.wait()
     run_id = rec["run_id"]
+    # Nobody follows the job now: `logs --follow` reads Ray's own stream (tail_job_logs, a websocket) and
+    # returns when the job ends, with what it wrote after the follow began (the job sleeps 8 s between).
+    follow = run_tutorrl(["logs", run_id, "--follow"], workdir, env, timeout=120)
+    assert follow.returncode == 0 and "started" in follow.stdout and "finished" in follow.stdout, follow.stderr
+    assert follow.stdout.count("finished") == 1  # each piece once, not the whole log again
+    assert "Traceback" not in follow.stderr and "Unclosed" not in follow.stderr  # the stream closed, not dropped
 
     def closed():
         out = run_tutorrl(["status", run_id, "--format", "json"], workdir, env)

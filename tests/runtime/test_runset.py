@@ -540,6 +540,32 @@ def test_a_detached_set_whose_head_does_not_start_is_not_said_to_be_detached(mak
     assert not _alive(doc["owner"]["pid"]) and procs_with_env("TUTORRL_RUN_ID", record_path.stem) == []
 
 
+def test_run_set_returns_what_the_set_came_to(make_bundle, workdir, tmp_path, monkeypatch, capsys):
+    """The API's set: the same detach whose head does not start, called in-process: a typed SetRun (its rows,
+    the command's exit code), and nothing on standard output (the set's table is the handler's to print)."""
+    import tutorrl
+
+    fake = tmp_path / "fake-python"
+    fake.mkdir()
+    (fake / "python").symlink_to(sys.executable)
+    (fake / "ray").write_text("#!/usr/bin/env bash\necho 'no ray here' >&2\nexit 3\n")
+    (fake / "ray").chmod(0o755)
+    bundles = [make_bundle(GATED, env={"GATE": str(tmp_path), "POINT": str(n)}) for n in (1, 2)]
+    for name, value in clean_env(TUTORRL_STATE_HOME=str(tmp_path / "state"), TUTORRL_PYTHON=str(fake / "python"),
+                                 TUTORRL_EMBEDDED_NUM_GPUS="1").items():
+        monkeypatch.setenv(name, value)
+    for name in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(workdir)
+    done = tutorrl.run_set([str(b) for b in bundles], detach=True, trust_digests=True)
+    (record_path,) = (tmp_path / "state" / "sets").glob("set-*.json")
+    assert done.set_id == record_path.stem and done.status == "failed" and done.detached
+    assert done.exit_code not in (0, 130)
+    assert [(r.bundle, r.run, r.state, r.exit_code) for r in done.state.rows] == [
+        (str(b.resolve()), None, "not started", None) for b in bundles]
+    assert capsys.readouterr().out == ""
+
+
 def test_a_set_stopped_by_tutorrl_stop_before_it_is_detached_is_not_said_to_be_detached(make_bundle, workdir,
                                                                                         tmp_path):
     launcher, gate, state, env, bundles = _detach_held_set(make_bundle, workdir, tmp_path)
