@@ -131,7 +131,7 @@ def no_launch(commands) -> str:
     entry point is chosen (the refusal says what was found, not only what was not)."""
     from tutorrl.importer.capture import python_started
 
-    from tutorrl.compiler.release import load_entries
+    from tutorrl.compiler.release import load_entries, not_entry
 
     entries = {e.module: e for e in load_entries().values() if e.name != "ppo"}
     modules = [p for p in python_started(commands) if " -m " in p]
@@ -140,8 +140,12 @@ def no_launch(commands) -> str:
         return f"no launch of verl.trainer.main_ppo found (the script ran: {found})"
 
     def said(m: str) -> str:
-        entry = entries.get(m.split(" -m ", 1)[1])
-        return m if entry is None else f"{m} (verl's entry point '{entry.name}')"
+        module = m.split(" -m ", 1)[1]
+        entry = entries.get(module)
+        if entry is not None:
+            return f"{m} (verl's entry point '{entry.name}')"
+        why = not_entry(module)
+        return f"{m} (not an entry point: {why.why})" if why else m
 
     shown = [said(m) for m in modules[:6]]
     started = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]

@@ -1344,6 +1344,8 @@ def render_entries(s: dict, command: str) -> str:
 def render_recipes(s: dict, command: str) -> str:
     """docs/corpus/README.md's section of tools/corpus_recipes.py's numbers (recipes.json)."""
     pct = round(100 * s["other_import_compile_same_module"] / max(1, s["other_launches"]), 1)
+    accepted = s["other_verl_accepts"]
+    pct_accepted = round(100 * s["other_verl_accepts_import_compile_same_module"] / max(1, accepted), 1)
     lines = ["## verl's recipe and experimental launches", "",
              f"Every trainer launch of the scripts under verl {s['tag']}'s `recipe/` (verl-recipe at "
              f"`{s['recipe_commit'][:12]}`, the commit the tag pins) and `verl/experimental/`, imported with "
@@ -1351,17 +1353,26 @@ def render_recipes(s: dict, command: str) -> str:
              "release the import picks, where its code starts), compiled, and the bundle's `launch.sh` read for the "
              f"module it starts (`{command}`).", "",
              "| tag | scripts | launches | main_ppo | other entry points | of those: import, compile, start the same "
-             "module | round trip exact |", "|---|---|---|---|---|---|---|",
+             "module | of those verl takes as written | of those: import, compile, start the same module | "
+             "round trip exact |", "|---|---|---|---|---|---|---|---|---|",
              f"| {s['tag']} | {s['scripts']} | {s['launches']} | {s['main_ppo_launches']} "
              f"({s['main_ppo_import_compile_same_module']} import, compile, same module) | {s['other_launches']} | "
-             f"{s['other_import_compile_same_module']} ({pct}%) | {s['other_exact']} |", "",
-             "| module | entry | launches | imported | verl composes | exact | compile, start it |",
-             "|---|---|---|---|---|---|---|"]
+             f"{s['other_import_compile_same_module']} ({pct}%) | {accepted} | "
+             f"{s['other_verl_accepts_import_compile_same_module']} ({pct_accepted}%) | {s['other_exact']} |", "",
+             "\"verl takes as written\": the module's own code starts at some verl release (measured with the real "
+             "`python -m MODULE --cfg job`: entries.toml's `stops` and `not_entry`) and verl's own Hydra composes the "
+             "script's config at the release the import picks; the figure beside it is tutorrl's part alone.", "",
+             "| module | entry | launches | imported | verl composes | verl takes as written | exact | "
+             "compile, start it |", "|---|---|---|---|---|---|---|---|"]
     for module, v in s["by_module"].items():
         lines.append(f"| `{module}` | {v['entry'] or '(none)'}{' at ' + ', '.join(v['releases']) if v['releases'] else ''} "
                      f"| {v['launches']} | {v['imported']} | "
-                     f"{v['verl_composes']} | {v['exact']} | {v['compile_and_start_it']} |")
+                     f"{v['verl_composes']} | {v['verl_accepts']} | {v['exact']} | {v['compile_and_start_it']} |")
     lines.append("")
+    why = {m: v["not_entry"] for m, v in s["by_module"].items() if v.get("not_entry")}
+    if why:
+        lines += ["modules that are not entries, and why (entries.toml's `not_entry`):", ""]
+        lines += [f"- `{m}`: {w}" for m, w in why.items()] + [""]
     if s["not_met"]:
         lines += ["not imported, compiled and started as written:", ""]
         lines += [f"- `{f['script']}` (`{f['module']}`): {f['reason']}" for f in s["not_met"]] + [""]

@@ -63,6 +63,7 @@ _SPEC.loader.exec_module(corpus)
 #: Mains that generate or evaluate, not train: not launches of a trainer.
 NOT_TRAINERS = re.compile(r"(^|\.)(main_generation(_server)?|main_eval|data_process)$")
 _MAIN_WORD = re.compile(r"(^|_)main(_|$)")
+_NOT_COMPOSED = "not checked: the original launch does not compose"
 _PLACEHOLDERS = re.compile(r"__UNSET_([A-Za-z0-9_]+)__ = ([^,]+)")
 
 
@@ -111,10 +112,10 @@ def compile_and_read(spec_text: str, tmp: Path) -> tuple[str | None, str, Path |
 def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=print,
             dry_run_python: str | None = None, dry_run_path: str | None = None,
             start_checks: tuple[str, ...] = ()) -> dict:
-    from tutorrl.compiler.release import load_entries
+    from tutorrl.compiler.release import load_entries, not_entry
     from tutorrl.errors import TutorrlError
     from tutorrl.importer.capture import capture, entry_of
-    from tutorrl.importer.cli_impl import _fill, _spec_text, import_launch, prepare
+    from tutorrl.importer.launch import _fill, _spec_text, import_launch, prepare
 
     release = corpus.tag_release(tag)
     pinned = corpus.git(gitdir, "ls-tree", tag, "recipe").decode().split()
@@ -152,11 +153,15 @@ def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=p
                 module = module_of(launch)
                 known = entry_of(launch.entry_kind, launch.entry)
                 row = {"script": rel, "module": module, "entry": known.name if known else "", "release": "",
-                       "imported": False,
+                       "imported": False, "verl_accepts": True,
                        "trip": "", "compiles": False, "same_module": False, "why": ""}
                 rows.append(row)
                 if known is None:
-                    row["why"] = "refused: a module tutorrl does not know"
+                    why = not_entry(module)
+                    row["why"] = ("refused: not an entry point: " + why.why if why
+                                  else "refused: a module tutorrl does not know")
+                    # Does verl itself take the launch as written: its code starts at some release?
+                    row["verl_accepts"] = bool(why and why.starts)
                     continue
                 # A recipe's code is written for one verl: the import picks the release where its module starts
                 # (entries.toml); verl's own entry points are imported at the tag's release.
@@ -165,10 +170,15 @@ def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=p
                     text, report = import_launch(prep, verl, recipe=str(root / "recipe"))
                 except TutorrlError as exc:
                     row["why"] = "refused: " + corpus.reason_group(corpus.first_line(str(exc)))
+                    row["verl_accepts"] = known.source == "wheel" or any(known.runs_at(r) for r in known.releases)
                     continue
                 row["imported"] = True
                 row["release"] = report.release
                 row["trip"] = corpus.trip_reason(report)
+                # verl takes it as written where its module starts at some release and composes the script's
+                # config (the round trip composes the original launch with verl's own Hydra).
+                row["verl_accepts"] = (any(known.runs_at(r) for r in known.releases) or known.source == "wheel") \
+                    and not row["trip"].startswith(_NOT_COMPOSED)
                 if report.does_not_compile:
                     row["why"] = "the compiler refuses the spec: " + corpus.refusal_group(report)
                 these = standins(report.notes)
@@ -225,25 +235,37 @@ def module_starts(python: str, extra_path: str, root: Path, entry) -> dict:
             "said": "" if proc.returncode == 0 else corpus.first_line(last).replace(extra_path, "<verl install>")}
 
 
+def _not_entry(module: str):
+    from tutorrl.compiler.release import not_entry
+
+    return not_entry(module)
+
+
 def summarise(tag, release, recipe_commit, scripts, rows, dry_run) -> dict:
     others = [r for r in rows if r["module"] != "verl.trainer.main_ppo"]
     good = [r for r in others if r["imported"] and r["compiles"] and r["same_module"]]
+    accepted = [r for r in others if r["verl_accepts"]]
     by_module = collections.Counter(r["module"] for r in others)
     per = {}
     for module, n in by_module.most_common():
         mine = [r for r in others if r["module"] == module]
         per[module] = {"launches": n, "entry": mine[0]["entry"], "imported": sum(r["imported"] for r in mine),
                        "exact": sum(r["trip"] == "exact" for r in mine),
-                       "verl_composes": sum(r["imported"] and not r["trip"].startswith(
-                           "not checked: the original launch does not compose") for r in mine),
+                       "verl_composes": sum(r["imported"] and not r["trip"].startswith(_NOT_COMPOSED) for r in mine),
+                       "verl_accepts": sum(r["verl_accepts"] for r in mine),
                        "compile_and_start_it": sum(r in good for r in mine),
-                       "releases": sorted({r["release"] for r in mine if r["release"]})}
+                       "releases": sorted({r["release"] for r in mine if r["release"]}),
+                       "not_entry": why.why if (why := _not_entry(module)) else ""}
     ppo = [r for r in rows if r["module"] == "verl.trainer.main_ppo"]
     return {"schema": corpus.SCHEMA, "tag": tag, "release": release, "recipe_commit": recipe_commit,
             "scripts": scripts, "launches": len(rows), "main_ppo_launches": len(ppo),
             "main_ppo_import_compile_same_module": sum(r["imported"] and r["compiles"] and r["same_module"]
                                                        for r in ppo),
             "other_launches": len(others), "other_import_compile_same_module": len(good),
+            # The honest measure of tutorrl's part: of the launches verl itself takes as written (the module's code
+            # starts at some release and verl composes the script's config), those tutorrl imports, compiles, starts.
+            "other_verl_accepts": len(accepted), "other_verl_accepts_import_compile_same_module":
+                sum(r in good for r in accepted),
             "other_exact": sum(r["trip"] == "exact" for r in others),
             "by_module": per,
             "not_met": [{"script": r["script"], "module": r["module"], "reason": r["why"] or r["trip"]}
@@ -273,7 +295,9 @@ def main(argv=None) -> int:
     corpus.write_json(args.out / "recipes.json", summary)
     corpus.write_readme(args.out)
     print(f"{args.tag}: {summary['other_import_compile_same_module']}/{summary['other_launches']} other-entry launches "
-          f"import, compile and start the same module; {summary['launches']} launches", file=sys.stderr)
+          f"import, compile and start the same module ({summary['other_verl_accepts_import_compile_same_module']}/"
+          f"{summary['other_verl_accepts']} of those verl takes as written); {summary['launches']} launches",
+          file=sys.stderr)
     return 0
 
 

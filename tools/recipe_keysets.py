@@ -1,4 +1,4 @@
-"""Write (or check) the key sets of entry points whose code is a recipe outside verl's wheel (DAPO, entropy).
+"""Write (or check) the key sets of entry points whose code is a recipe outside verl's wheel (DAPO, entropy, ...).
 
     python tools/recipe_keysets.py RECIPE_CHECKOUT [--check] [--wheel-cache DIR] [--entry NAME ...]
 

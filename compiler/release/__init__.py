@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from tutorrl.compiler.release.added import packaged_releases, user_releases
     from tutorrl.compiler.release.adding import release_files
     from tutorrl.compiler.release.built import load_built
-    from tutorrl.compiler.release.entries import find_entry, load_entries
+    from tutorrl.compiler.release.entries import find_entry, load_entries, not_entry
     from tutorrl.compiler.release.hydra import render_value
     from tutorrl.compiler.release.keymap import Lock, describe_releases, forget_user_releases, load_keymap, load_lock, settings_writing
     from tutorrl.compiler.release.keyset_import import ImportedKeySet, KeySets, extract_config, fetch_wheel, import_keysets, list_keysets
@@ -30,7 +30,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "added": ("packaged_releases", "user_releases"),
     "adding": ("release_files",),
     "built": ("load_built",),
-    "entries": ("find_entry", "load_entries"),
+    "entries": ("find_entry", "load_entries", "not_entry"),
     "hydra": ("render_value",),
     "keymap": ("Lock", "describe_releases", "forget_user_releases", "load_keymap", "load_lock", "settings_writing"),
     "keyset_import": ("ImportedKeySet", "KeySets", "extract_config", "fetch_wheel", "import_keysets", "list_keysets"),
@@ -59,6 +59,7 @@ __all__ = [
     "load_keyset",
     "load_lock",
     "lock_keys",
+    "not_entry",
     "packaged_releases",
     "release_files",
     "render_value",

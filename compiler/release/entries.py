@@ -73,17 +73,37 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return [f"hydra.searchpath=[{','.join(self.searchpath)}]"]
 
 
+class NotEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A module a recipe's launches start that is not an entry point (a ``not_entry`` table)."""
+
+    why: str
+    # Releases where its code starts (the real `python -m <module> --cfg job`); empty where it stops at every one.
+    starts: tuple[str, ...] = ()
+
+
 class _Entries(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schema: str
     entry: dict[str, EntryPoint]
+    # Modules a recipe's launches start that are not entries, each with why (measured: no config of its own, or
+    # its code stops at import at every release tried).
+    not_entry: dict[str, NotEntry] = {}
+
+
+@functools.cache
+def _load() -> _Entries:
+    with open(_FILE, encoding="utf-8") as fh:
+        return msgspec.convert(_toml.loads(fh.read()), _Entries)
 
 
 @functools.cache
 def load_entries() -> dict[str, EntryPoint]:
     """Every known entry point by name, ``ppo`` first."""
-    with open(_FILE, encoding="utf-8") as fh:
-        data = msgspec.convert(_toml.loads(fh.read()), _Entries)
-    return {name: msgspec.structs.replace(e, name=name) for name, e in data.entry.items()}
+    return {name: msgspec.structs.replace(e, name=name) for name, e in _load().entry.items()}
+
+
+def not_entry(module: str) -> NotEntry | None:
+    """Why a module recipes launch is not an entry point (entries.toml's ``not_entry``); None if none is recorded."""
+    return _load().not_entry.get(module)
 
 
 # ppo's own table of entries.toml, the one entry a compile of a main_ppo spec (most of

@@ -42,33 +42,44 @@ def test_a_trainer_launch_is_a_known_entry_or_a_main(entry, kind, counted):
     assert tool.is_trainer_launch(_call(entry, kind)) is counted
 
 
-def _row(module, entry, *, imported=True, trip="exact", compiles=True, same=True, why="", release="0.9.0"):
+def _row(module, entry, *, imported=True, trip="exact", compiles=True, same=True, why="", release="0.9.0",
+         accepts=True):
     return {"script": f"recipe/{module}.sh", "module": module, "entry": entry, "release": release if imported else "",
-            "imported": imported, "trip": trip, "compiles": compiles, "same_module": same, "why": why}
+            "imported": imported, "trip": trip, "compiles": compiles, "same_module": same, "why": why,
+            "verl_accepts": accepts}
 
 
 def test_the_summary_counts_what_imports_compiles_and_starts_the_same_module_and_lists_the_rest():
     rows = [_row("verl.trainer.main_ppo", ""),
             _row("recipe.dapo.main_dapo", "dapo", release="0.8.0"),
             _row("recipe.dapo.main_dapo", "dapo", trip="not checked: the original launch does not compose at verl "
-                 "0.8.0: X", compiles=False, same=False, why="the compiler refuses the spec: Y", release="0.8.0"),
+                 "0.8.0: X", compiles=False, same=False, why="the compiler refuses the spec: Y", release="0.8.0",
+                 accepts=False),
             _row("recipe.entropy.main_entropy", "entropy", compiles=False, same=False,
-                 why="the compiler refuses the spec: stops at import"),
+                 why="the compiler refuses the spec: stops at import", accepts=False),
             _row("main_gkd", "", imported=False, trip="", compiles=False, same=False,
-                 why="refused: a module tutorrl does not know")]
+                 why="refused: a module tutorrl does not know", accepts=False),
+            _row("recipe.dapo.main_dapo", "dapo", compiles=False, same=False, why="the compiler refuses the spec: Z",
+                 release="0.8.0")]
     s = tool.summarise("v0.9.0", "0.9.0", "e7f889574b83", 4, rows, {})
-    assert (s["launches"], s["main_ppo_launches"], s["other_launches"]) == (5, 1, 4)
-    assert (s["other_import_compile_same_module"], s["other_exact"]) == (1, 2)
+    assert (s["launches"], s["main_ppo_launches"], s["other_launches"]) == (6, 1, 5)
+    assert (s["other_import_compile_same_module"], s["other_exact"]) == (1, 3)
+    # Of the 2 launches verl takes as written (code starts, config composes), tutorrl carries 1.
+    assert (s["other_verl_accepts"], s["other_verl_accepts_import_compile_same_module"]) == (2, 1)
     dapo = s["by_module"]["recipe.dapo.main_dapo"]
-    assert dapo == {"launches": 2, "entry": "dapo", "imported": 2, "exact": 1, "verl_composes": 1,
-                    "compile_and_start_it": 1, "releases": ["0.8.0"]}
-    assert [f["module"] for f in s["not_met"]] == ["recipe.dapo.main_dapo", "recipe.entropy.main_entropy", "main_gkd"]
-    assert s["not_met"][-1]["reason"] == "refused: a module tutorrl does not know"
+    assert dapo == {"launches": 3, "entry": "dapo", "imported": 3, "exact": 2, "verl_composes": 2, "verl_accepts": 2,
+                    "compile_and_start_it": 1, "releases": ["0.8.0"], "not_entry": ""}
+    # Why a module is not an entry is entries.toml's data, reported per module.
+    assert s["by_module"]["main_gkd"]["not_entry"].startswith("GKD: its scripts start `python3 -m main_gkd`")
+    assert [f["module"] for f in s["not_met"]] == ["recipe.dapo.main_dapo", "recipe.entropy.main_entropy", "main_gkd",
+                                                   "recipe.dapo.main_dapo"]
+    assert s["not_met"][2]["reason"] == "refused: a module tutorrl does not know"
     text = tool.corpus.render_recipes({**s, "recipe_modules_start": [
         {"entry": "dapo", "module": "recipe.dapo.main_dapo", "verl": "0.9.0", "exit": 1, "config_lines": 0,
          "said": "ImportError: cannot import name 'TaskRunner'"}]}, "python tools/corpus_recipes.py ...")
-    assert "| v0.9.0 | 4 | 5 | 1 (1 import, compile, same module) | 4 | 1 (25.0%) | 2 |" in text
-    assert "| `recipe.dapo.main_dapo` | dapo at 0.8.0 | 2 | 2 | 1 | 1 | 1 |" in text
+    assert "| v0.9.0 | 4 | 6 | 1 (1 import, compile, same module) | 5 | 1 (20.0%) | 2 | 1 (50.0%) | 3 |" in text
+    assert "| `recipe.dapo.main_dapo` | dapo at 0.8.0 | 3 | 3 | 2 | 2 | 2 | 1 |" in text
+    assert "- `main_gkd`: GKD: its scripts start" in text
     assert "| dapo | 0.9.0 | 1 | 0 | ImportError: cannot import name 'TaskRunner' |" in text
     assert "- `recipe/main_gkd.sh` (`main_gkd`): refused: a module tutorrl does not know" in text
 

@@ -85,6 +85,9 @@ def test_a_module_tutorrl_does_not_know_is_refused_by_name_saying_how_to_add_it(
     proc, spec = _imported("unknown_entry", tmp_path, "--verl", "0.9.1")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "recipe.entropy.main_entropy" in proc.stderr and "compiler/release/keymap/entries.toml" in proc.stderr
+    # A module measured and recorded as no entry (entries.toml's not_entry) is refused saying why.
+    assert ("python3 -m recipe.sppo.main_sppo (not an entry point: SPPO's code stops at import at every release "
+            "measured: it imports compute_reward from verl.trainer.ppo.reward") in proc.stderr
     assert not spec.exists()
 
 

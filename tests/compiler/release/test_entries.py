@@ -163,7 +163,8 @@ def test_retargeting_an_entry_spec_across_releases():
 
 def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_else():
     entries = [e for e in load_entries().values() if not e.default]
-    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo", "entropy"}
+    assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo", "entropy", "prime", "spin", "flowrl",
+                                         "gvpo"}
     want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in e.variants}
     have = {p.name for p in KEYSET_DIR.glob("verl-*@*.json")}
     assert have == want
@@ -315,3 +316,29 @@ def test_the_evidence_callback_is_refused_for_an_entry_whose_trainer_never_calls
     assert "trainer.checkpoint_callback_class" in find_entry(entry).never_reads
     assert compiled(text.replace(f'entry = "{entry}"\n', "")).manifest.entry in ("", "ppo", None)
     compiled(text.replace("evidence_callback = true", "evidence_callback = false"))
+
+
+@pytest.mark.parametrize("entry,own", [("prime", "data.filter_accuracy"), ("spin", "actor_rollout_ref.actor.dpo_beta"),
+                                       ("gvpo", "actor_rollout_ref.actor.gvpo_beta")])
+def test_each_recipe_entry_is_keyed_from_its_own_config_where_its_code_starts(entry, own):
+    e = find_entry(entry)
+    assert (e.source, e.variants, e.stops) == ("recipe", ("fsdp",), {})
+    for release in e.releases:
+        assert ks.load_keyset(release, "fsdp", entry).has(own) and not ks.load_keyset(release, "fsdp").has(own)
+    # A spec of it needs its code named, as DAPO's does; a release it is not keyed at names the ones it is.
+    (problem,) = refused(spec(entry, verl=e.releases[-1]))
+    assert "runs a recipe's code from outside verl's wheel" in problem, problem
+    (problem,) = refused(spec(entry, verl="0.9.1"))
+    assert f"entry point '{entry}' ({e.module})" in problem and "0.9.1" in problem, problem
+
+
+def test_a_module_that_is_not_an_entry_says_why_and_names_no_entry():
+    from tutorrl.compiler.release import not_entry
+
+    modules = {e.module for e in load_entries().values()}
+    gkd = not_entry("main_gkd")
+    assert gkd is not None and "recipe.gkd.ray_trainer" in gkd.why and gkd.starts == ()
+    assert not_entry("recipe.dance_grpo.dance_grpo_mindspeed_mm.main_dance").starts == ("0.8.0",)
+    assert not_entry("recipe.prime.main_prime") is None and "recipe.prime.main_prime" in modules
+    for module in ("main_gkd", "recipe.spo.spo_main_ppo", "recipe.sppo.main_sppo", "recipe.fault_recover.main_ppo"):
+        assert module not in modules and not_entry(module).why
