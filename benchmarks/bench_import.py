@@ -74,8 +74,8 @@ c._launches_from_args = hydra_first
 o.parse = o.parse.__wrapped__
 startup.SHORT = startup.SHORT - {"import"}
 
-def whole(root, config_name, overrides, config_path=None, base=None, cache=None, entry=""):
-    assert entry in ("", "ppo"), "the benchmark's scripts launch main_ppo"
+def whole(root, config_name, overrides, config_path=None, base=None, cache=None, entry="", recipe=None):
+    assert entry in ("", "ppo") and recipe is None, "the benchmark's scripts launch main_ppo"
     config_dir = root / "verl" / "trainer" / "config"
     if config_path is not None:
         custom = Path(config_path)
