@@ -466,7 +466,9 @@ class RunSession:
         progress, policy = self.progress, self.retry
         total = bundle.spec.trainer.total_steps
         while True:
-            if (self.record.status == "failed" and not interrupts() and len(self.record.attempts) <= policy.retries
+            # record.retries is policy.retries (set with the first attempt): may_follow is the one spelling of
+            # "failed with retries left", which logs --follow and stop read too.
+            if (retry.may_follow(self.record) and not interrupts()
                     and retry.user_error(self.record.exit_code, self._log_tail()) is None):
                 # A retry follows: this attempt's checkpoints are recorded now (the scan at the end would be too
                 # late to resume from; a step killed between its save and its metrics line is known by them).
