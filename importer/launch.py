@@ -48,6 +48,9 @@ class ImportReport(msgspec.Struct):
     roots: dict = {}
     # Each clock read of the script and where its (frozen) answer went.
     clock: list[str] = []
+    # The launch's overrides of keys its entry point's own config moved (entries.toml's ``moved``), as the
+    # spec carries them: verl refuses the launch as written, so the round trip's reference is the carried one.
+    carried: list[str] = []
 
 
 def _parse_vars(items: list[str]) -> dict[str, str]:
@@ -433,6 +436,14 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
                root: Path | None, default_config: str | None) -> tuple[str, ImportReport]:
     translation, text = _spec_text(prep.overrides, release, variant, prep)
     unread = [m for m in translation.mapped if m.how == "unread"]
+    reference, carried = prep.overrides, []
+    if prep.entry:
+        from tutorrl.compiler.release import load_keyset
+        from tutorrl.importer.translate import carry_entry_moves
+
+        reference, moved = carry_entry_moves(list(prep.overrides), prep.entry,
+                                             load_keyset(release, variant, prep.entry))
+        carried = [f"{text}  ({note})" for text, note in sorted(moved.items())]
     exact, not_checked, diffs, warnings, notes, refusals = None, "", [], [], [], []
     if not check:
         not_checked = "--no-check"
@@ -451,7 +462,7 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
         result, error, best = None, None, None
         for number in numbers:
             these = {n: (number if v == "1" else v) for n, v in standins.items()}
-            original = [_fill(o, these) for o in prep.overrides]
+            original = [_fill(o, these) for o in reference]
             check_text = _spec_text(original, release, variant, prep)[1] if these else text
             try:
                 result = round_trip(check_text, original, config_name=prep.config_name or
@@ -513,6 +524,7 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
     report.does_not_compile = refusals
     report.roots = {name: r["default"] for name, r in translation.spec.get("roots", {}).items()}
     report.clock = [_clock_line(c, translation) for c in prep.clock]
+    report.carried = carried
     return text, report
 
 

@@ -63,8 +63,13 @@ def report_text(r: ImportReport) -> str:
     if r.does_not_compile:
         lines.append("the spec does not compile until you change (the launch as written has the same problems):")
         lines += [f"  {p}" for p in r.does_not_compile]
+    if r.carried:
+        lines.append("carried where the entry point's own config reads them now (verl refuses the launch as written; "
+                     "the round trip's reference is the launch with them):")
+        lines += [f"  {c}" for c in r.carried]
     if r.exact:
-        lines.append(f"round trip: exact (the spec composes to the identical verl {r.release} config)")
+        lines.append(f"round trip: exact (the spec composes to the identical verl {r.release} config"
+                     + (" as the launch with the moved keys carried)" if r.carried else ")"))
     elif r.not_checked:
         lines.append(f"round trip: not checked: {r.not_checked}")
     else:

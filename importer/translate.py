@@ -83,6 +83,9 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     keyset = load_keyset(release, variant, entry or "ppo")
     from tutorrl.importer.overrides import parse
 
+    moved_notes: dict[str, str] = {}
+    if entry and entry != "ppo":
+        overrides, moved_notes = carry_entry_moves(list(overrides), entry, keyset)
     spec: dict = {"experiment": {"verl": release, **({"entry": entry} if entry and entry != "ppo" else {})}}
     if recipe:
         # A recipe entry's checkout (absolute, this machine's): a root whose default is the folder above it,
@@ -149,6 +152,13 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
             # (unread_overrides, with its warning); meant_settings offers the home.
             home, moved = _moved_home(key, value, lock, by_key, tables)
         if home is None:
+            if kind == "ADD" and keyset.has(key) and keyset.keys[key].type != "null":
+                # Hydra refuses '+' on a key the config declares (a launch written before the release declared
+                # it); the launch meant to set it, as a spec field's '+' is computed from the release's key set.
+                extra.append(text[1:])
+                mapped.append(Mapped(text, "extra", note=f"the '+' is dropped: verl {release} declares '{key}' and "
+                                     "Hydra refuses '+' on a key the config has"))
+                continue
             extra.append(text)
             mapped.append(Mapped(text, "extra", note="no spec field for this key"))
             continue
@@ -169,11 +179,55 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         placed[slot] = len(mapped)
         mapped.append(Mapped(text, "field", field=slot, note=note))
 
+    if moved_notes:
+        mapped = [msgspec.structs.replace(m, note=moved_notes[m.override] + (f"; {m.note}" if m.note else ""))
+                  if m.override in moved_notes else m for m in mapped]
     if extra or unread:
         spec["verl"] = {k: v for k, v in (("extra_overrides", extra), ("unread_overrides", unread)) if v}
     placeholders = sorted({m for m in PLACEHOLDER.findall(repr(spec))})
     return Translation(release, variant, config_name, config_path, spec, mapped, placeholders,
                        "" if entry == "ppo" else entry)
+
+
+def carry_entry_moves(overrides: list[str], entry: str, keyset) -> tuple[list[str], dict[str, str]]:
+    """The launch's overrides with each key the entry point's own config moved (entries.toml's ``moved``)
+    carried to where its pinned code reads it, and what each move adds that the launch does not set; with a
+    note per carried or added override.
+
+    verl-recipe moved DAPO's overlong buffer (``reward_model.overlong_buffer.*`` to
+    ``reward.reward_kwargs.overlong_buffer_cfg.*``) after 11 of its launches were written: as written, verl
+    refuses them; carried, they run what they meant.
+    """
+    from tutorrl.compiler.release import find_entry
+
+    found = find_entry(entry)
+    if found is None or not found.moved:
+        return overrides, {}
+    written = {o.partition("=")[0].lstrip("+~") for o in overrides}
+    out: list[str] = []
+    notes: dict[str, str] = {}
+    added: set[str] = set()
+    for text in overrides:
+        head, sep, value = text.partition("=")
+        key = head.lstrip("+~")
+        moved = found.moved_key(key) if sep and head[:len(head) - len(key)] in ("", "+", "++") else None
+        if moved is None:
+            out.append(text)
+            continue
+        new, fact = moved
+        # The '+' is the new config's: Hydra takes a plain override only of a key the config declares.
+        carried = f"{'' if keyset.has(new) else '+'}{new}={value}"
+        out.append(carried)
+        notes[carried] = f"carried from '{key}': {fact.why}"
+        for key_added, value_added in sorted(fact.adds.items()):
+            if key_added in written or key_added in added:
+                continue
+            added.add(key_added)
+            text_added = f"{'' if keyset.has(key_added) else '+'}{key_added}={value_added}"
+            out.append(text_added)
+            notes[text_added] = (f"added with the move of '{key}': {entry}'s code before the move derived it "
+                                 "itself; its config now takes it as a key")
+    return out, notes
 
 
 def _first_line(exc: BaseException) -> str:

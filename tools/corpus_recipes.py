@@ -64,6 +64,7 @@ _SPEC.loader.exec_module(corpus)
 NOT_TRAINERS = re.compile(r"(^|\.)(main_generation(_server)?|main_eval|data_process)$")
 _MAIN_WORD = re.compile(r"(^|_)main(_|$)")
 _NOT_COMPOSED = "not checked: the original launch does not compose"
+_CARRIED = "exact once"  # composed with the entry's moved keys carried: the launch as written does not compose
 _PLACEHOLDERS = re.compile(r"__UNSET_([A-Za-z0-9_]+)__ = ([^,]+)")
 
 
@@ -178,7 +179,7 @@ def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=p
                 # verl takes it as written where its module starts at some release and composes the script's
                 # config (the round trip composes the original launch with verl's own Hydra).
                 row["verl_accepts"] = (any(known.runs_at(r) for r in known.releases) or known.source == "wheel") \
-                    and not row["trip"].startswith(_NOT_COMPOSED)
+                    and not row["trip"].startswith(_NOT_COMPOSED) and not report.carried
                 if report.does_not_compile:
                     row["why"] = "the compiler refuses the spec: " + corpus.refusal_group(report)
                 these = standins(report.notes)
@@ -251,7 +252,8 @@ def summarise(tag, release, recipe_commit, scripts, rows, dry_run) -> dict:
         mine = [r for r in others if r["module"] == module]
         per[module] = {"launches": n, "entry": mine[0]["entry"], "imported": sum(r["imported"] for r in mine),
                        "exact": sum(r["trip"] == "exact" for r in mine),
-                       "verl_composes": sum(r["imported"] and not r["trip"].startswith(_NOT_COMPOSED) for r in mine),
+                       "verl_composes": sum(r["imported"] and not r["trip"].startswith((_NOT_COMPOSED, _CARRIED))
+                                            for r in mine),
                        "verl_accepts": sum(r["verl_accepts"] for r in mine),
                        "compile_and_start_it": sum(r in good for r in mine),
                        "releases": sorted({r["release"] for r in mine if r["release"]}),

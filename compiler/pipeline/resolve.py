@@ -287,7 +287,17 @@ def missing_setting(setting: str, lock: Lock) -> Finding:
 
 
 def moved_key(key: str, lock: Lock) -> str | None:
-    """Advice for a key the release lacks that the key map knows under another release."""
+    """Advice for a key the release lacks that the key map knows under another release, or that the entry
+    point's own config moved (entries.toml's ``moved``)."""
+    if lock.entry != "ppo":
+        from tutorrl.compiler.release import find_entry
+
+        found = find_entry(lock.entry)
+        moved = found.moved_key(key) if found is not None else None
+        if moved is not None:
+            new, fact = moved
+            adds = "".join(f"; with it set '{k}={v}'" for k, v in sorted(fact.adds.items()))
+            return f"{fact.why}: set '{new}'{adds}"
     keymap = load_keymap()
     for setting in settings_writing(key):
         target = lock.targets.get(setting)

@@ -25,6 +25,16 @@ SCHEMA = "tutorrl.entries/1"
 _FILE = os.path.join(os.path.dirname(__file__), "keymap", "entries.toml")
 
 
+class Moved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A key (or a prefix of keys) the entry's config once had, which its pinned code reads under ``to``."""
+
+    to: str
+    why: str
+    # Values the old code derived itself and the new config takes as keys, each written where the launch
+    # moves a key and sets none of them: {key: override value (an interpolation of what the old code read)}.
+    adds: dict[str, str] = {}
+
+
 class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One entry point (a table of ``entries.toml``)."""
 
@@ -43,6 +53,9 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Releases whose key sets exist (its config composes there) but where its module stops at import,
     # measured with the real `python -m <module> --cfg job`: {release: why}. A spec of it there is refused.
     stops: dict[str, str] = {}
+    # Keys its own config moved after its launches were written (the recipe's history), by old key or prefix:
+    # the import carries an override to the new key, the compiler's refusal of the old key names it.
+    moved: dict[str, Moved] = {}
     name: str = ""
 
     @property
@@ -62,6 +75,13 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def runs_at(self, release: str) -> bool:
         """Whether the entry's module starts at ``release`` (it exists there and does not stop at import)."""
         return self.exists_at(release) and release not in self.stops
+
+    def moved_key(self, key: str) -> tuple[str, Moved] | None:
+        """Where this entry's config reads ``key`` now, if its config moved it (the longest old prefix wins)."""
+        for old in sorted(self.moved, key=len, reverse=True):
+            if key == old or key.startswith(old + "."):
+                return self.moved[old].to + key[len(old):], self.moved[old]
+        return None
 
     def config_name(self, variant: str) -> str:
         return self.config[variant]

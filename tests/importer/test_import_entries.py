@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tutorrl.compiler import compile_spec, write_bundle
+from tutorrl.errors import SpecError
 
 # Each import composes with the release's config, from its wheel.
 pytestmark = pytest.mark.wheels
@@ -122,7 +123,9 @@ def _dapo_checkout(root: Path) -> Path:
         (config / f"{name}.yaml").write_text(
             f"hydra:\n  searchpath:\n    - file://verl/trainer/config\n\ndefaults:\n  - {base}\n  - _self_\n\n"
             "data:\n  gen_batch_size: ${data.train_batch_size}\n\n"
-            "algorithm:\n  filter_groups:\n    enable: False\n    metric: null\n    max_num_gen_batches: 0\n")
+            "algorithm:\n  filter_groups:\n    enable: False\n    metric: null\n    max_num_gen_batches: 0\n"
+            "reward:\n  reward_kwargs:\n    overlong_buffer_cfg:\n      enable: False\n      len: 0\n"
+            "      penalty_factor: 0.0\n      log: False\n    max_resp_len: null\n")
     (root / "recipe" / "dapo" / "main_dapo.py").write_text("# stands for the module's place\n")
     return root / "recipe"
 
@@ -158,3 +161,29 @@ def test_a_recipe_launch_given_a_folder_that_cannot_be_its_checkout_is_refused_n
     wrong.rename(checkout)
     proc, spec = _imported("recipe_dapo_groups", tmp_path, "--recipe", str(checkout))
     assert proc.returncode == 2 and "no dapo/config/dapo_trainer.yaml there (dapo's config)" in proc.stderr
+
+
+def test_a_recipe_launch_of_keys_its_config_moved_is_carried_to_where_its_code_reads_them(tmp_path):
+    """verl-recipe moved DAPO's overlong buffer (entries.toml's ``moved``): verl refuses the launch as written;
+    the import writes what it meant, the compiler takes it, and refuses the old keys naming the new ones."""
+    checkout = _dapo_checkout(tmp_path / "code")
+    proc, spec = _imported("recipe_dapo_overlong", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = spec.read_text()
+    assert "[reward.manager_kwargs.overlong_buffer_cfg]\nenable = true\nlen = 512\npenalty_factor = 1.0\n" in text
+    assert "reward_model.overlong_buffer" not in text
+    # Before the move DAPO's code passed data.max_response_length to the reward manager itself.
+    assert '"reward.reward_kwargs.max_resp_len=${data.max_response_length}"' in text
+    assert "carried from 'reward_model.overlong_buffer.enable'" in proc.stdout
+    bundle = write_bundle(compile_spec(spec), tmp_path / "bundles")
+    written = "".join(p.read_text() for p in bundle.path.iterdir() if p.is_file())
+    assert "reward.reward_kwargs.overlong_buffer_cfg.len=512" in written and "reward_model.overlong_buffer" not in written
+    assert "round trip: exact" in proc.stdout and "as the launch with the moved keys carried" in proc.stdout
+
+    # A spec holding an old key is refused, naming where DAPO's config reads it now.
+    spec.write_text(text.replace('"data.gen_batch_size=24",', '"data.gen_batch_size=24", "reward_model.overlong_buffer.len=512",'))
+    with pytest.raises(SpecError) as refused:
+        compile_spec(spec)
+    said = "; ".join(p.render() for p in refused.value.problems)
+    assert "has no key 'reward_model.overlong_buffer.len'" in said
+    assert "set 'reward.reward_kwargs.overlong_buffer_cfg.len'" in said
