@@ -344,3 +344,22 @@ def test_a_launch_of_an_engine_tutorrl_has_no_key_set_for_is_kept_as_written(tmp
     (kept,) = [m for m in report["mapped"] if "mcore_kwargs" in m["override"]]
     assert kept["how"] == "extra" and "selects verl's mindspeed engine (model_engine=mindspeed)" in kept["note"]
     assert report["does_not_compile"]  # tutorrl's fsdp key set has no such key: said, not hidden
+
+
+def test_a_plus_on_a_key_the_release_declares_is_dropped_in_a_raw_override_and_said():
+    # fully_async's config declares algorithm.filter_groups.* at 0.9.0; a launch written before (verl-recipe's
+    # low_precision async DAPO) appends them with '+', which Hydra refuses there. The spec sets them.
+    from tutorrl.importer.translate import translate, validate
+
+    translation = validate(translate(["+algorithm.filter_groups.enable=True", "+algorithm.filter_groups.metric=acc"],
+                                     "0.9.0", variant="fsdp", entry="fully_async"))
+    extra = translation.spec["verl"]["extra_overrides"]
+    # metric is declared null: Hydra takes '+' there, so it stays as written.
+    assert extra == ["algorithm.filter_groups.enable=True", "+algorithm.filter_groups.metric=acc"]
+    assert "the '+' is dropped: verl 0.9.0 declares 'algorithm.filter_groups.enable'" in translation.mapped[0].note
+    from tutorrl.compiler.pipeline.resolve import check_extra
+    from tutorrl.compiler.release import load_keyset, load_lock
+
+    lock, keyset = load_lock("0.9.0", "fsdp", "fully_async"), load_keyset("0.9.0", "fsdp", "fully_async")
+    assert check_extra(extra[0], lock, keyset, {})[1] is None
+    assert "already exists" in check_extra("+" + extra[0], lock, keyset, {})[1][0]
