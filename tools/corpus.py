@@ -1379,11 +1379,13 @@ def render_recipes(s: dict, command: str) -> str:
     if s["not_met"]:
         lines += ["not imported, compiled and started as written:", ""]
         lines += [f"- `{f['script']}` (`{f['module']}`): {f['reason']}" for f in s["not_met"]] + [""]
-    d = s.get("dapo_real_dry_run")
-    if d:
-        lines += [f"Real dry run of `{d['script']}` against its real entry point (`{d['command']}`: launch.sh starts "
-                  f"`python -m recipe.dapo.main_dapo --cfg all` with the recipe checkout on its import path): exit "
-                  f"{d['exit']}; {d['said']}", ""]
+    if s.get("real_dry_runs"):
+        lines += ["Real dry runs, one launch per recipe entry (`tutorrl run --dry-run` of the compiled bundle: its "
+                  "launch.sh starts the real `python -m MODULE --cfg all` with the recipe checkout on its import path "
+                  "and the release the import chose installed first on the path):", "",
+                  "| entry | verl | script | exit | said |", "|---|---|---|---|---|"]
+        lines += [f"| {d['entry']} | {d['verl']} | `{d['script']}` | {d['exit']} | {d['said']} |"
+                  for d in s["real_dry_runs"]] + [""]
     if s.get("recipe_modules_start"):
         lines += ["Does each recipe entry's module start (the real `python -m MODULE --cfg job`, the release installed "
                   "with `pip install --no-deps --target` first on the path)?", "",

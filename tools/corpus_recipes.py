@@ -27,13 +27,14 @@ the checkout, and for every ``*.sh`` under ``recipe/`` and
 
 A launch of a module tutorrl does not know is counted refused. With
 ``--dry-run-python PY`` (a Python with verl's dependencies; ``--dry-run-path
-DIR`` first on its path, e.g. the chosen release installed with ``pip install
---no-deps --target DIR``), the first DAPO launch that imports exact and
-compiles is run with ``tutorrl run --dry-run``: its launch.sh starts the real
-``python -m recipe.dapo.main_dapo --cfg all`` with the recipe on its import
-path; the answer is recorded. Each ``--start-check DIR`` (another release
-installed so) starts every recipe entry's module with ``--cfg job`` there:
-whether the module starts at that release (entries.toml's ``stops``).
+DIR`` and each ``--start-check DIR``: a verl release installed with ``pip
+install --no-deps --target DIR``), the first launch of each entry point other than main_ppo that
+imports exact (or exact once the keys its config moved are carried) and
+compiles, at a release one of those folders holds, is run with ``tutorrl run
+--dry-run``: its launch.sh starts the real ``python -m <module> --cfg all`` with
+the recipe on its import path; the answer is recorded. Each ``--start-check
+DIR`` also starts every recipe entry's module with ``--cfg job`` there: whether
+the module starts at that release (entries.toml's ``stops``).
 
 Derived numbers only (counts, scripts, grouped reasons) go to
 ``docs/corpus/recipes.json`` and the corpus README; never the scripts.
@@ -125,7 +126,8 @@ def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=p
     recipe_commit = pinned[2]
     rows: list[dict] = []
     failed: list[dict] = []
-    dry_run: dict = {}
+    dry_runs: dict[str, dict] = {}  # entry -> the real dry run of its first launch that imports and compiles
+    installed = {_version(dry_run_python, p): p for p in (dry_run_path, *start_checks) if p} if dry_run_python else {}
     with tempfile.TemporaryDirectory(prefix="tutorrl-recipes-") as tmp:
         root = Path(os.path.realpath(tmp)) / "verl"
         root.mkdir()
@@ -195,12 +197,13 @@ def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=p
                     row["same_module"] = started == (known.module if not known.default else "verl.trainer.main_ppo")
                     if started is None and not row["why"]:
                         row["why"] = "the compiler refuses the spec: " + why
-                    if (dry_run_python and not dry_run and known.name == "dapo" and row["trip"] == "exact"
-                            and row["same_module"] and bundle is not None):
-                        dry_run = real_dry_run(dry_run_python, dry_run_path, bundle, rel, Path(spec_tmp))
+                    if (not known.default and known.name not in dry_runs and report.release in installed
+                            and row["trip"].startswith("exact") and row["same_module"] and bundle is not None):
+                        dry_runs[known.name] = {"entry": known.name, "verl": report.release, **real_dry_run(
+                            dry_run_python, installed[report.release], bundle, rel, Path(spec_tmp))}
             if i % 10 == 0:
                 progress(f"  {tag}: {i}/{len(scripts)} scripts")
-    summary = summarise(tag, release, recipe_commit, len(scripts), rows, dry_run)
+    summary = summarise(tag, release, recipe_commit, len(scripts), rows, [dry_runs[e] for e in sorted(dry_runs)])
     summary["scripts_not_captured"] = failed
     summary["recipe_modules_start"] = starts
     return summary
@@ -218,6 +221,13 @@ def real_dry_run(python: str, extra_path: str | None, bundle: Path, rel: str, cw
     said = [line for line in proc.stderr.splitlines() if line.startswith("tutorrl: dry run")]
     return {"script": rel, "command": "tutorrl run --dry-run", "exit": proc.returncode,
             "said": corpus.first_line(said[-1]) if said else corpus.first_line(proc.stderr.strip()[-300:])}
+
+
+def _version(python: str, extra_path: str) -> str:
+    """The verl release installed in ``extra_path`` (``pip install --no-deps --target``)."""
+    proc = subprocess.run([python, "-c", "import verl; print(verl.__version__)"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=extra_path), check=True)
+    return proc.stdout.strip()
 
 
 def module_starts(python: str, extra_path: str, root: Path, entry) -> dict:
@@ -242,7 +252,7 @@ def _not_entry(module: str):
     return not_entry(module)
 
 
-def summarise(tag, release, recipe_commit, scripts, rows, dry_run) -> dict:
+def summarise(tag, release, recipe_commit, scripts, rows, dry_runs) -> dict:
     others = [r for r in rows if r["module"] != "verl.trainer.main_ppo"]
     good = [r for r in others if r["imported"] and r["compiles"] and r["same_module"]]
     accepted = [r for r in others if r["verl_accepts"]]
@@ -274,7 +284,7 @@ def summarise(tag, release, recipe_commit, scripts, rows, dry_run) -> dict:
                         for r in others if r not in good],
             "not_exact": [{"script": r["script"], "module": r["module"], "reason": r["trip"]}
                           for r in others if r["imported"] and r["trip"] != "exact"],
-            "dapo_real_dry_run": dry_run}
+            "real_dry_runs": dry_runs}
 
 
 def main(argv=None) -> int:
@@ -284,9 +294,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tag", default="v0.9.0")
     parser.add_argument("--out", type=Path, default=corpus.DOCS)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per script capture")
-    parser.add_argument("--dry-run-python", help="a Python with verl installed, for a DAPO launch's real dry run")
-    parser.add_argument("--dry-run-path", help="a folder put first on that Python's path (the release the import "
-                                               "chose, installed with pip install --no-deps --target)")
+    parser.add_argument("--dry-run-python", help="a Python with verl's dependencies, for real dry runs")
+    parser.add_argument("--dry-run-path", help="a folder put first on that Python's path (a release, installed "
+                                               "with pip install --no-deps --target)")
     parser.add_argument("--start-check", action="append", default=[], metavar="DIR",
                         help="with --dry-run-python: a verl release installed in DIR (pip install --no-deps --target); "
                              "each recipe entry's module is started there with --cfg job (repeatable)")
