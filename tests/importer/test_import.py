@@ -98,13 +98,13 @@ def test_wrapper_commands_are_recorded_not_run(tmp_path):
     ("recipe_dapo", "the launch starts recipe.dapo.main_dapo (the recipe entry point 'dapo'), whose code and Hydra "
                     "config are outside verl's wheel: give --recipe PATH, a checkout of "
                     "https://github.com/verl-project/verl-recipe at e7f889574b83 named 'recipe'"),
-    ("unknown_entry", "no launch tutorrl imports found: the script started python3 -m recipe.sppo.main_sppo (not an "
-                      "entry point: SPPO's code stops at import at every release measured"),
+    ("unknown_entry", "no launch tutorrl imports found: the script started python3 -m recipe.fault_recover.main_ppo "
+                      "(not an entry point: fault_recover has no Hydra config of its own to key"),
     ("unknown_entry", "`tutorrl import` reads launches of verl.trainer.main_ppo, of the entry points in verl's "
                       "wheel (fully_async, one_step_off) and of the recipes it has key sets for, with --recipe PATH "
                       "(dapo (recipe.dapo.main_dapo), entropy (recipe.entropy.main_entropy), prime "
                       "(recipe.prime.main_prime), spin (recipe.spin.main_spin), flowrl (recipe.flowrl.main_flowrl), "
-                      "gvpo (recipe.gvpo.gvpo_main_ppo))"),
+                      "gvpo (recipe.gvpo.gvpo_main_ppo), spo (recipe.spo.spo_main_ppo), sppo (recipe.sppo.main_sppo))"),
 ])
 def test_scripts_with_several_launches_or_none_are_refused(script, words, tmp_path):
     proc = _import(str(SCRIPTS / f"{script}.sh"), "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"))

@@ -87,8 +87,8 @@ def test_a_module_tutorrl_does_not_know_is_refused_by_name_saying_how_to_add_it(
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "recipe.entropy.main_entropy" in proc.stderr and "compiler/release/keymap/entries.toml" in proc.stderr
     # A module measured and recorded as no entry (entries.toml's not_entry) is refused saying why.
-    assert ("python3 -m recipe.sppo.main_sppo (not an entry point: SPPO's code stops at import at every release "
-            "measured: it imports compute_reward from verl.trainer.ppo.reward") in proc.stderr
+    assert ("python3 -m recipe.fault_recover.main_ppo (not an entry point: fault_recover has no Hydra config of its "
+            "own to key") in proc.stderr
     assert not spec.exists()
 
 
@@ -187,3 +187,18 @@ def test_a_recipe_launch_of_keys_its_config_moved_is_carried_to_where_its_code_r
     said = "; ".join(p.render() for p in refused.value.problems)
     assert "has no key 'reward_model.overlong_buffer.len'" in said
     assert "set 'reward.reward_kwargs.overlong_buffer_cfg.len'" in said
+
+
+def test_a_recipe_launch_setting_a_key_only_07x_has_is_imported_at_071_where_its_code_starts(tmp_path):
+    """trainer.use_legacy_worker_impl is gone at 0.8.0: DAPO's code starts at 0.7.1 too (measured, entries.toml),
+    so the launch is imported there, exact, instead of at 0.8.0 losing the key."""
+    checkout = _dapo_checkout(tmp_path / "code")
+    proc, spec = _imported("recipe_dapo_legacy", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "round trip: exact (the spec composes to the identical verl 0.7.1 config)" in proc.stdout
+    text = spec.read_text()
+    assert '\nentry = "dapo"\n' in text and '"0.7.1"' in text
+    bundle = write_bundle(compile_spec(spec), tmp_path / "bundles")
+    launch = (bundle.path / "launch.sh").read_text()
+    assert 'exec "$python_bin" -m recipe.dapo.main_dapo --config-name dapo_trainer "$@"' in launch
+    assert "trainer.use_legacy_worker_impl=disable" in launch

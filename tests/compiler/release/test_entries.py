@@ -248,7 +248,12 @@ def test_a_recipe_entry_needs_its_code_named_and_exists_only_where_its_key_sets_
                               "recipe's code from outside verl's wheel; the spec must say where that code is"), problem
     assert "https://github.com/verl-project/verl-recipe at e7f889574b83" in problem
     (problem,) = refused(spec("dapo", verl="0.9.1"))
-    assert "exists in verl 0.8.0 to 0.9.0" in problem
+    assert "exists in verl 0.7.1 to 0.9.0" in problem
+    # Measured: its code starts at 0.7.1 and 0.8.0, stops at import at 0.9.0 (keyed: that tree pins the commit) and
+    # at 0.7.0 (not keyed).
+    dapo = find_entry("dapo")
+    assert [r for r in ("0.7.0", "0.7.1", "0.8.0", "0.9.0") if dapo.runs_at(r)] == ["0.7.1", "0.8.0"]
+    assert dapo.exists_at("0.9.0") and not dapo.exists_at("0.7.0")
     # Its key sets are the recipe's own config: DAPO's reward kwargs exist only there.
     assert ks.load_keyset("0.9.0", "fsdp", "dapo").has("reward.reward_kwargs.overlong_buffer_cfg.len")
     assert not ks.load_keyset("0.9.0", "fsdp").has("reward.reward_kwargs.overlong_buffer_cfg.len")
@@ -257,6 +262,9 @@ def test_a_recipe_entry_needs_its_code_named_and_exists_only_where_its_key_sets_
 def test_entropy_is_keyed_from_its_own_fsdp_config_and_a_megatron_spec_of_it_is_refused_by_name():
     entropy = find_entry("recipe.entropy.main_entropy")
     assert (entropy.name, entropy.source, entropy.variants) == ("entropy", "recipe", ("fsdp",))
+    # Its code starts at 0.7.0 only (the newest wheel with compute_reward); 0.9.0 is keyed, as that tree pins it.
+    assert [r for r in ("0.7.0", "0.7.1", "0.8.0", "0.9.0") if entropy.runs_at(r)] == ["0.7.0"]
+    assert "reward_model.overlong_buffer.len" in ks.load_keyset("0.7.0", "fsdp", "entropy").keys
     # The recipe's own keys (its overlong buffer under reward_model) are in its key set, not main_ppo's.
     own = set(ks.load_keyset("0.9.0", "fsdp", "entropy").keys) - set(ks.load_keyset("0.9.0", "fsdp").keys)
     assert "reward_model.overlong_buffer.len" in own and len(own) == 5
@@ -319,7 +327,8 @@ def test_the_evidence_callback_is_refused_for_an_entry_whose_trainer_never_calls
 
 
 @pytest.mark.parametrize("entry,own", [("prime", "data.filter_accuracy"), ("spin", "actor_rollout_ref.actor.dpo_beta"),
-                                       ("gvpo", "actor_rollout_ref.actor.gvpo_beta")])
+                                       ("gvpo", "actor_rollout_ref.actor.gvpo_beta"), ("spo", "trainer.spo.enable"),
+                                       ("sppo", "actor_rollout_ref.actor.sppo_eta")])
 def test_each_recipe_entry_is_keyed_from_its_own_config_where_its_code_starts(entry, own):
     e = find_entry(entry)
     assert (e.source, e.variants, e.stops) == ("recipe", ("fsdp",), {})
@@ -340,5 +349,11 @@ def test_a_module_that_is_not_an_entry_says_why_and_names_no_entry():
     assert gkd is not None and "recipe.gkd.ray_trainer" in gkd.why and gkd.starts == ()
     assert not_entry("recipe.dance_grpo.dance_grpo_mindspeed_mm.main_dance").starts == ("0.8.0",)
     assert not_entry("recipe.prime.main_prime") is None and "recipe.prime.main_prime" in modules
-    for module in ("main_gkd", "recipe.spo.spo_main_ppo", "recipe.sppo.main_sppo", "recipe.fault_recover.main_ppo"):
+    for module in ("main_gkd", "rep_exp.main_rep_exp", "recipe.fault_recover.main_ppo"):
         assert module not in modules and not_entry(module).why
+    # rep_exp's code starts at 0.7.0, but its launches start it as a top-level package: still no entry.
+    assert not_entry("rep_exp.main_rep_exp").starts == ("0.7.0",) and "top-level package" in \
+        not_entry("rep_exp.main_rep_exp").why
+    # SPO and SPPO start at 0.7.0 only (compute_reward): entries keyed there, no longer not_entry rows.
+    for module in ("recipe.spo.spo_main_ppo", "recipe.sppo.main_sppo"):
+        assert not_entry(module) is None and find_entry(module).releases == ("0.7.0",)
