@@ -134,8 +134,8 @@ def test_a_recipe_launch_imports_with_its_checkout_exact_and_compiles_into_a_pin
     checkout = _dapo_checkout(tmp_path / "code")
     proc, spec = _imported("recipe_dapo_groups", tmp_path, "--recipe", str(checkout))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # DAPO's key sets are at 0.8.0 and 0.9.0, its code starts at 0.8.0 only (entries.toml's stops): 0.8.0 is
-    # chosen, and both launches composed with the checkout's config.
+    # DAPO's key sets are at 0.7.1, 0.8.0 and 0.9.0, its code starts at 0.7.1 and 0.8.0 (entries.toml's stops):
+    # the newest of those reading as many keys, 0.8.0, is chosen, and both launches composed with the checkout's config.
     assert "round trip: exact (the spec composes to the identical verl 0.8.0 config)" in proc.stdout
     text = spec.read_text()
     assert '\nentry = "dapo"\n' in text
