@@ -335,7 +335,7 @@ def _choose(overrides: list[str], given: str | None, variant: str,
                                  if prefix in ("+", "++") and not ks.has(k) and built.refusal(k) is not None})
         breaks[release] = len(stops[release]) + sum(
             1 for prefix, k in spelled
-            if (prefix == "+" and ks.has(k) and ks.keys[k].type != "null")
+            if (prefix == "+" and ks.refuses_append(k))
             or (prefix == "" and not ks.has(k) and not ks.open_parent(k)))
     composing = [r for r in releases if breaks[r] == 0] if any(breaks[r] == 0 for r in releases) else releases
     best = max(fit[r] for r in composing) if fit else 0
@@ -436,14 +436,9 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
                root: Path | None, default_config: str | None) -> tuple[str, ImportReport]:
     translation, text = _spec_text(prep.overrides, release, variant, prep)
     unread = [m for m in translation.mapped if m.how == "unread"]
-    reference, carried = prep.overrides, []
-    if prep.entry:
-        from tutorrl.compiler.release import load_keyset
-        from tutorrl.importer.translate import carry_entry_moves
-
-        reference, moved = carry_entry_moves(list(prep.overrides), prep.entry,
-                                             load_keyset(release, variant, prep.entry))
-        carried = [f"{text}  ({note})" for text, note in sorted(moved.items())]
+    # verl refuses a launch of keys its entry's config moved as written: the round trip's reference is the
+    # launch as translated, those keys carried.
+    reference = translation.launch
     exact, not_checked, diffs, warnings, notes, refusals = None, "", [], [], [], []
     if not check:
         not_checked = "--no-check"
@@ -524,7 +519,7 @@ def _import_at(prep: Prepared, release: str, why: str, elsewhere: str, variant: 
     report.does_not_compile = refusals
     report.roots = {name: r["default"] for name, r in translation.spec.get("roots", {}).items()}
     report.clock = [_clock_line(c, translation) for c in prep.clock]
-    report.carried = carried
+    report.carried = [f"{text}  ({note})" for text, note in sorted(translation.carried.items())]
     return text, report
 
 

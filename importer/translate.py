@@ -59,6 +59,10 @@ class Translation(msgspec.Struct, frozen=True):
     placeholders: list[str]
     # The entry point the launch starts (entries.toml's name; "" for main_ppo): its own lock and key set.
     entry: str = ""
+    # The launch's overrides as translated: each key its entry point's own config moved carried (entries.toml's
+    # ``moved``), with what the move adds; and a note per carried or added override.
+    launch: list[str] = []
+    carried: dict[str, str] = {}
 
 
 def variant_of(config_name: str | None, overrides) -> str:
@@ -152,7 +156,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
             # (unread_overrides, with its warning); meant_settings offers the home.
             home, moved = _moved_home(key, value, lock, by_key, tables)
         if home is None:
-            if kind == "ADD" and keyset.has(key) and keyset.keys[key].type != "null":
+            if kind == "ADD" and keyset.refuses_append(key):
                 # Hydra refuses '+' on a key the config declares (a launch written before the release declared
                 # it); the launch meant to set it, as a spec field's '+' is computed from the release's key set.
                 extra.append(text[1:])
@@ -186,7 +190,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
         spec["verl"] = {k: v for k, v in (("extra_overrides", extra), ("unread_overrides", unread)) if v}
     placeholders = sorted({m for m in PLACEHOLDER.findall(repr(spec))})
     return Translation(release, variant, config_name, config_path, spec, mapped, placeholders,
-                       "" if entry == "ppo" else entry)
+                       "" if entry == "ppo" else entry, list(overrides), moved_notes)
 
 
 def carry_entry_moves(overrides: list[str], entry: str, keyset) -> tuple[list[str], dict[str, str]]:

@@ -210,7 +210,7 @@ def _hydra_refusal(text: str, lock: Lock, keyset) -> tuple[str, str | None] | No
     if not prefix and not exists:
         return (f"verl {lock.release} declares no '{key}': Hydra refuses to override a key its config lacks",
                 f"append it: '+{text}'")
-    if prefix == "+" and exists and keyset.keys[key].type != "null":
+    if prefix == "+" and keyset.refuses_append(key):
         return (f"'{key}' already exists in verl {lock.release}: Hydra refuses '+' on it", f"drop the '+': '{text[1:]}'")
     return None
 
@@ -494,9 +494,7 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
         if prefix == "~" and not exists:
             return None, (f"verl {lock.release} has no key '{key}' to delete", None)
         if prefix == "+" and exists:
-            if keyset.keys[key].type == "null":
-                # Hydra accepts `+` on a declared key whose value is null; the
-                # value reaches verl either way.
+            if not keyset.refuses_append(key):
                 return Override("verl.extra_overrides", key, None, True, raw=text), None
             return None, (f"'{key}' already exists in verl {lock.release}", f"drop the '+': '{text[1:]}'")
         if prefix in ("+", "++") and not exists:

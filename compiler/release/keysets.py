@@ -72,6 +72,12 @@ class KeySet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         """
         return key in self.keys
 
+    def refuses_append(self, key: str) -> bool:
+        """Whether Hydra refuses ``+key=...``: the config declares the key with a value. It takes '+' on a
+        declared key whose value is null, and the value reaches verl either way."""
+        info = self.keys.get(key)
+        return info is not None and info.type != "null"
+
     def is_prefix(self, key: str) -> bool:
         """Whether ``key`` is a non-empty dict of the config (a parent of keys)."""
         prefix = key + "."
