@@ -127,7 +127,9 @@ def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=p
     rows: list[dict] = []
     failed: list[dict] = []
     dry_runs: dict[str, dict] = {}  # entry -> the real dry run of its first launch that imports and compiles
-    installed = {_version(dry_run_python, p): p for p in (dry_run_path, *start_checks) if p} if dry_run_python else {}
+    # Each folder's verl release, read once: the start checks name it, the dry runs pick a folder by it.
+    release_of = {p: _version(dry_run_python, p) for p in (dry_run_path, *start_checks) if p} if dry_run_python else {}
+    installed = {r: p for p, r in release_of.items()}
     with tempfile.TemporaryDirectory(prefix="tutorrl-recipes-") as tmp:
         root = Path(os.path.realpath(tmp)) / "verl"
         root.mkdir()
@@ -138,7 +140,7 @@ def measure(gitdir: Path, recipe_git: Path, tag: str, timeout: float, progress=p
         data = corpus.git(recipe_git, "archive", "--format=tar", recipe_commit)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             tar.extractall(root / "recipe", filter="data")
-        starts = [module_starts(dry_run_python, path, root, entry) for path in start_checks
+        starts = [module_starts(dry_run_python, path, release_of[path], root, entry) for path in start_checks
                   for entry in load_entries().values() if entry.source == "recipe"] if dry_run_python else []
         scripts = sorted(p for p in [*(root / "recipe").rglob("*.sh"), *(root / "verl" / "experimental").rglob("*.sh")]
                          if p.is_file())
@@ -230,17 +232,15 @@ def _version(python: str, extra_path: str) -> str:
     return proc.stdout.strip()
 
 
-def module_starts(python: str, extra_path: str, root: Path, entry) -> dict:
+def module_starts(python: str, extra_path: str, version: str, root: Path, entry) -> dict:
     """The real ``python -m <module> --cfg job`` of a recipe entry with ``extra_path`` (a verl release installed
     with ``pip install --no-deps --target``) first on the path and the checkout's root (``recipe/``) after it,
     the installed verl's trainer config on Hydra's search path (as launch.sh sets it): does the module start?"""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([extra_path, str(root)]))
-    version = subprocess.run([python, "-c", "import verl; print(verl.__version__)"], capture_output=True, text=True,
-                             env=env, cwd=root)
     proc = subprocess.run([python, "-m", entry.module, "--cfg", "job", *entry.hydra_args()], capture_output=True,
                           text=True, env=env, cwd=root, timeout=600)
     last = (proc.stderr.strip().splitlines() or [""])[-1]
-    return {"entry": entry.name, "module": entry.module, "verl": version.stdout.strip(), "exit": proc.returncode,
+    return {"entry": entry.name, "module": entry.module, "verl": version, "exit": proc.returncode,
             "config_lines": len(proc.stdout.splitlines()),
             # The install's folder is this machine's: named by what it is.
             "said": "" if proc.returncode == 0 else corpus.first_line(last).replace(extra_path, "<verl install>")}
