@@ -34,9 +34,11 @@ def report_text(r: ImportReport) -> str:
     for how, title in (("extra", "kept as raw overrides (extra_overrides)"),
                        ("unread", "kept as written, never read by the release (unread_overrides)"), ("dropped", "dropped"),
                        ("refused", "refused")):
-        if by.get(how):
+        # An override left out for a key the release retired is listed once, with what the launch carried.
+        listed = [m for m in by.get(how, []) if not m.note.startswith("left out:")]
+        if listed:
             lines.append(f"{title}:")
-            lines += [f"  {m.override}" + (f"  ({m.note})" if m.note else "") for m in by[how]]
+            lines += [f"  {m.override}" + (f"  ({m.note})" if m.note else "") for m in listed]
     if r.normalised:
         lines.append("spelling normalised (the '+' follows the release's key set):")
         lines += [f"  {o}" for o in r.normalised]
@@ -64,12 +66,13 @@ def report_text(r: ImportReport) -> str:
         lines.append("the spec does not compile until you change (the launch as written has the same problems):")
         lines += [f"  {p}" for p in r.does_not_compile]
     if r.carried:
-        lines.append("carried where the entry point's own config reads them now (verl refuses the launch as written; "
-                     "the round trip's reference is the launch with them):")
+        lines.append("carried to what the release reads now, where its entry point's config moved a key or verl "
+                     "retired one (verl refuses the launch as written; the round trip's reference is the launch so "
+                     "carried):")
         lines += [f"  {c}" for c in r.carried]
     if r.exact:
         lines.append(f"round trip: exact (the spec composes to the identical verl {r.release} config"
-                     + (" as the launch with the moved keys carried)" if r.carried else ")"))
+                     + (" as the launch so carried)" if r.carried else ")"))
     elif r.not_checked:
         lines.append(f"round trip: not checked: {r.not_checked}")
     else:

@@ -90,6 +90,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     moved_notes: dict[str, str] = {}
     if entry and entry != "ppo":
         overrides, moved_notes = carry_entry_moves(list(overrides), entry, keyset)
+    overrides, left_out = leave_out_retired(list(overrides), release, variant, keyset)
     spec: dict = {"experiment": {"verl": release, **({"entry": entry} if entry and entry != "ppo" else {})}}
     if recipe:
         # A recipe entry's checkout (absolute, this machine's): a root whose default is the folder above it,
@@ -186,11 +187,13 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     if moved_notes:
         mapped = [msgspec.structs.replace(m, note=moved_notes[m.override] + (f"; {m.note}" if m.note else ""))
                   if m.override in moved_notes else m for m in mapped]
+    left_out.update({text: note for text, note in moved_notes.items() if note.startswith("left out:")})
+    mapped += [Mapped(text, "dropped", note=note) for text, note in left_out.items()]
     if extra or unread:
         spec["verl"] = {k: v for k, v in (("extra_overrides", extra), ("unread_overrides", unread)) if v}
     placeholders = sorted({m for m in PLACEHOLDER.findall(repr(spec))})
     return Translation(release, variant, config_name, config_path, spec, mapped, placeholders,
-                       "" if entry == "ppo" else entry, list(overrides), moved_notes)
+                       "" if entry == "ppo" else entry, list(overrides), {**moved_notes, **left_out})
 
 
 def carry_entry_moves(overrides: list[str], entry: str, keyset) -> tuple[list[str], dict[str, str]]:
@@ -221,6 +224,10 @@ def carry_entry_moves(overrides: list[str], entry: str, keyset) -> tuple[list[st
         new, fact = moved
         # The '+' is the new config's: Hydra takes a plain override only of a key the config declares.
         carried = f"{'' if keyset.has(new) else '+'}{new}={value}"
+        if carried in overrides:
+            # The launch sets the new key to the same value as well (entropy's set both): once is what it says.
+            notes[text] = f"left out: the launch sets '{carried}' too; {fact.why}"
+            continue
         out.append(carried)
         notes[carried] = f"carried from '{key}': {fact.why}"
         for key_added, value_added in sorted(fact.adds.items()):
@@ -232,6 +239,40 @@ def carry_entry_moves(overrides: list[str], entry: str, keyset) -> tuple[list[st
             notes[text_added] = (f"added with the move of '{key}': {entry}'s code before the move derived it "
                                  "itself; its config now takes it as a key")
     return out, notes
+
+
+def leave_out_retired(overrides: list[str], release: str, variant: str, keyset) -> tuple[list[str], dict[str, str]]:
+    """The launch's overrides without each that sets a key the release removed to the value whose behaviour
+    it kept as its only one (the key map's ``[[retired]]``), and a note per override left out.
+
+    verl-recipe's QAT launches set ``trainer.use_legacy_worker_impl=disable`` beside keys only verl 0.8.0 has,
+    which removed that switch: as written no release takes them; without it, 0.8.0 runs what they asked for.
+    A key the release (or the entry's own config) still declares is kept, whatever its value.
+    """
+    from tutorrl.compiler.release import load_keymap
+    from tutorrl.importer.overrides import parse
+
+    keymap = load_keymap()
+    if not keymap.retired:
+        return overrides, {}
+    out: list[str] = []
+    notes: dict[str, str] = {}
+    for text in overrides:
+        head, sep, _ = text.partition("=")
+        key = head.lstrip("+")
+        fact = keymap.retired_at(key, release, variant) if sep and not head.startswith("~") else None
+        if fact is None or keyset.has(key) or not _same_value(text, f"{key}={fact.always}", parse):
+            out.append(text)
+            continue
+        notes[text] = f"left out: {fact.reason}; '{fact.always}' asks for what it always does"
+    return out, notes
+
+
+def _same_value(text: str, other: str, parse) -> bool:
+    try:
+        return parse(text.lstrip("+")).value() == parse(other).value()
+    except Exception:  # Hydra's grammar errors come in several types; an unreadable value is not the same
+        return False
 
 
 def _first_line(exc: BaseException) -> str:

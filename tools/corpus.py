@@ -470,8 +470,9 @@ def refusal_group(report) -> str:
 def trip_reason(report) -> str:
     """One import report's round trip as a reason to count: exact, why it differs, or why it was not checked."""
     if report.exact and report.carried:
-        # verl refuses the launch as written; the spec equals it with the keys its entry's config moved carried.
-        return "exact once the keys its entry point's config moved are carried"
+        # verl refuses the launch as written; the spec equals it with a key its entry's config moved, or one
+        # verl retired, carried.
+        return "exact once carried to the keys the release reads"
     if report.exact:
         return "exact"
     if report.exact is None:

@@ -29,7 +29,7 @@ A launch of a module tutorrl does not know is counted refused. With
 ``--dry-run-python PY`` (a Python with verl's dependencies; ``--dry-run-path
 DIR`` and each ``--start-check DIR``: a verl release installed with ``pip
 install --no-deps --target DIR``), the first launch of each entry point other than main_ppo that
-imports exact (or exact once the keys its config moved are carried) and
+imports exact (or exact once carried to the keys the release reads) and
 compiles, at a release one of those folders holds, is run with ``tutorrl run
 --dry-run``: its launch.sh starts the real ``python -m <module> --cfg all`` with
 the recipe on its import path; the answer is recorded. Each ``--start-check
@@ -65,7 +65,7 @@ _SPEC.loader.exec_module(corpus)
 NOT_TRAINERS = re.compile(r"(^|\.)(main_generation(_server)?|main_eval|data_process)$")
 _MAIN_WORD = re.compile(r"(^|_)main(_|$)")
 _NOT_COMPOSED = "not checked: the original launch does not compose"
-_CARRIED = "exact once"  # composed with the entry's moved keys carried: the launch as written does not compose
+_CARRIED = "exact once"  # composed with moved or retired keys carried: the launch as written does not compose
 _PLACEHOLDERS = re.compile(r"__UNSET_([A-Za-z0-9_]+)__ = ([^,]+)")
 
 

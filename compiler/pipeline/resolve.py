@@ -287,8 +287,8 @@ def missing_setting(setting: str, lock: Lock) -> Finding:
 
 
 def moved_key(key: str, lock: Lock) -> str | None:
-    """Advice for a key the release lacks that the key map knows under another release, or that the entry
-    point's own config moved (entries.toml's ``moved``)."""
+    """Advice for a key the release lacks that the key map knows under another release or as retired there
+    (``[[retired]]``), or that the entry point's own config moved (entries.toml's ``moved``)."""
     if lock.entry != "ppo":
         from tutorrl.compiler.release import find_entry
 
@@ -299,6 +299,10 @@ def moved_key(key: str, lock: Lock) -> str | None:
             adds = "".join(f"; with it set '{k}={v}'" for k, v in sorted(fact.adds.items()))
             return f"{fact.why}: set '{new}'{adds}"
     keymap = load_keymap()
+    retired = keymap.retired_at(key, lock.release, lock.variant)
+    if retired is not None:
+        return (f"{retired.reason}: leave it out, where it was '{retired.always}' (what verl {lock.release} always "
+                "does); no other value can be honoured there")
     for setting in settings_writing(key):
         target = lock.targets.get(setting)
         if target is not None and target.kind == "table":

@@ -26,7 +26,8 @@ _FILE = os.path.join(os.path.dirname(__file__), "keymap", "entries.toml")
 
 
 class Moved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A key (or a prefix of keys) the entry's config once had, which its pinned code reads under ``to``."""
+    """A key (or a prefix of keys) the entry's launches set that its pinned code reads under ``to``: one its
+    config once had, or a spelling its own launches used that no config declared (``why`` says which)."""
 
     to: str
     why: str

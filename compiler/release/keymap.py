@@ -158,6 +158,21 @@ class Ignored(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
         return None
 
 
+class Retired(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A key a release removed whose one remaining behaviour is what one of its old values chose.
+
+    A launch that sets ``key`` to ``always`` there asks for what the release does anyway, so leaving the
+    override out loses nothing (verl, which refuses the key, would otherwise stop at start); any other
+    value asked for a behaviour the release no longer has, and stays refused."""
+
+    key: str
+    releases: str
+    # The old value, as Hydra reads it (``null`` for None), whose behaviour the release kept as its only one.
+    always: str
+    reason: str
+    variants: tuple[Variant, ...] = VARIANTS
+
+
 class VariantSelect(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     config_name: str
     select: tuple[str, ...] = ()
@@ -173,6 +188,7 @@ class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     variant: dict[Variant, VariantTimeline]
     setting: dict[str, Setting]
     ignored: tuple[Ignored, ...] = ()
+    retired: tuple[Retired, ...] = ()
     # From keymap/passthrough.toml: dicts verl reads whole, keys it reads undeclared.
     facts: Facts = Facts("tutorrl.passthrough/1")
     # The user's releases (`tutorrl keys add`), also in `releases`; never in the TOML.
@@ -195,6 +211,12 @@ class KeyMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         packaged = self.packaged()
         earlier = [r for r in packaged if release_tuple(r) <= release_tuple(release)]
         return earlier[-1] if earlier else packaged[0]
+
+    def retired_at(self, key: str, release: str, variant: str) -> Retired | None:
+        """The retirement of ``key`` in force at ``release`` (None when the map records none)."""
+        at = self.read_as(release)
+        return next((r for r in self.retired if r.key == key and variant in r.variants
+                     and in_range(at, r.releases)), None)
 
     def variant_select(self, release: str, variant: Variant) -> VariantSelect | None:
         chosen = None

@@ -363,3 +363,45 @@ def test_a_plus_on_a_key_the_release_declares_is_dropped_in_a_raw_override_and_s
     lock, keyset = load_lock("0.9.0", "fsdp", "fully_async"), load_keyset("0.9.0", "fsdp", "fully_async")
     assert check_extra(extra[0], lock, keyset, {})[1] is None
     assert "already exists" in check_extra("+" + extra[0], lock, keyset, {})[1][0]
+
+
+def test_a_key_the_release_retired_set_to_what_it_always_does_is_left_out_and_said(tmp_path):
+    # verl 0.8.0 removed trainer.use_legacy_worker_impl with the legacy workers: it always runs the engine
+    # workers, which 'disable' chose. verl refuses the key there; without it, 0.8.0 runs what the launch asked.
+    spec = tmp_path / "spec.toml"
+    proc = _import("--verl", "0.8.0", "-o", str(spec), "--", "trainer.use_legacy_worker_impl=disable",
+                   "actor_rollout_ref.rollout.n=2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "trainer.use_legacy_worker_impl=disable  (left out: verl 0.8.0 removed the legacy workers" in proc.stdout
+    assert "1 dropped" in proc.stdout and "round trip: exact" in proc.stdout and "as the launch so carried" in proc.stdout
+    assert "use_legacy_worker_impl" not in spec.read_text()
+    # Where the release still declares the key, the override is the launch's, kept as written.
+    kept = validate(translate(["trainer.use_legacy_worker_impl=disable"], "0.7.1", variant="fsdp"))
+    assert kept.spec["verl"]["extra_overrides"] == ["trainer.use_legacy_worker_impl=disable"] and not kept.carried
+
+
+@pytest.mark.parametrize("override,release,stays", [
+    ("trainer.use_legacy_worker_impl=auto", "0.8.0", "which 'disable' chose"),
+    ("algorithm.rollout_correction.rollout_token_veto_threshold=1e-4", "0.7.1", "per-token veto"),
+    # Hydra reads a quoted 'null' as the string, not as None: not what 0.7.1 always does.
+    ("algorithm.rollout_correction.rollout_rs_threshold_lower='null'", "0.7.1", "LOWER_UPPER"),
+])
+def test_a_retired_key_set_to_another_value_stays_and_the_compiler_names_why(override, release, stays):
+    from tutorrl.compiler.pipeline.resolve import check_extra
+    from tutorrl.compiler.release import load_lock
+
+    translation = validate(translate([override], release, variant="fsdp"))
+    assert translation.spec["verl"]["extra_overrides"] == [override] and not translation.carried
+    problem = check_extra(override, load_lock(release, "fsdp"), load_keyset(release, "fsdp"), {})[1]
+    assert "has no key" in problem[0] and stays in problem[1] and "leave it out" in problem[1]
+
+
+def test_a_retired_key_set_to_null_is_left_out_where_null_is_what_the_release_does():
+    translation = validate(translate(["algorithm.rollout_correction.rollout_is=token",
+                                      "algorithm.rollout_correction.rollout_rs_threshold_lower=null",
+                                      "algorithm.rollout_correction.rollout_token_veto_threshold=null"],
+                                     "0.7.1", variant="fsdp"))
+    assert translation.launch == ["algorithm.rollout_correction.rollout_is=token"]
+    assert sorted(m.override.split("=")[0] for m in translation.mapped if m.how == "dropped") == [
+        "algorithm.rollout_correction.rollout_rs_threshold_lower", "algorithm.rollout_correction.rollout_token_veto_threshold"]
+    assert "per-token veto" in translation.carried["algorithm.rollout_correction.rollout_token_veto_threshold=null"]

@@ -178,7 +178,7 @@ def test_a_recipe_launch_of_keys_its_config_moved_is_carried_to_where_its_code_r
     bundle = write_bundle(compile_spec(spec), tmp_path / "bundles")
     written = "".join(p.read_text() for p in bundle.path.iterdir() if p.is_file())
     assert "reward.reward_kwargs.overlong_buffer_cfg.len=512" in written and "reward_model.overlong_buffer" not in written
-    assert "round trip: exact" in proc.stdout and "as the launch with the moved keys carried" in proc.stdout
+    assert "round trip: exact" in proc.stdout and "as the launch so carried" in proc.stdout
 
     # A spec holding an old key is refused, naming where DAPO's config reads it now.
     spec.write_text(text.replace('"data.gen_batch_size=24",', '"data.gen_batch_size=24", "reward_model.overlong_buffer.len=512",'))
@@ -202,3 +202,33 @@ def test_a_recipe_launch_setting_a_key_only_07x_has_is_imported_at_071_where_its
     launch = (bundle.path / "launch.sh").read_text()
     assert 'exec "$python_bin" -m recipe.dapo.main_dapo --config-name dapo_trainer "$@"' in launch
     assert "trainer.use_legacy_worker_impl=disable" in launch
+
+
+def _entropy_checkout(root: Path) -> Path:
+    """A checkout of this test's own in Entropy's layout (recipe/entropy/config): verl's trainer config, whose
+    actor.policy_loss.* its clip-cov and kl-cov losses read -- not the recipe's code."""
+    config = root / "recipe" / "entropy" / "config"
+    config.mkdir(parents=True)
+    (config / "entropy_trainer.yaml").write_text(
+        "hydra:\n  searchpath:\n    - file://verl/trainer/config\n\ndefaults:\n  - ppo_trainer\n  - _self_\n\n"
+        "data:\n  gen_batch_size: ${data.train_batch_size}\n")
+    (root / "recipe" / "entropy" / "main_entropy.py").write_text("# stands for the module's place\n")
+    return root / "recipe"
+
+
+def test_a_recipe_launch_spelling_its_loss_keys_where_no_config_has_them_is_carried_once(tmp_path):
+    """Entropy's launches set each loss key at actor.policy_loss.* and again at actor.*, which verl refuses:
+    the second spelling of a value already set is left out, one set only there is carried (entries.toml)."""
+    checkout = _entropy_checkout(tmp_path / "code")
+    proc, spec = _imported("recipe_entropy_cov", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "round trip: exact (the spec composes to the identical verl 0.7.0 config as the launch so carried)" \
+        in proc.stdout
+    assert ("actor_rollout_ref.actor.loss_mode=kl_cov  (left out: the launch sets "
+            "'actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov' too") in proc.stdout
+    assert "carried from 'actor_rollout_ref.actor.clip_cov_ratio'" in proc.stdout
+    text = spec.read_text()
+    assert text.count("\"kl_cov\"") == 1 and "actor_rollout_ref.actor.loss_mode" not in text
+    assert '"actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.0004"' in text
+    launch = (write_bundle(compile_spec(spec), tmp_path / "bundles").path / "launch.sh").read_text()
+    assert "-m recipe.entropy.main_entropy --config-name entropy_trainer" in launch

@@ -32,6 +32,7 @@ from tutorrl.compiler.release.keymap import (
     VARIANTS,
     build_lock,
     encode_lock,
+    in_range,
     load_keymap,
     load_lock,
     lock_path,
@@ -86,6 +87,22 @@ def test_ignored_keys_are_declared_where_they_are_ignored(release, variant):
     keyset = load_keyset(release, variant)
     for ignored in load_lock(release, variant).ignored:
         assert any(ignored.match(k) for k in keyset.keys), ignored
+
+
+def test_each_retired_key_is_gone_where_it_is_retired_and_took_its_value_just_before():
+    """A [[retired]] fact holds only where the release's key set lacks the key, and the release before its
+    range declared it (so a launch written for that release could set it)."""
+    keymap = load_keymap()
+    assert keymap.retired
+    for fact in keymap.retired:
+        within = [r for r in keymap.packaged() if in_range(r, fact.releases)]
+        first = min(within, key=release_tuple)
+        before = max((r for r in keymap.packaged() if release_tuple(r) < release_tuple(first)), key=release_tuple)
+        for variant in fact.variants:
+            assert all(not load_keyset(r, variant).has(fact.key) for r in within), (fact.key, variant)
+            assert load_keyset(before, variant).has(fact.key), (fact.key, before, variant)
+            assert keymap.retired_at(fact.key, first, variant) is fact
+            assert keymap.retired_at(fact.key, before, variant) is None
 
 
 def test_the_map_and_the_spec_name_the_same_settings():
