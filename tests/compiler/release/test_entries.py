@@ -319,6 +319,10 @@ def test_the_recipe_key_set_tool_refuses_to_run_without_the_recipes_source(tmp_p
     assert "has no dapo/config/dapo_trainer.yaml, dapo/config/dapo_megatron_trainer.yaml" in proc.stderr
     assert "check out https://github.com/verl-project/verl-recipe at e7f889574b8301cc0f0fc1d57c6d67f31ffeb689" \
         in proc.stderr
+    # An entry reading verl's own trainer config needs only its module's file from the checkout.
+    proc = subprocess.run([sys.executable, str(support.REPO / "tools" / "recipe_keysets.py"), str(tmp_path),
+                           "--entry", "grpo_mindspeed_mm", "--check"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "has no grpo_mindspeed_mm/main_ppo.py: check out" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("entry,trainer", [("fully_async", "FullyAsyncTrainer"), ("one_step_off", "RayPPOTrainer")])
@@ -355,7 +359,10 @@ def test_a_module_that_is_not_an_entry_says_why_and_names_no_entry():
     modules = {e.module for e in load_entries().values()}
     gkd = not_entry("main_gkd")
     assert gkd is not None and "recipe.gkd.ray_trainer" in gkd.why and gkd.starts == ()
-    assert not_entry("recipe.dance_grpo.dance_grpo_mindspeed_mm.main_dance").starts == ("0.8.0",)
+    dance = not_entry("recipe.dance_grpo.dance_grpo_mindspeed_mm.main_dance")
+    assert dance.starts == ("0.7.1", "0.8.0") and "what tutorrl knows of how a key is read" in dance.why
+    # grpo_mindspeed_mm reads verl's own trainer config: an entry now, no longer a not_entry row.
+    assert not_entry(GMM) is None and find_entry(GMM).name == "grpo_mindspeed_mm"
     assert not_entry("recipe.prime.main_prime") is None and "recipe.prime.main_prime" in modules
     for module in ("main_gkd", "rep_exp.main_rep_exp", "recipe.fault_recover.main_ppo"):
         assert module not in modules and not_entry(module).why
