@@ -40,9 +40,15 @@ def recipe_folder(entry_name: str, given: str | None, source: str) -> str:
     if os.path.basename(os.path.normpath(folder)) != top:
         raise RefusedError(f"--recipe {given}: {entry.module} is imported from a folder named {top!r} (launch.sh puts "
                            f"the folder above it on PYTHONPATH); clone or link {where} as .../{top}")
-    missing = [f"{entry.config_dir}/{entry.config_name(v)}.yaml" for v in entry.variants
-               if not os.path.isfile(os.path.join(config, f"{entry.config_name(v)}.yaml"))]
+    if entry.trainer_config:
+        # Its config is verl's own trainer config (the release's): the checkout has its module only.
+        module = entry.module.split(".", 1)[1].replace(".", "/") + ".py"
+        missing = [] if os.path.isfile(os.path.join(folder, module)) else [module]
+    else:
+        missing = [f"{entry.config_dir}/{entry.config_name(v)}.yaml" for v in entry.variants
+                   if not os.path.isfile(os.path.join(config, f"{entry.config_name(v)}.yaml"))]
     if missing:
-        raise RefusedError(f"--recipe {given}: no {', '.join(missing)} there ({entry.name}'s config); "
+        raise RefusedError(f"--recipe {given}: no {', '.join(missing)} there ({entry.name}'s "
+                           f"{'module' if entry.trainer_config else 'config'}); "
                            f"give {where}")
     return folder

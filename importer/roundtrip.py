@@ -103,7 +103,7 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
         if recipe is None:
             return Composed(None, f"entry point '{found.name}' is a recipe's: its config needs the recipe checkout")
         home = Path(recipe)
-    config_dir = home / found.config_dir if found is not None else trainer
+    config_dir = home / found.config_dir if found is not None and not found.trainer_config else trainer
     module_dir = home / module_dir_of(found) if found is not None else trainer.parent
     searchpath = [f"hydra.searchpath=[file://{trainer.resolve()}]"] if found is not None and found.searchpath else []
     if config_path is not None:

@@ -237,7 +237,9 @@ def module_starts(python: str, extra_path: str, version: str, root: Path, entry)
     with ``pip install --no-deps --target``) first on the path and the checkout's root (``recipe/``) after it,
     the installed verl's trainer config on Hydra's search path (as launch.sh sets it): does the module start?"""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([extra_path, str(root)]))
-    proc = subprocess.run([python, "-m", entry.module, "--cfg", "job", *entry.hydra_args()], capture_output=True,
+    # An entry reading verl's own trainer config gets the installed release's, as launch.sh gives it.
+    config = ["--config-path", os.path.join(extra_path, "verl", "trainer", "config")] if entry.trainer_config else []
+    proc = subprocess.run([python, "-m", entry.module, *config, "--cfg", "job", *entry.hydra_args()], capture_output=True,
                           text=True, env=env, cwd=root, timeout=600)
     last = (proc.stderr.strip().splitlines() or [""])[-1]
     return {"entry": entry.name, "module": entry.module, "verl": version, "exit": proc.returncode,

@@ -9,7 +9,8 @@ git work tree its HEAD must be that commit. For each release the entry lists,
 the entry's config is composed from the checkout with that release's wheel's
 trainer config as its search path (``keyset_import.compose_entry_keyset``, the
 extraction main_ppo's key sets use), and ``keysets/verl-<release>-<variant>@<entry>.json``
-is written. Only the key sets are committed, never the recipe's files; without
+is written. An entry whose config is verl's own trainer config (``trainer_config``) gets
+main_ppo's key set of that release and variant, composed the same way, under its name. Only the key sets are committed, never the recipe's files; without
 the checkout this tool refuses to run. Then ``tutorrl keys lock`` and
 ``tools/built_sections.py`` derive the entry's locks and built files.
 """
@@ -21,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import msgspec
 
 from tutorrl.compiler.release import keyset_import as ki, load_entries
 from tutorrl.compiler.release.keysets import keyset_name
@@ -43,8 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     entries = [e for e in load_entries().values() if e.source == "recipe" and (not args.entry or e.name in args.entry)]
     stale = []
     for entry in entries:
-        missing = [entry.config_dir + f"/{entry.config_name(v)}.yaml" for v in entry.variants
-                   if not (checkout / entry.config_dir / f"{entry.config_name(v)}.yaml").is_file()]
+        if entry.trainer_config:
+            # Its config is verl's own trainer config: the checkout has only its module.
+            module = entry.module.split(".", 1)[1].replace(".", "/") + ".py"
+            missing = [] if (checkout / module).is_file() else [module]
+        else:
+            missing = [entry.config_dir + f"/{entry.config_name(v)}.yaml" for v in entry.variants
+                       if not (checkout / entry.config_dir / f"{entry.config_name(v)}.yaml").is_file()]
         if missing:
             print(f"{entry.name}: {checkout} has no {', '.join(missing)}: check out {entry.repository} at "
                   f"{entry.commit}", file=sys.stderr)
@@ -58,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="tutorrl-recipe-") as tmp:
                 ki.extract_config(wheel, Path(tmp))
                 for variant in entry.variants:
-                    data = ki.encode_keyset(ki.compose_entry_keyset(Path(tmp), release, variant, entry, checkout))
+                    if entry.trainer_config:
+                        keyset = msgspec.structs.replace(
+                            ki.compose_keyset(Path(tmp) / ki.CONFIG_PREFIX.rstrip("/"), release, variant),
+                            entry=entry.name)
+                    else:
+                        keyset = ki.compose_entry_keyset(Path(tmp), release, variant, entry, checkout)
+                    data = ki.encode_keyset(keyset)
                     path = dest / keyset_name(release, variant, entry.name)
                     if path.is_file() and path.read_bytes() == data:
                         continue

@@ -59,9 +59,11 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
     root_vars = {i: f"rooted_{n}" for n, i in enumerate(rooted)}
     runtime_vars.update(root_vars)
     entry = entry_point(lock)
-    head = ["--config-name", resolved.config_name]
+    config_args = _quote("--config-name") + " " + _quote(resolved.config_name)
     if resolved.config_path is not None:
-        head = ["--config-path", resolved.config_path] + head
+        config_args = f"--config-path {_quote(resolved.config_path)} {config_args}"
+    elif entry.trainer_config:
+        config_args = f'--config-path "$verl_trainer_config" {config_args}'
     module_files = [(runtime_vars[i], _quote(o.spelled), _quote(str(o.value)))
                     for i, o in enumerate(resolved.overrides) if o.runtime]
     # The entry's Hydra search path is an override, so it comes after "$@" (`--cfg job`) with the
@@ -71,7 +73,7 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
     launch = render_template(
         "launch.sh.tmpl",
         experiment=experiment, verl=lock.release, variant=lock.variant, module=entry.module,
-        config_args=" ".join(_quote(a) for a in head),
+        config_args=config_args,
         passthrough_checks="".join(
             f'\n: "${{{name}:?is passed through from the submitter but is not set in the job environment}}"'
             for name in spec.env.passthrough) + "\n",
@@ -81,7 +83,9 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
                                       module_program=_quote(launch_program(lock.release)))
                       if module_files else "") + "".join(
             f'\n{var}="$("$python_bin" -c "$module_program" {key} {module})" || exit 3'
-            for var, key, module in module_files) + _root_lines(spec, resolved, root_vars),
+            for var, key, module in module_files) + _root_lines(spec, resolved, root_vars)
+        + (render_template("trainer_config.tmpl", module=entry.module)
+           if entry.trainer_config and resolved.config_path is None else ""),
         roots=_root_checks(spec),
         recipe=_recipe_lines(spec),
         overrides=" \\" + " \\".join(f"\n  {line}" for line in lines) if lines else "",

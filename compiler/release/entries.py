@@ -57,6 +57,10 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Keys its own config moved after its launches were written (the recipe's history), by old key or prefix:
     # the import carries an override to the new key, the compiler's refusal of the old key names it.
     moved: dict[str, Moved] = {}
+    # Its Hydra config is verl's own trainer config (main_ppo's, chosen per variant by the key map as
+    # main_ppo's is), read in a verl source tree beside the recipe: launch.sh passes the installed
+    # wheel's verl/trainer/config as --config-path, so its key sets are main_ppo's.
+    trainer_config: bool = False
     name: str = ""
 
     @property
@@ -66,7 +70,7 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     @property
     def variants(self) -> tuple[str, ...]:
         """The variants the entry has a config for (``ppo``: both; a recipe may ship one, e.g. FSDP only)."""
-        return ("fsdp", "megatron") if self.default else tuple(v for v in ("fsdp", "megatron") if v in self.config)
+        return ("fsdp", "megatron") if self.default or self.trainer_config else tuple(v for v in ("fsdp", "megatron") if v in self.config)
 
     def exists_at(self, release: str, variant: str | None = None) -> bool:
         """Whether the release ships this entry (``ppo``: every release tutorrl supports), and where

@@ -465,6 +465,14 @@ def entry_at(text: str | None, release: str, variant: str | None = None):
     return entry
 
 
+def _reads_trainer_config(entry: str) -> bool:
+    """Whether entry point ``entry`` reads verl's own trainer config, chosen per variant as main_ppo's is."""
+    from tutorrl.compiler.release.entries import load_entries
+
+    found = load_entries().get(entry)
+    return found is not None and found.trainer_config
+
+
 class LockError(Exception):
     """The map says something the release's key set contradicts."""
 
@@ -485,7 +493,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
     sel = keymap.variant_select(release, variant)
     if sel is None:
         raise LockError(f"verl {release}: no {variant} config in the key map")
-    if entry_point != "ppo":
+    if entry_point != "ppo" and not _reads_trainer_config(entry_point):
         sel = VariantSelect(config_name=keyset.config_name)
     facts = keymap.facts
     # An added release reads the ranges as its base release does (KeyMap.read_as).

@@ -232,3 +232,35 @@ def test_a_recipe_launch_spelling_its_loss_keys_where_no_config_has_them_is_carr
     assert '"actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.0004"' in text
     launch = (write_bundle(compile_spec(spec), tmp_path / "bundles").path / "launch.sh").read_text()
     assert "-m recipe.entropy.main_entropy --config-name entropy_trainer" in launch
+
+
+def _grpo_mindspeed_mm_checkout(root: Path) -> Path:
+    """A checkout of this test's own in grpo_mindspeed_mm's layout: its module's place, no config (it reads verl's)."""
+    (root / "recipe" / "grpo_mindspeed_mm").mkdir(parents=True)
+    (root / "recipe" / "grpo_mindspeed_mm" / "main_ppo.py").write_text("# stands for the module's place\n")
+    return root / "recipe"
+
+
+def test_a_recipe_launch_reading_verls_own_trainer_config_imports_exact_and_starts_with_the_installed_one(tmp_path):
+    """recipe.grpo_mindspeed_mm.main_ppo reads ../../verl/trainer/config (a verl source tree beside the recipe):
+    composed with the release's trainer config, compiled into a launch giving the job's verl's as --config-path."""
+    checkout = _grpo_mindspeed_mm_checkout(tmp_path / "code")
+    proc, spec = _imported("recipe_grpo_mindspeed_mm", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # trainer.use_legacy_worker_impl=auto is read at 0.7.1 only; the module starts at 0.7.1 and 0.8.0.
+    assert "round trip: exact (the spec composes to the identical verl 0.7.1 config)" in proc.stdout
+    text = spec.read_text()
+    assert '\nentry = "grpo_mindspeed_mm"\n' in text and "[experiment.recipe]" in text
+    assert "update_weights_bucket_megabytes = 8192" in text
+    launch = (write_bundle(compile_spec(spec), tmp_path / "bundles").path / "launch.sh").read_text()
+    assert ('exec "$python_bin" -m recipe.grpo_mindspeed_mm.main_ppo --config-path "$verl_trainer_config" '
+            '--config-name ppo_trainer "$@"') in launch
+    assert "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=8192" in launch
+
+
+def test_a_checkout_without_the_modules_file_is_refused_naming_it(tmp_path):
+    checkout = _grpo_mindspeed_mm_checkout(tmp_path / "code")
+    (checkout / "grpo_mindspeed_mm" / "main_ppo.py").unlink()
+    proc, spec = _imported("recipe_grpo_mindspeed_mm", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 2 and not spec.exists() and "Traceback" not in proc.stderr
+    assert "no grpo_mindspeed_mm/main_ppo.py there (grpo_mindspeed_mm's module)" in proc.stderr

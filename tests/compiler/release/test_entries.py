@@ -164,7 +164,7 @@ def test_retargeting_an_entry_spec_across_releases():
 def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_else():
     entries = [e for e in load_entries().values() if not e.default]
     assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo", "entropy", "prime", "spin", "flowrl",
-                                         "gvpo"}
+                                         "gvpo", "grpo_mindspeed_mm"}
     want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in e.variants}
     have = {p.name for p in KEYSET_DIR.glob("verl-*@*.json")}
     assert have == want
@@ -177,6 +177,14 @@ def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_el
                 # Read from its file: a recipe entry's lock is not loaded for a compile yet (refused).
                 keyset, lock = ks.load_keyset(r, v, e.name), msgspec.json.decode(
                     lock_path(r, v, e.name).read_bytes(), type=Lock)
+                if e.trainer_config:
+                    # verl's own trainer config: main_ppo's key set, variant choice and lock, under its name.
+                    ppo, ppo_lock = ks.load_keyset(r, v), load_lock(r, v)
+                    assert (keyset.entry, keyset.config_name, keyset.overrides, keyset.keys) == (
+                        e.name, ppo.config_name, ppo.overrides, ppo.keys)
+                    assert (lock.entry, lock.config_name, lock.select, lock.targets, lock.absent) == (
+                        e.name, ppo_lock.config_name, ppo_lock.select, ppo_lock.targets, ppo_lock.absent)
+                    continue
                 assert (keyset.entry, keyset.config_name, keyset.overrides) == (e.name, e.config_name(v), [])
                 assert (lock.schema, lock.entry, lock.config_name, lock.select) == (LOCK_SCHEMA, e.name,
                                                                                    e.config_name(v), ())
@@ -311,6 +319,10 @@ def test_the_recipe_key_set_tool_refuses_to_run_without_the_recipes_source(tmp_p
     assert "has no dapo/config/dapo_trainer.yaml, dapo/config/dapo_megatron_trainer.yaml" in proc.stderr
     assert "check out https://github.com/verl-project/verl-recipe at e7f889574b8301cc0f0fc1d57c6d67f31ffeb689" \
         in proc.stderr
+    # An entry reading verl's own trainer config needs only its module's file from the checkout.
+    proc = subprocess.run([sys.executable, str(support.REPO / "tools" / "recipe_keysets.py"), str(tmp_path),
+                           "--entry", "grpo_mindspeed_mm", "--check"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "has no grpo_mindspeed_mm/main_ppo.py: check out" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("entry,trainer", [("fully_async", "FullyAsyncTrainer"), ("one_step_off", "RayPPOTrainer")])
@@ -347,7 +359,10 @@ def test_a_module_that_is_not_an_entry_says_why_and_names_no_entry():
     modules = {e.module for e in load_entries().values()}
     gkd = not_entry("main_gkd")
     assert gkd is not None and "recipe.gkd.ray_trainer" in gkd.why and gkd.starts == ()
-    assert not_entry("recipe.dance_grpo.dance_grpo_mindspeed_mm.main_dance").starts == ("0.8.0",)
+    dance = not_entry("recipe.dance_grpo.dance_grpo_mindspeed_mm.main_dance")
+    assert dance.starts == ("0.7.1", "0.8.0") and "what tutorrl knows of how a key is read" in dance.why
+    # grpo_mindspeed_mm reads verl's own trainer config: an entry now, no longer a not_entry row.
+    assert not_entry(GMM) is None and find_entry(GMM).name == "grpo_mindspeed_mm"
     assert not_entry("recipe.prime.main_prime") is None and "recipe.prime.main_prime" in modules
     for module in ("main_gkd", "rep_exp.main_rep_exp", "recipe.fault_recover.main_ppo"):
         assert module not in modules and not_entry(module).why
@@ -357,3 +372,63 @@ def test_a_module_that_is_not_an_entry_says_why_and_names_no_entry():
     # SPO and SPPO start at 0.7.0 only (compute_reward): entries keyed there, no longer not_entry rows.
     for module in ("recipe.spo.spo_main_ppo", "recipe.sppo.main_sppo"):
         assert not_entry(module) is None and find_entry(module).releases == ("0.7.0",)
+
+
+# -- a recipe reading verl's own trainer config (grpo_mindspeed_mm) -------------------------------------------------
+
+GMM = "recipe.grpo_mindspeed_mm.main_ppo"
+
+
+def _gmm_spec(root: Path, verl: str, strategy: str | None = None) -> str:
+    """A spec of grpo_mindspeed_mm with a stand-in checkout of this test's own (its module's place only)."""
+    (root / "recipe" / "grpo_mindspeed_mm").mkdir(parents=True, exist_ok=True)
+    (root / "recipe" / "grpo_mindspeed_mm" / "main_ppo.py").write_text("# stands for the module's place\n")
+    text = spec("grpo_mindspeed_mm", verl=verl, strategy=strategy)
+    return text.replace("\n\n[data]", f'\n\n[experiment.recipe]\npath = "{root / "recipe"}"\n\n[data]', 1)
+
+
+def test_grpo_mindspeed_mm_is_keyed_as_main_ppo_where_its_code_starts():
+    e = find_entry(GMM)
+    assert (e.name, e.source, e.trainer_config, e.variants) == ("grpo_mindspeed_mm", "recipe", True, ("fsdp", "megatron"))
+    # Measured: its code starts at 0.7.1 and 0.8.0 (0.9.0 and 0.7.0 stop at import): keyed there only.
+    assert e.releases == ("0.7.1", "0.8.0") and all(e.runs_at(r) for r in e.releases)
+    assert not e.exists_at("0.9.0") and not e.hydra_args()
+    (problem,) = refused(spec("grpo_mindspeed_mm", verl="0.9.1"))
+    assert f"entry point 'grpo_mindspeed_mm' ({GMM}) exists in verl 0.7.1 to 0.8.0" in problem, problem
+
+
+@pytest.mark.parametrize("verl,strategy", [("0.7.1", None), ("0.8.0", None), ("0.8.0", "megatron")])
+def test_grpo_mindspeed_mm_starts_its_module_with_the_installed_verls_trainer_config(tmp_path, verl, strategy):
+    bundle = compiled(_gmm_spec(tmp_path, verl, strategy))
+    assert bundle.manifest.entry == "grpo_mindspeed_mm"
+    launch = bundle.files["launch.sh"].decode()
+    ppo = compiled(spec(None, verl=verl, strategy=strategy)).files["launch.sh"].decode()
+    # main_ppo's config name and overrides (the variant's config-group choice included), its module and folder.
+    head = f'-m {GMM} --config-path "$verl_trainer_config" --config-name '
+    assert launch.count(head) == 1
+    assert launch.split(head)[1] == ppo.split("-m verl.trainer.main_ppo --config-name ")[1]
+    # The folder is the job's own verl's, found without importing it, and checked to hold the config.
+    found = launch.split('verl_trainer_config="$(')[1]
+    assert 'importlib.util.find_spec("verl")' in found and '"trainer", "config"' in found
+    assert "ppo_trainer.yaml" in found and found.index("|| exit 3") < found.index("exec ")
+    assert "verl_trainer_config" not in ppo
+    # A spec naming its own config folder keeps it (nothing computed).
+    own = compiled(_gmm_spec(tmp_path, verl).replace('name = "e"', 'name = "e"\nconfig_path = "/cfg"'))
+    assert '--config-path /cfg --config-name' in own.files["launch.sh"].decode()
+    assert "verl_trainer_config" not in own.files["launch.sh"].decode()
+
+
+@pytest.mark.needs_verl
+def test_the_launchs_config_folder_program_names_the_installed_verls_trainer_config(tmp_path):
+    import subprocess
+    import sys
+
+    launch = compiled(_gmm_spec(tmp_path, "0.8.0")).files["launch.sh"].decode()
+    program = launch.split("verl_trainer_config=\"$(\"$python_bin\" -c '")[1].split("')\" || exit 3")[0]
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert Path(proc.stdout.strip()) == Path(support.verl_config_dir())
+    (tmp_path / "verl").mkdir()
+    (tmp_path / "verl" / "__init__.py").write_text("")
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 1 and "has no verl/trainer/config/ppo_trainer.yaml beside its verl" in proc.stderr
