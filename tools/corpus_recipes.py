@@ -234,9 +234,12 @@ def _version(python: str, extra_path: str) -> str:
 
 def module_starts(python: str, extra_path: str, version: str, root: Path, entry) -> dict:
     """The real ``python -m <module> --cfg job`` of a recipe entry with ``extra_path`` (a verl release installed
-    with ``pip install --no-deps --target``) first on the path and the checkout's root (``recipe/``) after it,
-    the installed verl's trainer config on Hydra's search path (as launch.sh sets it): does the module start?"""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([extra_path, str(root)]))
+    with ``pip install --no-deps --target``) first on the path and its import root after it (the checkout's root
+    for ``recipe.*``, ``recipe/`` itself for a top-level package in it: entries.toml's import_root), the installed
+    verl's trainer config on Hydra's search path (as launch.sh sets it): does the module start?"""
+    checkout = root / "recipe"
+    import_root = checkout.parent if entry.checkout_is_package else checkout
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([extra_path, str(import_root)]))
     proc = subprocess.run([python, "-m", entry.module, "--cfg", "job", *entry.hydra_args()], capture_output=True,
                           text=True, env=env, cwd=root, timeout=600)
     last = (proc.stderr.strip().splitlines() or [""])[-1]

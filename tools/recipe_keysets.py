@@ -8,8 +8,9 @@ verl-recipe archive <commit> dapo | tar -x -C RECIPE_CHECKOUT``); when it is a
 git work tree its HEAD must be that commit. For each release the entry lists,
 the entry's config is composed from the checkout with that release's wheel's
 trainer config as its search path (``keyset_import.compose_entry_keyset``, the
-extraction main_ppo's key sets use), and ``keysets/verl-<release>-<variant>@<entry>.json``
-is written. Only the key sets are committed, never the recipe's files; without
+extraction main_ppo's key sets use; an entry with no ``searchpath``, whose
+folder holds its own copy of verl's trainer config, from the checkout alone),
+and ``keysets/verl-<release>-<variant>@<entry>.json`` is written. Only the key sets are committed, never the recipe's files; without
 the checkout this tool refuses to run. Then ``tutorrl keys lock`` and
 ``tools/built_sections.py`` derive the entry's locks and built files.
 """
@@ -54,9 +55,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{entry.name}: {checkout} is at {head}, entries.toml pins {entry.commit}", file=sys.stderr)
             return 2
         for release in entry.releases:
-            wheel = ki.fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None)
             with tempfile.TemporaryDirectory(prefix="tutorrl-recipe-") as tmp:
-                ki.extract_config(wheel, Path(tmp))
+                if entry.searchpath:
+                    # Its config names verl's trainer config by its search path: the release's wheel stands for it.
+                    ki.extract_config(ki.fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None),
+                                      Path(tmp))
                 for variant in entry.variants:
                     data = ki.encode_keyset(ki.compose_entry_keyset(Path(tmp), release, variant, entry, checkout))
                     path = dest / keyset_name(release, variant, entry.name)
