@@ -37,8 +37,9 @@ def register(subparsers) -> None:
                    help="a value for a shell variable the script reads but does not set (repeatable)")
     p.add_argument("--config-name", help="the launch's --config-name (override lists only)")
     p.add_argument("--recipe", metavar="PATH",
-                   help="a recipe entry's code (DAPO, entropy): a checkout of verl-recipe at the commit tutorrl "
-                        "pins, named as the module's top package (recipe); its config composes the round trip and "
+                   help="a recipe entry's code (DAPO, entropy, rep_exp): a checkout of verl-recipe at the commit "
+                        "tutorrl pins, named as the module's top package (recipe), or the checkout holding it where "
+                        "the launch starts a package inside it (rep_exp/); its config composes the round trip and "
                         "the spec's [experiment.recipe] names it")
     p.add_argument("--no-check", action="store_true", help="write the spec without composing the round trip")
     p.add_argument("--timeout", default="30", metavar="SECONDS", help="seconds the script may run (default: 30, at most 3600)")

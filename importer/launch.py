@@ -90,7 +90,8 @@ class Prepared(msgspec.Struct):
     clock: list = []
     # The entry point launched (a name of entries.toml; "" for main_ppo).
     entry: str = ""
-    # A recipe entry's checkout (the folder named as its module's top package), absolute; "" otherwise.
+    # A recipe entry's checkout (its module's top package, or the folder holding it: the entry's import_root),
+    # absolute; "" otherwise.
     recipe: str = ""
 
 
@@ -274,9 +275,7 @@ def _config_path(launch, real) -> str | None:
 
     found = entry_of(launch.entry_kind, launch.entry)  # relative to its module's folder; its own config: None
     if found is not None and not found.default:
-        from tutorrl.importer.recipe import module_dir_of
-
-        module_dir = module_dir_of(found)
+        module_dir = found.module_dir()
         return None if os.path.normpath(os.path.join(module_dir, path)) == found.config_dir else os.path.normpath(path)
     if os.path.normpath(os.path.join("verl/trainer", path)) == "verl/trainer/config":
         return None
@@ -580,7 +579,8 @@ class ImportOptions(msgspec.Struct, frozen=True, kw_only=True):
     timeout: str = "30"
     require_confinement: bool = False
     #: A recipe entry's code (DAPO, entropy): a checkout of the recipe repository at the commit tutorrl pins,
-    #: named as the module's top package; its config composes the round trip and the spec names it.
+    #: named as the module's top package or holding it (the entry's import_root); its config composes the round
+    #: trip and the spec names it.
     recipe: str | None = None
 
 

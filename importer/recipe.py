@@ -3,7 +3,9 @@
 A recipe is outside verl's wheel: its Hydra config sits beside its module in a
 verl-recipe checkout, so the round trip composes it from the checkout the user
 names (``tutorrl import --recipe PATH``), and the spec names that checkout in
-``[experiment.recipe]`` (pinned at compile, as a spec author writes it).
+``[experiment.recipe]`` (pinned at compile, as a spec author writes it). The
+entry's ``import_root`` says what the checkout is to its module: its top package
+(``recipe``, named so) or the folder holding it (``rep_exp/``).
 """
 
 from __future__ import annotations
@@ -11,14 +13,6 @@ from __future__ import annotations
 import os
 
 from tutorrl.errors import RefusedError
-
-
-def module_dir_of(entry) -> str:
-    """The entry module's folder, as Hydra resolves a relative ``--config-path`` against it: inside the
-    wheel for verl's own (``verl/experimental/...``), inside the recipe checkout for a recipe (its top
-    package is the checkout itself: ``recipe.dapo.main_dapo`` -> ``dapo``)."""
-    parts = entry.module.split(".")[:-1]
-    return "/".join(parts[1:] if entry.source == "recipe" else parts)
 
 
 def recipe_folder(entry_name: str, given: str | None, source: str) -> str:
@@ -29,21 +23,26 @@ def recipe_folder(entry_name: str, given: str | None, source: str) -> str:
     entry = find_entry(entry_name)
     if entry is None or entry.source != "recipe":
         return ""
-    top = entry.module.split(".")[0]
+    top = entry.top
     where = f"a checkout of {entry.repository}" + (f" at {entry.commit[:12]}" if entry.commit else "")
+    layout = f"named {top!r}" if entry.checkout_is_package else f"holding {top}/ (the checkout itself, any name)"
     if not given:
         raise RefusedError(f"{source}: the launch starts {entry.module} (the recipe entry point '{entry.name}'), "
                            f"whose code and Hydra config are outside verl's wheel: give --recipe PATH, {where} "
-                           f"named {top!r}")
+                           f"{layout}")
     folder = os.path.abspath(given)
     config = os.path.join(folder, entry.config_dir)
-    if os.path.basename(os.path.normpath(folder)) != top:
-        raise RefusedError(f"--recipe {given}: {entry.module} is imported from a folder named {top!r} (launch.sh puts "
-                           f"the folder above it on PYTHONPATH); clone or link {where} as .../{top}")
+    if entry.checkout_is_package:
+        if os.path.basename(os.path.normpath(folder)) != top:
+            raise RefusedError(f"--recipe {given}: {entry.module} is imported from a folder named {top!r} (launch.sh "
+                               f"puts the folder above it on PYTHONPATH); clone or link {where} as .../{top}")
+    elif not os.path.isfile(os.path.join(folder, entry.module_file())):
+        raise RefusedError(f"--recipe {given}: no {entry.module_file()} there: {entry.module} is imported from the "
+                           f"folder holding {top}/ (launch.sh puts that folder itself on PYTHONPATH); give {where}, "
+                           f"not a folder inside it")
     if entry.trainer_config:
         # Its config is verl's own trainer config (the release's): the checkout has its module only.
-        module = entry.module.split(".", 1)[1].replace(".", "/") + ".py"
-        missing = [] if os.path.isfile(os.path.join(folder, module)) else [module]
+        missing = [] if os.path.isfile(os.path.join(folder, entry.module_file())) else [entry.module_file()]
     else:
         missing = [f"{entry.config_dir}/{entry.config_name(v)}.yaml" for v in entry.variants
                    if not os.path.isfile(os.path.join(config, f"{entry.config_name(v)}.yaml"))]

@@ -94,7 +94,6 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
     in ``recipe`` (its checkout), not the wheel.
     """
     from tutorrl.importer import composecache
-    from tutorrl.importer.recipe import module_dir_of
 
     found = _entry(entry)
     trainer = root / "verl" / "trainer" / "config"
@@ -104,7 +103,7 @@ def compose(root: Path, config_name: str, overrides: list[str], config_path: str
             return Composed(None, f"entry point '{found.name}' is a recipe's: its config needs the recipe checkout")
         home = Path(recipe)
     config_dir = home / found.config_dir if found is not None and not found.trainer_config else trainer
-    module_dir = home / module_dir_of(found) if found is not None else trainer.parent
+    module_dir = home / found.module_dir() if found is not None else trainer.parent
     searchpath = [f"hydra.searchpath=[file://{trainer.resolve()}]"] if found is not None and found.searchpath else []
     if config_path is not None:
         custom = Path(config_path)

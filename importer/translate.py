@@ -94,7 +94,8 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     spec: dict = {"experiment": {"verl": release, **({"entry": entry} if entry and entry != "ppo" else {})}}
     if recipe:
         # A recipe entry's checkout (absolute, this machine's): a root whose default is the folder above it,
-        # as a spec author names the recipe (launch.sh puts that folder on PYTHONPATH).
+        # as a spec author names the recipe (launch.sh puts that folder, or for an entry whose import root is
+        # the checkout, the checkout itself on PYTHONPATH).
         from tutorrl.compiler.release import find_entry
 
         parent, name = os.path.split(os.path.normpath(recipe))

@@ -234,9 +234,12 @@ def _version(python: str, extra_path: str) -> str:
 
 def module_starts(python: str, extra_path: str, version: str, root: Path, entry) -> dict:
     """The real ``python -m <module> --cfg job`` of a recipe entry with ``extra_path`` (a verl release installed
-    with ``pip install --no-deps --target``) first on the path and the checkout's root (``recipe/``) after it,
-    the installed verl's trainer config on Hydra's search path (as launch.sh sets it): does the module start?"""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([extra_path, str(root)]))
+    with ``pip install --no-deps --target``) first on the path and its import root after it (the checkout's root
+    for ``recipe.*``, ``recipe/`` itself for a top-level package in it: entries.toml's import_root), the installed
+    verl's trainer config on Hydra's search path (as launch.sh sets it): does the module start?"""
+    checkout = root / "recipe"
+    import_root = checkout.parent if entry.checkout_is_package else checkout
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([extra_path, str(import_root)]))
     # An entry reading verl's own trainer config gets the installed release's, as launch.sh gives it.
     config = ["--config-path", os.path.join(extra_path, "verl", "trainer", "config")] if entry.trainer_config else []
     proc = subprocess.run([python, "-m", entry.module, *config, "--cfg", "job", *entry.hydra_args()], capture_output=True,

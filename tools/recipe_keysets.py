@@ -8,9 +8,12 @@ verl-recipe archive <commit> dapo | tar -x -C RECIPE_CHECKOUT``); when it is a
 git work tree its HEAD must be that commit. For each release the entry lists,
 the entry's config is composed from the checkout with that release's wheel's
 trainer config as its search path (``keyset_import.compose_entry_keyset``, the
-extraction main_ppo's key sets use), and ``keysets/verl-<release>-<variant>@<entry>.json``
-is written. An entry whose config is verl's own trainer config (``trainer_config``) gets
-main_ppo's key set of that release and variant, composed the same way, under its name. Only the key sets are committed, never the recipe's files; without
+extraction main_ppo's key sets use; an entry with no ``searchpath``, whose
+folder holds its own copy of verl's trainer config, from the checkout alone),
+and ``keysets/verl-<release>-<variant>@<entry>.json`` is written. An entry whose
+config is verl's own trainer config (``trainer_config``) gets main_ppo's key set
+of that release and variant, composed the same way, under its name. Only the
+key sets are committed, never the recipe's files; without
 the checkout this tool refuses to run. Then ``tutorrl keys lock`` and
 ``tools/built_sections.py`` derive the entry's locks and built files.
 """
@@ -48,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     for entry in entries:
         if entry.trainer_config:
             # Its config is verl's own trainer config: the checkout has only its module.
-            module = entry.module.split(".", 1)[1].replace(".", "/") + ".py"
-            missing = [] if (checkout / module).is_file() else [module]
+            missing = [] if (checkout / entry.module_file()).is_file() else [entry.module_file()]
         else:
             missing = [entry.config_dir + f"/{entry.config_name(v)}.yaml" for v in entry.variants
                        if not (checkout / entry.config_dir / f"{entry.config_name(v)}.yaml").is_file()]
@@ -62,9 +64,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{entry.name}: {checkout} is at {head}, entries.toml pins {entry.commit}", file=sys.stderr)
             return 2
         for release in entry.releases:
-            wheel = ki.fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None)
             with tempfile.TemporaryDirectory(prefix="tutorrl-recipe-") as tmp:
-                ki.extract_config(wheel, Path(tmp))
+                if entry.searchpath or entry.trainer_config:
+                    # Its config is, or names by its search path, verl's trainer config: the release's wheel's.
+                    ki.extract_config(ki.fetch_wheel(release, Path(args.wheel_cache) if args.wheel_cache else None),
+                                      Path(tmp))
                 for variant in entry.variants:
                     if entry.trainer_config:
                         keyset = msgspec.structs.replace(

@@ -87,7 +87,7 @@ def assemble(spec: Spec, resolved: Resolved, lock: Lock, *, warnings: tuple[Prob
         + (render_template("trainer_config.tmpl", module=entry.module)
            if entry.trainer_config and resolved.config_path is None else ""),
         roots=_root_checks(spec),
-        recipe=_recipe_lines(spec),
+        recipe=_recipe_lines(spec, entry),
         overrides=" \\" + " \\".join(f"\n  {line}" for line in lines) if lines else "",
     ).encode()
     env_file = render_template(
@@ -133,8 +133,9 @@ def entry_point(lock: Lock):
     return find_entry(lock.entry)
 
 
-def _recipe_lines(spec: Spec) -> str:
-    """A recipe's code: its folder re-hashed against the pinned digest, then the folder above it on PYTHONPATH."""
+def _recipe_lines(spec: Spec, entry) -> str:
+    """A recipe's code: its folder re-hashed against the pinned digest, then its import root on PYTHONPATH: the
+    folder above it where the folder is the module's top package, else the folder itself (``entry.import_root``)."""
     recipe = spec.experiment.recipe
     if recipe is None:
         return ""
@@ -143,10 +144,11 @@ def _recipe_lines(spec: Spec) -> str:
     ref = roots.reference(recipe.path)
     where = (f'"${{{ref[0]}}}"{_quote(ref[1]) if ref[1] else ""}' if ref and ref[0] in spec.roots
              else _quote(recipe.path))
+    import_root = '"$recipe_dir/.."' if entry.checkout_is_package else '"$recipe_dir"'
     return ("\n# The recipe's code (the spec's [experiment.recipe]): the files it was compiled with, or no start.\n"
             f"recipe_dir={where}\n"
             f'"$python_bin" -c {_quote(recipe_program())} "$recipe_dir" {recipe.digest} || exit 3\n'
-            'export PYTHONPATH="$(cd "$recipe_dir/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"')
+            f'export PYTHONPATH="$(cd {import_root} && pwd)${{PYTHONPATH:+:$PYTHONPATH}}"')
 
 
 def _root_checks(spec: Spec) -> str:

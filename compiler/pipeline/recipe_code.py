@@ -93,13 +93,15 @@ def pin(spec, entry, env: Mapping[str, str] | None = None):
             raise SpecError([Problem(f"entry point '{entry.name}' ({entry.module}) is in verl's wheel; "
                                      "[experiment.recipe] is for a recipe's code", key="experiment.recipe")])
         return spec
-    top = entry.module.split(".")[0]
+    top = entry.top
     if recipe is None:
+        checkout = f"a checkout of {entry.repository}{f' at {entry.commit[:12]}' if entry.commit else ''}"
         raise SpecError([Problem(
             f"entry point '{entry.name}' ({entry.module}) runs a recipe's code from outside verl's wheel; "
             "the spec must say where that code is", key="experiment.entry",
-            hint=f"add [experiment.recipe] path = \"<folder>/{top}\" (a checkout of {entry.repository}"
-                 f"{f' at {entry.commit[:12]}' if entry.commit else ''}, named {top})")])
+            hint=f"add [experiment.recipe] path = \"<folder>/{top}\" ({checkout}, named {top})"
+                 if entry.checkout_is_package else
+                 f"add [experiment.recipe] path = \"<checkout>\" ({checkout}, the folder holding {top}/)")])
     if recipe.files or recipe.digest:
         if recipe_digest(dict(recipe.files)) != recipe.digest:
             raise SpecError([Problem("[experiment.recipe] files and digest disagree (written by hand?)",
@@ -116,10 +118,15 @@ def pin(spec, entry, env: Mapping[str, str] | None = None):
         raise SpecError([Problem(f"the recipe folder {where} is not a folder here", key="experiment.recipe.path",
                                  hint="a relative path is relative to where tutorrl runs, as data paths are")])
     name = os.path.basename(os.path.normpath(os.path.abspath(folder)))
-    if name != top:
+    if entry.checkout_is_package and name != top:
         raise SpecError([Problem(f"the recipe folder {where} is named {name!r}, but {entry.module} is imported "
                                  f"from a folder named {top!r}", key="experiment.recipe.path",
                                  hint=f"clone or link it as .../{top}: launch.sh puts the folder above it on PYTHONPATH")])
+    if not entry.checkout_is_package and not os.path.isfile(os.path.join(folder, entry.module_file())):
+        raise SpecError([Problem(f"the recipe folder {where} has no {entry.module_file()}: {entry.module} is imported "
+                                 f"from the folder holding {top}/", key="experiment.recipe.path",
+                                 hint=f"name the checkout of {entry.repository} itself, not a folder inside it: "
+                                      "launch.sh puts that folder on PYTHONPATH")])
     if recipe.commit is not None:
         _check_checkout(folder, where, recipe.commit)
     files = recipe_files(folder)

@@ -279,8 +279,11 @@ def config_of(lock: Lock) -> str:
 def missing_setting(setting: str, lock: Lock) -> Finding:
     """The finding for a setting with no key in the lock's release: where it does exist, and why not here."""
     where = releases_with(setting, lock.variant)
-    exists = describe_releases(where) if where else "in no supported verl release"
     why = lock.absent.get(setting)
+    if lock.entry != "ppo" and lock.release in where:
+        # main_ppo's config of this release has its key; this entry point's own config does not.
+        return Finding(setting, f"'{setting}' has no key in {config_of(lock)}", why)
+    exists = describe_releases(where) if where else "in no supported verl release"
     hint = why or (f"target one of those releases in experiment.verl, or leave {setting} unset"
                    if where else None)
     return Finding(setting, f"'{setting}' exists {exists} ({lock.variant}); this spec targets {lock.release}", hint)

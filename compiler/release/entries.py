@@ -15,6 +15,7 @@ On the compile path: standard library, msgspec and tutorrl's TOML reader only.
 # type from a string on every compile, which reads this file's entries.
 import functools
 import os
+from typing import Literal
 
 import msgspec
 
@@ -44,6 +45,11 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # source = "recipe": where its code is, and the commit its key sets were composed from.
     repository: str = ""
     commit: str = ""
+    # source = "recipe": what the checkout the spec names is to the module. "parent": the module's top package
+    # itself (recipe.dapo.main_dapo: a folder named `recipe`), so the folder above it is the import root;
+    # "checkout": the folder holding the top package (rep_exp.main_rep_exp: rep_exp/ inside it), so the checkout
+    # itself is, whatever its name. config_dir is inside the checkout either way.
+    import_root: Literal["parent", "checkout"] = "parent"
     config_dir: str = ""
     config: dict[str, str] = {}
     searchpath: tuple[str, ...] = ()
@@ -87,6 +93,27 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             if key == old or key.startswith(old + "."):
                 return self.moved[old].to + key[len(old):], self.moved[old]
         return None
+
+    @property
+    def top(self) -> str:
+        """The module's top package (``recipe`` for recipe.dapo.main_dapo)."""
+        return self.module.split(".")[0]
+
+    @property
+    def checkout_is_package(self) -> bool:
+        """Whether a recipe's checkout is its module's top package (named after it, the folder above it on
+        PYTHONPATH), rather than the folder holding it (the checkout itself on PYTHONPATH)."""
+        return self.import_root == "parent"
+
+    def module_dir(self) -> str:
+        """The module's folder inside a recipe checkout (``dapo`` for recipe.dapo.main_dapo, ``rep_exp`` for
+        rep_exp.main_rep_exp); inside the wheel for verl's own (``verl/experimental/...``)."""
+        parts = self.module.split(".")[:-1]
+        return "/".join(parts[1:] if self.source == "recipe" and self.checkout_is_package else parts)
+
+    def module_file(self) -> str:
+        """The module's file, where :meth:`module_dir` is."""
+        return "/".join(p for p in (self.module_dir(), self.module.split(".")[-1] + ".py") if p)
 
     def config_name(self, variant: str) -> str:
         return self.config[variant]

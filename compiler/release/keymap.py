@@ -510,6 +510,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                            for f in facts.passthrough + tuple(u for u in facts.undeclared if u.whole) if f.engines]
     targets: dict[str, Target] = {}
     absent: dict[str, str] = {}
+    own = _own_config(entry_point, keyset)
     for name, setting in keymap.setting.items():
         entry = setting.at(release, variant)
         if entry is None:
@@ -528,6 +529,9 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                             | {p[len(key) + 1:] for p in passthrough if p.startswith(key + ".")})
             reads_whole = key in passthrough or any(key.startswith(p + ".") for p in passthrough)
             if not (children or opened or reads_whole or entry.undeclared or keyset.has(key) or key in undeclared):
+                if own:
+                    absent[name] = f"{own} has no table '{key}'"
+                    continue
                 problems.append(f"{name}: verl {release} ({variant}) has no table '{key}' and the map "
                                 "gives no reason verl reads it")
             targets[name] = Target(key=key, plus=not keyset.has(key) and not children, spelling=entry.spelling,
@@ -545,6 +549,8 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
         elif (entry.undeclared or key in undeclared or keyset.open_parent(key)
               or any(key.startswith(p + ".") for p in passthrough)):
             targets[name] = Target(key=key, plus=True, spelling=entry.spelling)
+        elif own:
+            absent[name] = f"{own} declares no '{key}'"
         else:
             problems.append(f"{name}: verl {release} ({variant}) declares no '{key}' and no open table or "
                             "pass-through dict above it")
@@ -553,6 +559,22 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
     ignored = tuple(i for i in keymap.ignored if in_range(at, i.releases) and variant in i.variants)
     return Lock(LOCK_SCHEMA, release, variant, sel.config_name, tuple(sel.select), targets, absent,
                 passthrough, tuple(sorted(undeclared)), ignored, undeclared_engines, entry_point)
+
+
+def _own_config(entry: str, keyset) -> str:
+    """Who an entry point's config is, where it does not extend the release's trainer config but a copy of
+    verl's in its own folder (no search path, keymap/entries.toml): a setting whose key that copy lacks has no
+    home in its lock (absent, with this said), where main_ppo's lock of the release has one. "" otherwise: a
+    key the config lacks is the key map's to explain."""
+    if entry == "ppo":
+        return ""
+    from tutorrl.compiler.release.entries import find_entry
+
+    found = find_entry(entry)
+    if found is None or found.searchpath:
+        return ""
+    return (f"the config of entry point '{entry}' ({keyset.config_name}: a copy of verl's trainer config in its "
+            "own folder, not the release's)")
 
 
 def encode_lock(lock: Lock) -> bytes:

@@ -187,12 +187,15 @@ def compose_entry_keyset(root: Path, release: str, variant: str, entry, config_r
     The entry's yaml reaches verl's trainer config through its own search path
     (``pkg://verl.trainer.config``, or ``file://verl/trainer/config`` relative to
     a source checkout); here the search path is the extracted trainer config
-    alone, so neither an installed verl nor the working folder can lend it keys. ``config_root``: where
-    ``entry.config_dir`` is, for a recipe outside the wheel (a checkout of its repository)."""
+    alone, so neither an installed verl nor the working folder can lend it keys. An entry with no search
+    path (a recipe whose folder holds its own copy of verl's trainer config) composes from its folder alone.
+    ``config_root``: where ``entry.config_dir`` is, for a recipe outside the wheel (a checkout of its
+    repository)."""
     root = Path(root).resolve()
     config_name = entry.config_name(variant)
     trainer = root / CONFIG_PREFIX.rstrip("/")
-    cfg = _compose(Path(config_root or root).resolve() / entry.config_dir, config_name, [f"hydra.searchpath=[file://{trainer}]"],
+    searchpath = [f"hydra.searchpath=[file://{trainer}]"] if entry.searchpath else []
+    cfg = _compose(Path(config_root or root).resolve() / entry.config_dir, config_name, searchpath,
                    f"verl {release} {variant} entry point {entry.name}")
     return KeySet(
         schema=SCHEMA,

@@ -74,8 +74,9 @@ class Recipe(Section):
 
     path: Text
     """The recipe's package folder, named as the module's first part (`recipe` for recipe.dapo.main_dapo); launch.sh
-    puts the folder above it on PYTHONPATH. Relative to where tutorrl runs, as data paths are; may start with a root
-    ($RECIPE_ROOT/recipe)."""
+    puts the folder above it on PYTHONPATH. For an entry whose package is a folder inside the checkout (rep_exp), the
+    checkout itself, any name, which launch.sh puts on PYTHONPATH. Relative to where tutorrl runs, as data paths are;
+    may start with a root ($RECIPE_ROOT/recipe)."""
     git: Text | None = None
     """The repository it was cloned from (recorded, never fetched)."""
     commit: Annotated[str, Meta(pattern=r"^[0-9a-f]{40}\Z")] | None = None

@@ -104,7 +104,8 @@ def test_wrapper_commands_are_recorded_not_run(tmp_path):
                       "wheel (fully_async, one_step_off) and of the recipes it has key sets for, with --recipe PATH "
                       "(dapo (recipe.dapo.main_dapo), entropy (recipe.entropy.main_entropy), prime "
                       "(recipe.prime.main_prime), spin (recipe.spin.main_spin), flowrl (recipe.flowrl.main_flowrl), "
-                      "gvpo (recipe.gvpo.gvpo_main_ppo), spo (recipe.spo.spo_main_ppo), sppo (recipe.sppo.main_sppo))"),
+                      "gvpo (recipe.gvpo.gvpo_main_ppo), spo (recipe.spo.spo_main_ppo), sppo (recipe.sppo.main_sppo), "
+                      "grpo_mindspeed_mm (recipe.grpo_mindspeed_mm.main_ppo), rep_exp (rep_exp.main_rep_exp))"),
 ])
 def test_scripts_with_several_launches_or_none_are_refused(script, words, tmp_path):
     proc = _import(str(SCRIPTS / f"{script}.sh"), "--verl", "0.9.1", "-o", str(tmp_path / "s.toml"))

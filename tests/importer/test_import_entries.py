@@ -264,3 +264,80 @@ def test_a_checkout_without_the_modules_file_is_refused_naming_it(tmp_path):
     proc, spec = _imported("recipe_grpo_mindspeed_mm", tmp_path, "--recipe", str(checkout))
     assert proc.returncode == 2 and not spec.exists() and "Traceback" not in proc.stderr
     assert "no grpo_mindspeed_mm/main_ppo.py there (grpo_mindspeed_mm's module)" in proc.stderr
+
+
+# -- a recipe whose checkout is its import root (rep_exp): started as a top-level package from inside it -------------
+
+
+def _rep_exp_checkout(root: Path) -> Path:
+    """A checkout of this test's own in rep_exp's layout, named anything: rep_exp/ inside it, whose config folder
+    holds a copy of verl's trainer config (here verl 0.7.0's, from its wheel) that rep_exp_trainer extends with no
+    search path, and a stand-in module that says where it was imported from and what it was given."""
+    import shutil
+    import tempfile
+
+    from tutorrl.compiler.release import keyset_import as ki
+
+    package = root / "rep_exp"
+    with tempfile.TemporaryDirectory() as tmp:
+        ki.extract_config(ki.fetch_wheel("0.7.0"), Path(tmp))
+        shutil.copytree(Path(tmp) / "verl" / "trainer" / "config", package / "config")
+    (package / "config" / "rep_exp_trainer.yaml").write_text(
+        "defaults:\n  - ppo_trainer\n  - _self_\n\nreward_model:\n  elliptical:\n    enable: True\n    lamb: 0.01\n"
+        "    sparse_dim: 512\n  reward_kwargs:\n    elliptical:\n      alpha: 1.0\n      beta: 1.0\n")
+    (package / "__init__.py").write_text("")
+    (package / "main_rep_exp.py").write_text(
+        "import os, sys\n"
+        "home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+        "print('rep_exp.main_rep_exp from', home)\n"
+        "print('on PYTHONPATH:', home in os.environ.get('PYTHONPATH', '').split(os.pathsep))\n"
+        "print('argv:', *sys.argv[1:])\n")
+    return root
+
+
+def test_a_launch_of_a_package_inside_the_checkout_imports_exact_and_its_launch_starts_it_from_the_checkout(tmp_path):
+    checkout = _rep_exp_checkout(tmp_path / "code" / "verl-recipe-main")
+    proc, spec = _imported("recipe_rep_exp", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # rep_exp is keyed at 0.7.0 only, where its code starts; both launches composed with the checkout's own copy.
+    assert "round trip: exact (the spec composes to the identical verl 0.7.0 config)" in proc.stdout
+    text = spec.read_text()
+    assert '\nentry = "rep_exp"\n' in text
+    assert '[experiment.recipe]\npath = "$RECIPE_ROOT/verl-recipe-main"\n' in text
+    assert f'RECIPE_ROOT = {{ default = "{tmp_path / "code"}" }}' in text
+    assert '"reward_model.elliptical.sparse_dim=32"' in text
+    bundle = write_bundle(compile_spec(spec), tmp_path / "bundles")
+    launch = (bundle.path / "launch.sh").read_text()
+    assert 'export PYTHONPATH="$(cd "$recipe_dir" && pwd)${PYTHONPATH:+:$PYTHONPATH}"' in launch
+    assert 'exec "$python_bin" -m rep_exp.main_rep_exp --config-name rep_exp_trainer "$@"' in launch
+    assert "hydra.searchpath" not in launch
+    assert '"rep_exp/config/rep_exp_trainer.yaml"' in (bundle.path / "spec.toml").read_text()
+
+    # Real bash runs launch.sh from another folder, with a Python whose verl says 0.7.0 (its metadata only): the
+    # recipe check passes and the stand-in module starts from the checkout itself, with the launch's overrides.
+    fake = tmp_path / "site"
+    (fake / "verl-0.7.0.dist-info").mkdir(parents=True)
+    (fake / "verl-0.7.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.7.0\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TUTORRL_PYTHON": sys.executable, "PYTHONPATH": str(fake)}
+    ran = subprocess.run(["bash", str(bundle.path / "launch.sh")], capture_output=True, text=True, env=env,
+                         cwd=tmp_path / "bundles", timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert f"rep_exp.main_rep_exp from {checkout}\non PYTHONPATH: True\n" in ran.stdout
+    assert "--config-name rep_exp_trainer" in ran.stdout and "reward_model.elliptical.sparse_dim=32" in ran.stdout
+
+
+def test_a_package_inside_the_checkout_given_a_folder_without_it_is_refused_naming_what_it_needs(tmp_path):
+    checkout = _rep_exp_checkout(tmp_path / "code" / "verl-recipe")
+    # Its package folder, not the checkout holding it.
+    proc, spec = _imported("recipe_rep_exp", tmp_path, "--recipe", str(checkout / "rep_exp"))
+    assert proc.returncode == 2 and not spec.exists() and "Traceback" not in proc.stderr
+    assert (f"--recipe {checkout / 'rep_exp'}: no rep_exp/main_rep_exp.py there: rep_exp.main_rep_exp is imported "
+            "from the folder holding rep_exp/ (launch.sh puts that folder itself on PYTHONPATH)") in proc.stderr
+    # Without one, the refusal says what to give.
+    proc, spec = _imported("recipe_rep_exp", tmp_path)
+    assert proc.returncode == 2 and not spec.exists()
+    assert "give --recipe PATH, a checkout of https://github.com/verl-project/verl-recipe at e7f889574b83 holding " \
+           "rep_exp/" in proc.stderr
+    (checkout / "rep_exp" / "config" / "rep_exp_trainer.yaml").unlink()
+    proc, spec = _imported("recipe_rep_exp", tmp_path, "--recipe", str(checkout))
+    assert proc.returncode == 2 and "no rep_exp/config/rep_exp_trainer.yaml there (rep_exp's config)" in proc.stderr

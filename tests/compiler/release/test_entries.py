@@ -164,7 +164,7 @@ def test_retargeting_an_entry_spec_across_releases():
 def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_else():
     entries = [e for e in load_entries().values() if not e.default]
     assert {e.name for e in entries} >= {"fully_async", "one_step_off", "dapo", "entropy", "prime", "spin", "flowrl",
-                                         "gvpo", "grpo_mindspeed_mm"}
+                                         "gvpo", "grpo_mindspeed_mm", "rep_exp"}
     want = {ks.keyset_name(r, v, e.name) for e in entries for r in e.releases for v in e.variants}
     have = {p.name for p in KEYSET_DIR.glob("verl-*@*.json")}
     assert have == want
@@ -188,8 +188,9 @@ def test_every_entry_release_and_variant_has_its_key_set_and_lock_and_nothing_el
                 assert (keyset.entry, keyset.config_name, keyset.overrides) == (e.name, e.config_name(v), [])
                 assert (lock.schema, lock.entry, lock.config_name, lock.select) == (LOCK_SCHEMA, e.name,
                                                                                    e.config_name(v), ())
-                # The entry's config extends main_ppo's: every key of that release's main_ppo is there.
-                assert set(ks.load_keyset(r, v).keys) <= set(keyset.keys), (r, v, e.name)
+                # The entry's config extends main_ppo's: every key of that release's main_ppo is there. One with
+                # no search path extends its own copy of verl's trainer config instead (rep_exp's, older).
+                assert (set(ks.load_keyset(r, v).keys) <= set(keyset.keys)) == bool(e.searchpath), (r, v, e.name)
 
 
 def test_main_ppos_locks_and_key_sets_do_not_name_an_entry():
@@ -364,11 +365,10 @@ def test_a_module_that_is_not_an_entry_says_why_and_names_no_entry():
     # grpo_mindspeed_mm reads verl's own trainer config: an entry now, no longer a not_entry row.
     assert not_entry(GMM) is None and find_entry(GMM).name == "grpo_mindspeed_mm"
     assert not_entry("recipe.prime.main_prime") is None and "recipe.prime.main_prime" in modules
-    for module in ("main_gkd", "rep_exp.main_rep_exp", "recipe.fault_recover.main_ppo"):
+    for module in ("main_gkd", "recipe.fault_recover.main_ppo"):
         assert module not in modules and not_entry(module).why
-    # rep_exp's code starts at 0.7.0, but its launches start it as a top-level package: still no entry.
-    assert not_entry("rep_exp.main_rep_exp").starts == ("0.7.0",) and "top-level package" in \
-        not_entry("rep_exp.main_rep_exp").why
+    # rep_exp, started as a top-level package from inside the checkout, is an entry (import_root), no longer a row.
+    assert not_entry("rep_exp.main_rep_exp") is None and find_entry("rep_exp.main_rep_exp").name == "rep_exp"
     # SPO and SPPO start at 0.7.0 only (compute_reward): entries keyed there, no longer not_entry rows.
     for module in ("recipe.spo.spo_main_ppo", "recipe.sppo.main_sppo"):
         assert not_entry(module) is None and find_entry(module).releases == ("0.7.0",)
@@ -409,7 +409,8 @@ def test_grpo_mindspeed_mm_starts_its_module_with_the_installed_verls_trainer_co
     assert launch.split(head)[1] == ppo.split("-m verl.trainer.main_ppo --config-name ")[1]
     # The folder is the job's own verl's, found without importing it, and checked to hold the config.
     found = launch.split('verl_trainer_config="$(')[1]
-    assert 'importlib.util.find_spec("verl")' in found and '"trainer", "config"' in found
+    # (Read as text here: this test needs no verl; the one below runs the program.)
+    assert "importlib.util.find_spec(" in found and '"verl"' in found and '"trainer", "config"' in found
     assert "ppo_trainer.yaml" in found and found.index("|| exit 3") < found.index("exec ")
     assert "verl_trainer_config" not in ppo
     # A spec naming its own config folder keeps it (nothing computed).
@@ -432,3 +433,79 @@ def test_the_launchs_config_folder_program_names_the_installed_verls_trainer_con
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path,
                           env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 1 and "has no verl/trainer/config/ppo_trainer.yaml beside its verl" in proc.stderr
+
+
+# -- a recipe whose checkout is its import root (rep_exp) -------------------------------------------------------------
+
+
+def _rep_exp_checkout(root: Path) -> Path:
+    """A checkout of this test's own in rep_exp's layout: the package rep_exp/ inside it (its module's file, its
+    config folder), the checkout named anything."""
+    (root / "rep_exp" / "config").mkdir(parents=True)
+    (root / "rep_exp" / "main_rep_exp.py").write_text("# stands for the module's place\n")
+    (root / "rep_exp" / "config" / "rep_exp_trainer.yaml").write_text("defaults:\n  - _self_\n")
+    return root
+
+
+def test_rep_exp_is_an_entry_whose_checkout_is_its_import_root_keyed_from_its_own_copy_of_verls_config():
+    e = find_entry("rep_exp.main_rep_exp")
+    assert (e.name, e.source, e.import_root, e.variants, e.releases, e.searchpath) == (
+        "rep_exp", "recipe", "checkout", ("fsdp",), ("0.7.0",), ())
+    assert (e.module_dir(), e.module_file()) == ("rep_exp", "rep_exp/main_rep_exp.py")
+    assert find_entry("dapo").module_dir() == "dapo" and find_entry("dapo").checkout_is_package
+    # Its own keys (the elliptical reward) are in its key set only; its copy of verl's config is older than 0.7.0's.
+    own = ks.load_keyset("0.7.0", "fsdp", "rep_exp")
+    assert own.has("reward_model.elliptical.sparse_dim") and not ks.load_keyset("0.7.0", "fsdp").has(
+        "reward_model.elliptical.sparse_dim")
+    assert not own.has("reward_model.use_reward_loop") and ks.load_keyset("0.7.0", "fsdp").has(
+        "reward_model.use_reward_loop")
+    # A setting whose key that copy lacks has no home in its lock, and the refusal says whose config lacks it.
+    assert "a copy of verl's trainer config in its own folder" in load_lock("0.7.0", "fsdp", "rep_exp").absent[
+        "reward.model.use_reward_loop"]
+    # Without its code named, the hint is the checkout holding rep_exp/, not a folder named after it.
+    (problem,) = refused(spec("rep_exp", verl="0.7.0"))
+    assert 'add [experiment.recipe] path = "<checkout>"' in problem and "the folder holding rep_exp/" in problem
+    assert not (KEYSET_DIR / ks.keyset_name("0.7.0", "megatron", "rep_exp")).exists()
+
+
+def test_a_rep_exp_spec_puts_its_checkout_itself_on_pythonpath_and_refuses_a_folder_without_its_package(tmp_path):
+    checkout = _rep_exp_checkout(tmp_path / "any-name")
+    text = spec("rep_exp", verl="0.7.0").replace('entry = "rep_exp"\n',
+                                                  f'entry = "rep_exp"\n\n[experiment.recipe]\npath = "{checkout}"\n')
+    launch = compiled(text).files["launch.sh"].decode()
+    assert 'export PYTHONPATH="$(cd "$recipe_dir" && pwd)${PYTHONPATH:+:$PYTHONPATH}"' in launch
+    assert 'exec "$python_bin" -m rep_exp.main_rep_exp --config-name rep_exp_trainer "$@"' in launch
+    assert "hydra.searchpath" not in launch
+    # Its package folder is not its checkout: refused, naming the file it looked for and what to name instead.
+    (problem,) = refused(text.replace(f'path = "{checkout}"', f'path = "{checkout / "rep_exp"}"'))
+    assert f"experiment.recipe.path: the recipe folder '{checkout / 'rep_exp'}' has no rep_exp/main_rep_exp.py: " \
+           "rep_exp.main_rep_exp is imported from the folder holding rep_exp/" in problem, problem
+    assert "not a folder inside it" in problem
+    (problem,) = refused(text + "\n[reward.model]\nuse_reward_loop = true\n")
+    assert problem.startswith("s.toml:17:1: reward.model.use_reward_loop: 'reward.model.use_reward_loop' has no key "
+                              "in verl 0.7.0's rep_exp (fsdp)"), problem
+    assert "declares no 'reward_model.use_reward_loop'" in problem
+
+
+def test_a_recipe_whose_folder_is_its_top_package_still_puts_the_folder_above_it_on_pythonpath(tmp_path):
+    checkout = tmp_path / "recipe"
+    (checkout / "spo").mkdir(parents=True)
+    (checkout / "spo" / "spo_main_ppo.py").write_text("# stands for the module's place\n")
+    text = spec("spo", verl="0.7.0").replace('entry = "spo"\n', f'entry = "spo"\n\n[experiment.recipe]\npath = "{checkout}"\n')
+    launch = compiled(text).files["launch.sh"].decode()
+    assert 'export PYTHONPATH="$(cd "$recipe_dir/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"' in launch
+
+
+def test_the_recipe_key_set_of_an_entry_without_a_search_path_composes_from_its_folder_alone(tmp_path):
+    """rep_exp's config names ppo_trainer in its own folder: composed with no release trainer config beside it
+    (an empty wheel folder), where an entry with a search path would need one."""
+    checkout = tmp_path / "checkout"
+    config = checkout / "rep_exp" / "config"
+    config.mkdir(parents=True)
+    (config / "rep_exp_trainer.yaml").write_text("defaults:\n  - ppo_trainer\n  - _self_\n\nreward_model:\n"
+                                                "  elliptical:\n    sparse_dim: 512\n")
+    (config / "ppo_trainer.yaml").write_text("trainer:\n  total_epochs: 30\nreward_model:\n  enable: false\n")
+    (tmp_path / "wheel").mkdir()
+    keyset = ki.compose_entry_keyset(tmp_path / "wheel", "0.7.0", "fsdp", find_entry("rep_exp"), checkout)
+    assert (keyset.entry, keyset.config_name) == ("rep_exp", "rep_exp_trainer")
+    assert set(keyset.keys) == {"trainer.total_epochs", "reward_model.enable", "reward_model.elliptical.sparse_dim"}
