@@ -31,13 +31,14 @@ from typing import Any, Literal
 import msgspec
 
 from tutorrl.compiler.release import EVIDENCE_CALLBACK, Lock, load_lock
+from tutorrl.compiler.spec.load import PLACEHOLDER as _PLACEHOLDER_TEXT
 
 How = Literal["field", "extra", "unread", "dropped", "refused", "selection"]
 # In the compiler's refusal of a '+' key the dataclass verl builds has no field for.
 STOPS_VERL = "refuses fields it does not declare"
 # The root an imported recipe spec names its checkout's folder by (specs/dapo_example.toml's).
 RECIPE_ROOT = "RECIPE_ROOT"
-PLACEHOLDER = re.compile(r"__UNSET_([A-Za-z0-9_]+)__")
+PLACEHOLDER = re.compile(_PLACEHOLDER_TEXT)
 
 
 class Mapped(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -56,6 +56,8 @@ from pathlib import Path
 
 import msgspec
 
+from tutorrl.compiler.spec.load import PLACEHOLDER
+
 _SPEC = importlib.util.spec_from_file_location("corpus_tool", Path(__file__).resolve().parent / "corpus.py")
 corpus = importlib.util.module_from_spec(_SPEC)
 sys.modules.setdefault("corpus_tool", corpus)
@@ -66,7 +68,7 @@ NOT_TRAINERS = re.compile(r"(^|\.)(main_generation(_server)?|main_eval|data_proc
 _MAIN_WORD = re.compile(r"(^|_)main(_|$)")
 _NOT_COMPOSED = "not checked: the original launch does not compose"
 _CARRIED = "exact once"  # composed with moved or retired keys carried: the launch as written does not compose
-_PLACEHOLDERS = re.compile(r"__UNSET_([A-Za-z0-9_]+)__ = ([^,]+)")
+_PLACEHOLDERS = re.compile(PLACEHOLDER + r" = ([^,]+)")
 
 
 def module_of(call) -> str:

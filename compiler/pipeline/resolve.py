@@ -167,9 +167,6 @@ def never_read(problem: tuple[str, str | None] | None) -> bool:
 
 # Compiled by re's cache where first used: only a spec with raw overrides reaches them, and
 # a module-level compile is paid by every cold compile.
-# An import's stand-in for a variable the script never set: refused by the placeholder screen, in its own words.
-_PLACEHOLDER = r"__UNSET_[A-Za-z0-9_]+__"
-
 _INTERPOLATION = r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}"
 
 
@@ -519,6 +516,9 @@ def check_extra(text: str, lock: Lock, keyset, emitted: dict[str, str], engine: 
 
             info = keyset.keys[key]
             wrong = type_refusal(key, text.partition("=")[2], info.type, info.default, lock.release)
-            if wrong is not None and not re.search(_PLACEHOLDER, text):
+            from tutorrl.compiler.spec.load import PLACEHOLDER
+
+            # An import's stand-in for a variable the script never set: refused by the placeholder screen.
+            if wrong is not None and not re.search(PLACEHOLDER, text):
                 return None, wrong
     return Override("verl.extra_overrides", key, None, prefix in ("+", "++"), raw=text), None

@@ -502,12 +502,15 @@ def _leaves(value: Any, path: KeyPath = ()):
         yield path, value
 
 
-_PLACEHOLDER = r"__UNSET_[A-Za-z0-9_]+__"
+# `tutorrl import`'s stand-in for a variable the script never set (importer/capture.py). The name ends at the
+# first "__" after a letter or digit: "__UNSET_ARG4___run" is ARG4's, followed by "_run".
+PLACEHOLDER = r"__UNSET_([A-Za-z0-9]+(?:_[A-Za-z0-9]+)*)__"
 
 
 def _placeholders(value: Any) -> list[str]:
     """Every ``__UNSET_NAME__`` that `tutorrl import` left for the user in a string."""
-    return re.findall(_PLACEHOLDER, value) if isinstance(value, str) and "__UNSET_" in value else []
+    return [m.group(0) for m in re.finditer(PLACEHOLDER, value)] if isinstance(value, str) and "__UNSET_" in value \
+        else []
 
 
 # Values that are credentials whatever their name: the well-known token formats. Each

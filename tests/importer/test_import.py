@@ -406,3 +406,16 @@ def test_a_retired_key_set_to_null_is_left_out_where_null_is_what_the_release_do
     assert sorted(m.override.split("=")[0] for m in translation.mapped if m.how == "dropped") == [
         "algorithm.rollout_correction.rollout_rs_threshold_lower", "algorithm.rollout_correction.rollout_token_veto_threshold"]
     assert "per-token veto" in translation.carried["algorithm.rollout_correction.rollout_token_veto_threshold=null"]
+
+
+def test_a_placeholder_followed_by_an_underscore_names_its_own_variable(tmp_path):
+    # rep_exp's scripts name runs "${1}_..." from positional parameters: the stand-in is followed by '_'.
+    script = tmp_path / "positional.sh"
+    script.write_text('python3 -m verl.trainer.main_ppo trainer.experiment_name="${1}_run" data.train_batch_size=8\n')
+    out = tmp_path / "spec.toml"
+    proc = _import(str(script), "--verl", "0.9.1", "-o", str(out))
+    assert "  1 -> __UNSET_ARG1__" in proc.stdout, proc.stdout + proc.stderr
+    assert '"__UNSET_ARG1___run"' in out.read_text()
+    compiled = support.cli("compile", str(out), "--out", str(tmp_path / "b"))
+    assert compiled.returncode == 2 and "placeholder for the shell variable ARG1," in compiled.stderr, compiled.stderr
+    assert "'__UNSET_ARG1__' is a placeholder" in compiled.stderr and "variable ARG1_" not in compiled.stderr
