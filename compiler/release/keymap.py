@@ -571,7 +571,7 @@ def _own_config(entry: str, keyset) -> str:
     from tutorrl.compiler.release.entries import find_entry
 
     found = find_entry(entry)
-    if found is None or found.searchpath:
+    if found is None or found.searchpath or found.trainer_config:
         return ""
     return (f"the config of entry point '{entry}' ({keyset.config_name}: a copy of verl's trainer config in its "
             "own folder, not the release's)")
