@@ -31,7 +31,7 @@ from typing import Any, Literal
 import msgspec
 
 from tutorrl.compiler.release import EVIDENCE_CALLBACK, Lock, load_lock
-from tutorrl.compiler.spec.load import PLACEHOLDER as _PLACEHOLDER_TEXT
+from tutorrl.compiler.spec import PLACEHOLDER as _PLACEHOLDER_TEXT
 
 How = Literal["field", "extra", "unread", "dropped", "refused", "selection"]
 # In the compiler's refusal of a '+' key the dataclass verl builds has no field for.

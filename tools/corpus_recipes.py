@@ -56,7 +56,7 @@ from pathlib import Path
 
 import msgspec
 
-from tutorrl.compiler.spec.load import PLACEHOLDER
+from tutorrl.compiler.spec import PLACEHOLDER
 
 _SPEC = importlib.util.spec_from_file_location("corpus_tool", Path(__file__).resolve().parent / "corpus.py")
 corpus = importlib.util.module_from_spec(_SPEC)

@@ -16,7 +16,7 @@ from tutorrl._face import attach
 
 if TYPE_CHECKING:
     from tutorrl.compiler.spec.flat import flatten_table, settings, variant_of
-    from tutorrl.compiler.spec.load import parse_spec, read_spec_bytes
+    from tutorrl.compiler.spec.load import PLACEHOLDER, parse_spec, read_spec_bytes
     from tutorrl.compiler.spec.rewards import available, load_plugin, plugin_fill, plugin_of
     from tutorrl.compiler.spec.structs import Spec, get_field, to_builtins
     from tutorrl.compiler.spec.sweep import Sweep, order_key, shown
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "flat": ("flatten_table", "settings", "variant_of"),
-    "load": ("parse_spec", "read_spec_bytes"),
+    "load": ("PLACEHOLDER", "parse_spec", "read_spec_bytes"),
     "rewards": ("available", "load_plugin", "plugin_fill", "plugin_of"),
     "structs": ("Spec", "get_field", "to_builtins"),
     "sweep": ("Sweep", "order_key", "shown"),
@@ -32,6 +32,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 __getattr__, __dir__ = attach(__name__, _EXPORTS)
 
 __all__ = [
+    "PLACEHOLDER",
     "Spec",
     "Sweep",
     "available",

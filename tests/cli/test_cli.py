@@ -86,7 +86,8 @@ def test_a_plain_specs_compile_leaves_out_what_only_other_specs_need(tmp_path):
     # its cold compile (docs/architecture.md, "Measured").
     code = ("import re, sys; import tutorrl.cli as c; c.main(['compile', %r, '--out', %r]); "
             "from tutorrl.compiler.pipeline import resolve, roots, rules; from tutorrl.compiler.release import hydra; "
-            "kept = {resolve._PLACEHOLDER, resolve._INTERPOLATION, roots.ROOT_REF, roots._ANYWHERE, rules._WORDS, "
+            "from tutorrl.compiler.spec import load; "
+            "kept = {load.PLACEHOLDER, resolve._INTERPOLATION, roots.ROOT_REF, roots._ANYWHERE, rules._WORDS, "
             "hydra._INTERPOLATION.pattern, hydra._BEFORE_QUOTE.pattern, hydra._TRAILING.pattern}; "
             "print(sorted(m for m in ('json', 'shlex', 'tutorrl.compiler.pipeline.raw_overrides', "
             "'tutorrl.compiler.pipeline.value_types') if m in sys.modules), sorted(kept & {k[1] for k in re._cache}))"
