@@ -177,9 +177,15 @@ def validate_data(data: dict, locate: "Locator") -> Spec:
     problems += [locate(p, DATE_MESSAGE) for p, v in leaves
                  if isinstance(v, _DATES) and p[:2] != ("reward", "options") and ".".join(p) not in said]
     problems += [locate(p, *credential_message(kind)) for p, v in leaves if (kind := credential(v))]
+    unset = [(p, name) for p, v in leaves for name in _placeholders(v)]
+    if unset:
+        # A value holding a placeholder is not the user's yet: its type or pattern is judged once it is filled
+        # in ("__UNSET_ARG1___run" is no valid name only for its placeholder), so the placeholder alone is said.
+        held = {".".join(p) for p, _ in unset}
+        problems = [q for q in problems if q.key not in held]
     problems += [locate(p, f"'{name}' is a placeholder for the shell variable {name[8:-2]}, which the imported "
                         "script read but never set", "replace it with the value the launch should use")
-                 for p, v in leaves for name in _placeholders(v)]
+                 for p, name in unset]
     if problems:
         # A spec that compiles no further is still told of its release in the
         # same round: an unsupported one would otherwise come on the next compile.

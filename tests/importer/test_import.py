@@ -419,3 +419,5 @@ def test_a_placeholder_followed_by_an_underscore_names_its_own_variable(tmp_path
     compiled = support.cli("compile", str(out), "--out", str(tmp_path / "b"))
     assert compiled.returncode == 2 and "placeholder for the shell variable ARG1," in compiled.stderr, compiled.stderr
     assert "'__UNSET_ARG1__' is a placeholder" in compiled.stderr and "variable ARG1_" not in compiled.stderr
+    # Said once: the name's pattern is judged when the placeholder is filled in.
+    assert compiled.stderr.count("error:") == 1 and "expected a name" not in compiled.stderr
