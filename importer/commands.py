@@ -35,6 +35,8 @@ def register(subparsers) -> None:
                         "the launch sets; a key it declares and never reads does not count)")
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
                    help="a value for a shell variable the script reads but does not set (repeatable)")
+    p.add_argument("--arg", action="append", default=[], metavar="VALUE",
+                   help="a positional argument of the script: the first --arg is $1, the next $2, ... (repeatable)")
     p.add_argument("--config-name", help="the launch's --config-name (override lists only)")
     p.add_argument("--recipe", metavar="PATH",
                    help="a recipe entry's code (DAPO, entropy, rep_exp): a checkout of verl-recipe at the commit "

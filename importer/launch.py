@@ -116,7 +116,7 @@ def _launches_from_args(args, meanwhile=None) -> tuple[list[Prepared], object]:
         raise InputError([Problem("no such file", file=args.script)])
     if not script.is_file():
         raise InputError([Problem("not a regular file (a launch script is a bash file)", file=args.script)])
-    cap = capture(script, vars=_parse_vars(args.var), timeout=timeout,
+    cap = capture(script, vars=_parse_vars(args.var), timeout=timeout, args=list(args.arg),
                   require="all" if args.require_confinement else "core", meanwhile=meanwhile)
     if cap.timed_out:
         raise RefusedError(f"{args.script}: the script ran past {timeout:g} s and was stopped "
@@ -572,6 +572,8 @@ class ImportOptions(msgspec.Struct, frozen=True, kw_only=True):
     verl: str | None = None
     #: ``NAME=VALUE`` for shell variables the script reads.
     var: list[str] = []
+    #: The script's positional arguments (``$1``, ``$2``, ... in order), as its author passes them.
+    arg: list[str] = []
     config_name: str | None = None
     #: Skip composing the round trip.
     no_check: bool = False

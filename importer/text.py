@@ -43,7 +43,8 @@ def report_text(r: ImportReport) -> str:
         lines.append("spelling normalised (the '+' follows the release's key set):")
         lines += [f"  {o}" for o in r.normalised]
     if r.unset:
-        lines.append("shell variables read but never set (give them with --var NAME=VALUE):")
+        positional = "; a positional parameter N, $N, with the Nth --arg VALUE" if any(n.isdigit() for n in r.unset) else ""
+        lines.append(f"shell variables read but never set (give them with --var NAME=VALUE{positional}):")
         lines += [f"  {name} -> {value}" for name, value in sorted(r.unset.items())]
     if r.other_commands:
         lines.append("other commands the script runs (recorded, not run, not part of the spec):")

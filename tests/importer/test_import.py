@@ -421,3 +421,15 @@ def test_a_placeholder_followed_by_an_underscore_names_its_own_variable(tmp_path
     assert "'__UNSET_ARG1__' is a placeholder" in compiled.stderr and "variable ARG1_" not in compiled.stderr
     # Said once: the name's pattern is judged when the placeholder is filled in.
     assert compiled.stderr.count("error:") == 1 and "expected a name" not in compiled.stderr
+
+
+def test_a_scripts_positional_arguments_are_given_with_arg_in_order(tmp_path):
+    # rep_exp's scripts take their task and model as $1, $2: the report says how to give them, and --arg does.
+    script = tmp_path / "positional.sh"
+    script.write_text('python3 -m verl.trainer.main_ppo trainer.experiment_name="${1}_${2}" data.train_batch_size=256\n')
+    out = tmp_path / "spec.toml"
+    unset = _import(str(script), "--verl", "0.9.1", "-o", str(out))
+    assert "a positional parameter N, $N, with the Nth --arg VALUE" in unset.stdout, unset.stdout + unset.stderr
+    given = _import(str(script), "--verl", "0.9.1", "--arg", "math", "--arg", "32", "-o", str(out))
+    assert given.returncode == 0 and "never set" not in given.stdout, given.stdout + given.stderr
+    assert 'name = "math_32"' in out.read_text()
