@@ -31,7 +31,6 @@ def recipe_folder(entry_name: str, given: str | None, source: str) -> str:
                            f"whose code and Hydra config are outside verl's wheel: give --recipe PATH, {where} "
                            f"{layout}")
     folder = os.path.abspath(given)
-    config = os.path.join(folder, entry.config_dir)
     if entry.checkout_is_package:
         if os.path.basename(os.path.normpath(folder)) != top:
             raise RefusedError(f"--recipe {given}: {entry.module} is imported from a folder named {top!r} (launch.sh "
@@ -40,12 +39,7 @@ def recipe_folder(entry_name: str, given: str | None, source: str) -> str:
         raise RefusedError(f"--recipe {given}: no {entry.module_file()} there: {entry.module} is imported from the "
                            f"folder holding {top}/ (launch.sh puts that folder itself on PYTHONPATH); give {where}, "
                            f"not a folder inside it")
-    if entry.trainer_config:
-        # Its config is verl's own trainer config (the release's): the checkout has its module only.
-        missing = [] if os.path.isfile(os.path.join(folder, entry.module_file())) else [entry.module_file()]
-    else:
-        missing = [f"{entry.config_dir}/{entry.config_name(v)}.yaml" for v in entry.variants
-                   if not os.path.isfile(os.path.join(config, f"{entry.config_name(v)}.yaml"))]
+    missing = [path for path in entry.checkout_files() if not os.path.isfile(os.path.join(folder, path))]
     if missing:
         raise RefusedError(f"--recipe {given}: no {', '.join(missing)} there ({entry.name}'s "
                            f"{'module' if entry.trainer_config else 'config'}); "

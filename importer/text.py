@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 def report_text(r: ImportReport) -> str:
     from tutorrl._files import display_path
+    from tutorrl.importer.translate import LEFT_OUT
 
     lines = [f"import: {r.source} -> verl {r.release} ({r.variant}); {r.release_reason}"]
     if r.spec_path:
@@ -34,8 +35,8 @@ def report_text(r: ImportReport) -> str:
     for how, title in (("extra", "kept as raw overrides (extra_overrides)"),
                        ("unread", "kept as written, never read by the release (unread_overrides)"), ("dropped", "dropped"),
                        ("refused", "refused")):
-        # An override left out for a key the release retired is listed once, with what the launch carried.
-        listed = [m for m in by.get(how, []) if not m.note.startswith("left out:")]
+        # An override the translation left out of the launch is listed once, with what the launch carried.
+        listed = [m for m in by.get(how, []) if not m.note.startswith(LEFT_OUT)]
         if listed:
             lines.append(f"{title}:")
             lines += [f"  {m.override}" + (f"  ({m.note})" if m.note else "") for m in listed]

@@ -38,6 +38,9 @@ How = Literal["field", "extra", "unread", "dropped", "refused", "selection"]
 STOPS_VERL = "refuses fields it does not declare"
 # The root an imported recipe spec names its checkout's folder by (specs/dapo_example.toml's).
 RECIPE_ROOT = "RECIPE_ROOT"
+# How the note of an override the translation left out of the launch begins (a retired key at the value the
+# release always has, a moved key's repeat): the report lists it once, with what the launch carried.
+LEFT_OUT = "left out: "
 PLACEHOLDER = re.compile(_PLACEHOLDER_TEXT)
 
 
@@ -189,7 +192,7 @@ def translate(overrides: list[str], release: str, *, config_name: str | None = N
     if moved_notes:
         mapped = [msgspec.structs.replace(m, note=moved_notes[m.override] + (f"; {m.note}" if m.note else ""))
                   if m.override in moved_notes else m for m in mapped]
-    left_out.update({text: note for text, note in moved_notes.items() if note.startswith("left out:")})
+    left_out.update({text: note for text, note in moved_notes.items() if note.startswith(LEFT_OUT)})
     mapped += [Mapped(text, "dropped", note=note) for text, note in left_out.items()]
     if extra or unread:
         spec["verl"] = {k: v for k, v in (("extra_overrides", extra), ("unread_overrides", unread)) if v}
@@ -228,7 +231,7 @@ def carry_entry_moves(overrides: list[str], entry: str, keyset) -> tuple[list[st
         carried = f"{'' if keyset.has(new) else '+'}{new}={value}"
         if carried in overrides:
             # The launch sets the new key to the same value as well (entropy's set both): once is what it says.
-            notes[text] = f"left out: the launch sets '{carried}' too; {fact.why}"
+            notes[text] = f"{LEFT_OUT}the launch sets '{carried}' too; {fact.why}"
             continue
         out.append(carried)
         notes[carried] = f"carried from '{key}': {fact.why}"
@@ -266,7 +269,7 @@ def leave_out_retired(overrides: list[str], release: str, variant: str, keyset) 
         if fact is None or keyset.has(key) or not _same_value(text, f"{key}={fact.always}", parse):
             out.append(text)
             continue
-        notes[text] = f"left out: {fact.reason}; '{fact.always}' asks for what it always does"
+        notes[text] = f"{LEFT_OUT}{fact.reason}; '{fact.always}' asks for what it always does"
     return out, notes
 
 

@@ -49,12 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     entries = [e for e in load_entries().values() if e.source == "recipe" and (not args.entry or e.name in args.entry)]
     stale = []
     for entry in entries:
-        if entry.trainer_config:
-            # Its config is verl's own trainer config: the checkout has only its module.
-            missing = [] if (checkout / entry.module_file()).is_file() else [entry.module_file()]
-        else:
-            missing = [entry.config_dir + f"/{entry.config_name(v)}.yaml" for v in entry.variants
-                       if not (checkout / entry.config_dir / f"{entry.config_name(v)}.yaml").is_file()]
+        missing = [path for path in entry.checkout_files() if not (checkout / path).is_file()]
         if missing:
             print(f"{entry.name}: {checkout} has no {', '.join(missing)}: check out {entry.repository} at "
                   f"{entry.commit}", file=sys.stderr)

@@ -115,6 +115,13 @@ class EntryPoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         """The module's file, where :meth:`module_dir` is."""
         return "/".join(p for p in (self.module_dir(), self.module.split(".")[-1] + ".py") if p)
 
+    def checkout_files(self) -> list[str]:
+        """What a recipe's checkout must hold for its launches to compose, by path inside it: its config per
+        variant, or, for an entry reading verl's own trainer config (``trainer_config``), its module's file."""
+        if self.trainer_config:
+            return [self.module_file()]
+        return ["/".join(p for p in (self.config_dir, f"{self.config_name(v)}.yaml") if p) for v in self.variants]
+
     def config_name(self, variant: str) -> str:
         return self.config[variant]
 

@@ -465,14 +465,6 @@ def entry_at(text: str | None, release: str, variant: str | None = None):
     return entry
 
 
-def _reads_trainer_config(entry: str) -> bool:
-    """Whether entry point ``entry`` reads verl's own trainer config, chosen per variant as main_ppo's is."""
-    from tutorrl.compiler.release.entries import load_entries
-
-    found = load_entries().get(entry)
-    return found is not None and found.trainer_config
-
-
 class LockError(Exception):
     """The map says something the release's key set contradicts."""
 
@@ -493,7 +485,13 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
     sel = keymap.variant_select(release, variant)
     if sel is None:
         raise LockError(f"verl {release}: no {variant} config in the key map")
-    if entry_point != "ppo" and not _reads_trainer_config(entry_point):
+    found = None
+    if entry_point != "ppo":
+        from tutorrl.compiler.release.entries import find_entry
+
+        found = find_entry(entry_point)
+    # An entry reading verl's own trainer config has its variants chosen as main_ppo's are.
+    if entry_point != "ppo" and not (found is not None and found.trainer_config):
         sel = VariantSelect(config_name=keyset.config_name)
     facts = keymap.facts
     # An added release reads the ranges as its base release does (KeyMap.read_as).
@@ -510,7 +508,7 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                            for f in facts.passthrough + tuple(u for u in facts.undeclared if u.whole) if f.engines]
     targets: dict[str, Target] = {}
     absent: dict[str, str] = {}
-    own = _own_config(entry_point, keyset)
+    own = _own_config(found, keyset)
     for name, setting in keymap.setting.items():
         entry = setting.at(release, variant)
         if entry is None:
@@ -561,20 +559,15 @@ def build_lock(release: str, variant: Variant, keymap: KeyMap | None = None, key
                 passthrough, tuple(sorted(undeclared)), ignored, undeclared_engines, entry_point)
 
 
-def _own_config(entry: str, keyset) -> str:
-    """Who an entry point's config is, where it does not extend the release's trainer config but a copy of
-    verl's in its own folder (no search path, keymap/entries.toml): a setting whose key that copy lacks has no
-    home in its lock (absent, with this said), where main_ppo's lock of the release has one. "" otherwise: a
-    key the config lacks is the key map's to explain."""
-    if entry == "ppo":
-        return ""
-    from tutorrl.compiler.release.entries import find_entry
-
-    found = find_entry(entry)
+def _own_config(found, keyset) -> str:
+    """Who an entry point's config is (``found``: its entry, None for main_ppo), where it does not extend the
+    release's trainer config but a copy of verl's in its own folder (no search path, keymap/entries.toml): a
+    setting whose key that copy lacks has no home in its lock (absent, with this said), where main_ppo's lock
+    of the release has one. "" otherwise: a key the config lacks is the key map's to explain."""
     if found is None or found.searchpath or found.trainer_config:
         return ""
-    return (f"the config of entry point '{entry}' ({keyset.config_name}: a copy of verl's trainer config in its "
-            "own folder, not the release's)")
+    return (f"the config of entry point '{found.name}' ({keyset.config_name}: a copy of verl's trainer config in "
+            "its own folder, not the release's)")
 
 
 def encode_lock(lock: Lock) -> bytes:

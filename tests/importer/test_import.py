@@ -408,12 +408,18 @@ def test_a_retired_key_set_to_null_is_left_out_where_null_is_what_the_release_do
     assert "per-token veto" in translation.carried["algorithm.rollout_correction.rollout_token_veto_threshold=null"]
 
 
+def _positional(tmp_path: Path, name: str, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """A launch naming its run from the script's positional parameters (as rep_exp's scripts do), imported at
+    0.9.1 with ``args``; the report and the spec."""
+    script = tmp_path / "positional.sh"
+    script.write_text(f'python3 -m verl.trainer.main_ppo trainer.experiment_name="{name}" data.train_batch_size=256\n')
+    out = tmp_path / "spec.toml"
+    return _import(str(script), "--verl", "0.9.1", *args, "-o", str(out)), out
+
+
 def test_a_placeholder_followed_by_an_underscore_names_its_own_variable(tmp_path):
     # rep_exp's scripts name runs "${1}_..." from positional parameters: the stand-in is followed by '_'.
-    script = tmp_path / "positional.sh"
-    script.write_text('python3 -m verl.trainer.main_ppo trainer.experiment_name="${1}_run" data.train_batch_size=8\n')
-    out = tmp_path / "spec.toml"
-    proc = _import(str(script), "--verl", "0.9.1", "-o", str(out))
+    proc, out = _positional(tmp_path, "${1}_run")
     assert "  1 -> __UNSET_ARG1__" in proc.stdout, proc.stdout + proc.stderr
     assert '"__UNSET_ARG1___run"' in out.read_text()
     compiled = support.cli("compile", str(out), "--out", str(tmp_path / "b"))
@@ -425,11 +431,8 @@ def test_a_placeholder_followed_by_an_underscore_names_its_own_variable(tmp_path
 
 def test_a_scripts_positional_arguments_are_given_with_arg_in_order(tmp_path):
     # rep_exp's scripts take their task and model as $1, $2: the report says how to give them, and --arg does.
-    script = tmp_path / "positional.sh"
-    script.write_text('python3 -m verl.trainer.main_ppo trainer.experiment_name="${1}_${2}" data.train_batch_size=256\n')
-    out = tmp_path / "spec.toml"
-    unset = _import(str(script), "--verl", "0.9.1", "-o", str(out))
+    unset, out = _positional(tmp_path, "${1}_${2}")
     assert "a positional parameter N, $N, with the Nth --arg VALUE" in unset.stdout, unset.stdout + unset.stderr
-    given = _import(str(script), "--verl", "0.9.1", "--arg", "math", "--arg", "32", "-o", str(out))
+    given, out = _positional(tmp_path, "${1}_${2}", "--arg", "math", "--arg", "32")
     assert given.returncode == 0 and "never set" not in given.stdout, given.stdout + given.stderr
     assert 'name = "math_32"' in out.read_text()
